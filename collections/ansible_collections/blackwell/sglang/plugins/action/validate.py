@@ -1,0 +1,130 @@
+"""Action plugin: validate the SGLang launch configuration of many hosts in one pass."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: validate
+short_description: Validate SGLang launch arguments of inventory hosts, on the controller
+description:
+  - Checks each host's C(sglang_args), C(sglang_model_path), C(sglang_env) and declared hardware
+    (C(nvidia_gpu_count), C(nvidia_gpu_compute_capability)) against the committed CLI schema and
+    the rules of the pinned SGLang release (C(sglang_version)).
+  - Runs on the controller only and connects to no host. Meant to be used with C(run_once) so one
+    task validates every host of the play.
+  - Fails when any host is invalid, with one readable block per bad host naming each variable,
+    the value, why, the fix and, where the rule is SGLang's own, its source location.
+options:
+  hosts:
+    description: Inventory hostnames to validate. Defaults to every host of the play (C(ansible_play_hosts_all)).
+    type: list
+    elements: str
+  spec:
+    description: >-
+      How to treat the speculative-decoding triple: C(keep) as written, C(auto) drop num_steps/eagle_topk/draft_tokens
+      so SGLang chooses, C(off) drop every speculative_* argument, C(explicit) require the triple.
+    type: str
+    default: keep
+    choices: [keep, auto, off, explicit]
+  fail_on_error:
+    description: Fail the task when any host is invalid.
+    type: bool
+    default: true
+"""
+
+RETURN = r"""
+hosts:
+  description: >-
+    Per host, C(ok), C(errors) and C(warnings). For a valid host the problems are complete records (rule, variable,
+    value, message, fix, source) and come with the effective C(args) (secrets masked), the rendered C(argv) and the keys
+    of the secret config file; for an invalid host they are C(variable: rule) lines, the readable report being C(msg).
+  type: dict
+invalid_hosts:
+  description: Hostnames with at least one error.
+  type: list
+"""
+
+from typing import Any
+
+from ansible.errors import AnsibleError
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import (
+    Problem,
+    Result,
+    format_report,
+    validate_host,
+)
+
+display = Display()
+
+# The host variables the validator reads; nothing else is templated.
+HOST_VARS = (
+    "sglang_version",
+    "sglang_model_path",
+    "sglang_args",
+    "sglang_env",
+    "nvidia_gpu_count",
+    "nvidia_gpu_compute_capability",
+    "sglang_model_architecture",
+    "sglang_model_quantization",
+    "sglang_model_max_context",
+    "sglang_api_key",
+    "sglang_admin_api_key",
+)
+
+
+def read_host_vars(hostvars: Any, host: str) -> dict[str, Any]:
+    """Template only the variables the validator needs from one host's hostvars."""
+    host_vars = hostvars[host]
+    return {name: host_vars[name] for name in HOST_VARS if name in host_vars}
+
+
+class ActionModule(ActionBase):
+    """Validate every listed host; never contacts a host."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS = frozenset(("hosts", "spec", "fail_on_error"))
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        _, args = self.validate_argument_spec(
+            argument_spec={
+                "hosts": {"type": "list", "elements": "str"},
+                "spec": {"type": "str", "default": "keep"},
+                "fail_on_error": {"type": "bool", "default": True},
+            }
+        )
+        hosts = args["hosts"] if args["hosts"] is not None else task_vars.get("ansible_play_hosts_all", [])
+        hostvars = task_vars["hostvars"]
+        per_host: dict[str, dict[str, Any]] = {}
+        blocks: list[str] = []
+        warnings = 0
+        for host in hosts:
+            try:
+                outcome = validate_host(read_host_vars(hostvars, host), spec=args["spec"])
+            except AnsibleError as exc:  # a host variable that does not template (undefined, syntax)
+                outcome = Result(errors=[Problem("host.template", "host variables", None, to_text(exc).splitlines()[0],
+                                                 "fix the variable's Jinja expression or define what it uses")])
+            per_host[host] = outcome.as_dict() if outcome.ok else {
+                "ok": False,
+                "errors": [f"{p.variable}: {p.rule}" for p in outcome.errors],
+                "warnings": [f"{p.variable}: {p.rule}" for p in outcome.warnings],
+            }
+            warnings += len(outcome.warnings)
+            if outcome.errors or outcome.warnings:
+                blocks.append(format_report(host, outcome))
+        invalid = [h for h, r in per_host.items() if not r["ok"]]
+        result.update(changed=False, hosts=per_host, invalid_hosts=invalid, spec=args["spec"])
+        summary = f"{len(hosts) - len(invalid)} of {len(hosts)} host(s) valid, {warnings} warning(s), spec={args['spec']}"
+        if invalid and args["fail_on_error"]:
+            result["failed"] = True
+            result["msg"] = f"SGLang configuration rejected for {len(invalid)} host(s): {', '.join(invalid)}\n\n" + "\n\n".join(blocks)
+        else:
+            result["msg"] = summary + ("\n\n" + "\n\n".join(blocks) if blocks else "")
+            if blocks:
+                display.display(result["msg"], color="bright purple")
+        return result

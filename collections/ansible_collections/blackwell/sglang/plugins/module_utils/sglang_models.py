@@ -1,0 +1,126 @@
+"""What the validation rules need to know about a model, without downloading it.
+
+A small table of well-known checkpoints (the reference model and a few common
+ones) and of architectures.  Hosts serving anything else declare the facts
+with ``sglang_model_architecture``, ``sglang_model_quantization`` and
+``sglang_model_max_context``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class ArchFacts:
+    """Facts that follow from the architecture (``config.json`` ``architectures[0]``)."""
+
+    family: str
+    mla: bool = False
+    hybrid_linear_attention: bool = False
+    # What SGLang's _auto_choose_speculative_params picks: (num_steps, eagle_topk, num_draft_tokens).
+    spec_auto: tuple[int, int, int] = (3, 1, 4)
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """Everything the rules know about the served model."""
+
+    architecture: str | None
+    quantization: str | None  # checkpoint format: None (bf16/fp16), "nvfp4", "fp8", ...
+    max_context: int | None
+    known: bool  # False when nothing about the model is known
+    family: str = "unknown"
+    mla: bool = False
+    hybrid_linear_attention: bool = False
+    spec_auto: tuple[int, int, int] = (3, 1, 4)
+
+
+# sglang/srt/arg_groups/speculative_hook.py _auto_choose_speculative_params (0.5.23):
+# Llama and Grok get (5, 4, 8); everything else, STANDALONE included, (3, 1, 4).
+ARCHITECTURES: dict[str, ArchFacts] = {
+    "Qwen3_5MoeForConditionalGeneration": ArchFacts("qwen3.5", hybrid_linear_attention=True),
+    "Qwen3_5ForConditionalGeneration": ArchFacts("qwen3.5", hybrid_linear_attention=True),
+    "Qwen3_5MoeForCausalLM": ArchFacts("qwen3.5", hybrid_linear_attention=True),
+    "Qwen3_5ForCausalLM": ArchFacts("qwen3.5", hybrid_linear_attention=True),
+    "Qwen3NextForCausalLM": ArchFacts("qwen3-next", hybrid_linear_attention=True),
+    "Qwen3MoeForCausalLM": ArchFacts("qwen3"),
+    "Qwen3ForCausalLM": ArchFacts("qwen3"),
+    "DeepseekV3ForCausalLM": ArchFacts("deepseek-v3", mla=True),
+    "DeepseekV32ForCausalLM": ArchFacts("deepseek-v3.2", mla=True),
+    "DeepseekV2ForCausalLM": ArchFacts("deepseek-v2", mla=True),
+    "LlamaForCausalLM": ArchFacts("llama", spec_auto=(5, 4, 8)),
+    "Grok1ForCausalLM": ArchFacts("grok", spec_auto=(5, 4, 8)),
+    "GptOssForCausalLM": ArchFacts("gpt-oss"),
+}
+
+# Checkpoints by Hugging Face id: (architecture, checkpoint quantization, max context).
+CHECKPOINTS: dict[str, tuple[str, str | None, int]] = {
+    "nvidia/Qwen3.5-397B-A17B-NVFP4": ("Qwen3_5MoeForConditionalGeneration", "nvfp4", 262144),
+    "Qwen/Qwen3.5-397B-A17B": ("Qwen3_5MoeForConditionalGeneration", None, 262144),
+    "Qwen/Qwen3.5-397B-A17B-FP8": ("Qwen3_5MoeForConditionalGeneration", "fp8", 262144),
+    "Qwen/Qwen3-Next-80B-A3B-Instruct": ("Qwen3NextForCausalLM", None, 262144),
+    "Qwen/Qwen3-Next-80B-A3B-Thinking": ("Qwen3NextForCausalLM", None, 262144),
+    "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8": ("Qwen3NextForCausalLM", "fp8", 262144),
+    "nvidia/Qwen3-Next-80B-A3B-Instruct-NVFP4": ("Qwen3NextForCausalLM", "nvfp4", 262144),
+    "deepseek-ai/DeepSeek-V3": ("DeepseekV3ForCausalLM", "fp8", 163840),
+    "deepseek-ai/DeepSeek-V3-0324": ("DeepseekV3ForCausalLM", "fp8", 163840),
+    "deepseek-ai/DeepSeek-R1": ("DeepseekV3ForCausalLM", "fp8", 163840),
+    "deepseek-ai/DeepSeek-R1-0528": ("DeepseekV3ForCausalLM", "fp8", 163840),
+    "nvidia/DeepSeek-V3-0324-FP4": ("DeepseekV3ForCausalLM", "nvfp4", 163840),
+    "nvidia/DeepSeek-R1-0528-FP4": ("DeepseekV3ForCausalLM", "nvfp4", 163840),
+    "meta-llama/Llama-3.1-8B-Instruct": ("LlamaForCausalLM", None, 131072),
+    "meta-llama/Llama-3.1-70B-Instruct": ("LlamaForCausalLM", None, 131072),
+    "meta-llama/Llama-3.3-70B-Instruct": ("LlamaForCausalLM", None, 131072),
+    "meta-llama/Meta-Llama-3-8B-Instruct": ("LlamaForCausalLM", None, 8192),
+    "nvidia/Llama-3.3-70B-Instruct-FP4": ("LlamaForCausalLM", "nvfp4", 131072),
+}
+
+# Spellings of checkpoint quantization accepted in sglang_model_quantization.
+QUANTIZATION_ALIASES = {
+    "nvfp4": "nvfp4",
+    "modelopt_fp4": "nvfp4",
+    "fp4": "nvfp4",
+    "fp8": "fp8",
+    "modelopt_fp8": "fp8",
+    "none": None,
+    "bf16": None,
+    "fp16": None,
+}
+
+
+def lookup_model(
+    model_path: str | None,
+    architecture: str | None = None,
+    quantization: str | None = None,
+    max_context: int | None = None,
+) -> ModelFacts:
+    """Facts for ``model_path``; explicit per-host overrides win over the table."""
+    arch, quant, ctx, known = None, None, None, False
+    key = (model_path or "").rstrip("/")
+    entry = CHECKPOINTS.get(key)
+    if entry is None:
+        # A local directory named like the checkpoint (/models/Qwen3.5-397B-A17B-NVFP4).
+        base = key.rsplit("/", 1)[-1].lower()
+        entry = next((v for k, v in CHECKPOINTS.items() if k.rsplit("/", 1)[-1].lower() == base), None)
+    if entry is not None:
+        arch, quant, ctx = entry
+        known = True
+    if architecture:
+        arch, known = architecture, True
+    if quantization is not None:
+        quant = QUANTIZATION_ALIASES.get(str(quantization).lower(), str(quantization).lower())
+        known = True
+    if max_context:
+        ctx = int(max_context)
+    facts = ModelFacts(architecture=arch, quantization=quant, max_context=ctx, known=known)
+    arch_facts = ARCHITECTURES.get(arch or "")
+    if arch_facts is not None:
+        facts = replace(
+            facts,
+            family=arch_facts.family,
+            mla=arch_facts.mla,
+            hybrid_linear_attention=arch_facts.hybrid_linear_attention,
+            spec_auto=arch_facts.spec_auto,
+        )
+    return facts

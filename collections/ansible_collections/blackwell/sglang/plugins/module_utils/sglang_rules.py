@@ -1,0 +1,372 @@
+"""The cross-field and hardware rules the validator applies.
+
+Each rule is a function of a validation context (see ``sglang_validate.Context``)
+that records problems.  Rules carry the SGLang versions they apply to, so a later
+release can change them without touching the others.  Where a rule restates a
+check of SGLang itself, its ``source`` names the file and line in that release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import Context
+
+Version = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """A flag that no longer exists (or is deprecated) and what replaced it."""
+
+    old: str
+    new: str | None
+    since: str
+    fix: str
+    source: str | None = None
+
+    def applies(self, version: Version) -> bool:
+        """True from the release that renamed it."""
+        return version >= tuple(int(p) for p in self.since.split("."))
+
+    def message(self, version: str) -> str:
+        """Why the key is refused."""
+        new = f" it is --{self.new.replace('_', '-')} now" if self.new else ""
+        return f"--{self.old.replace('_', '-')} was removed or renamed in SGLang {self.since} (pinned: {version});{new}."
+
+
+RENAMED: dict[str, Renamed] = {
+    r.old: r
+    for r in (
+        Renamed("mamba_scheduler_strategy", "mamba_radix_cache_strategy", "0.5.20",
+                "rename the key to mamba_radix_cache_strategy (same values, e.g. extra_buffer)"),
+        Renamed("cuda_graph_max_bs", "cuda_graph_max_bs_decode", "0.5.20",
+                "rename the key to cuda_graph_max_bs_decode (and cuda_graph_max_bs_prefill for prefill graphs)"),
+        Renamed("enable_dp_attention", "attn_dp_size", "0.5.20",
+                "replace `dp_size: N` + `enable_dp_attention: true` by `attn_dp_size: N` (dp_size stays 1)",
+                "sglang/srt/server_args.py (DeprecatedStoreTrueAction)"),
+        Renamed("disable_cuda_graph", None, "0.5.20",
+                "set cuda_graph_backend_decode: disabled and cuda_graph_backend_prefill: disabled instead",
+                "sglang/srt/server_args.py (DeprecatedStoreTrueAction)"),
+    )
+}
+
+SPEC_TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+EAGLE_FAMILY = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
+# sglang/srt/speculative/spec_info.py SpeculativeAlgorithm members + reserved alias NEXTN (0.5.23).
+SPEC_ALGORITHMS = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO", "FROZEN_KV_MTP"}
+
+ATTENTION_DESTS = (
+    "attention_backend",
+    "prefill_attention_backend",
+    "decode_attention_backend",
+    "speculative_draft_attention_backend",
+)
+MOE_RUNNER_DESTS = ("moe_runner_backend", "speculative_moe_runner_backend")
+
+# Attention backends that do not run on compute capability 12.x, and why.
+NOT_ON_SM12X_ATTENTION = {
+    "fa3": "FlashAttention 3 is a Hopper (SM90) kernel; on SM120 it fails at run time",
+    "cutedsl_mla": "the CuTe-DSL MLA kernels target datacenter Blackwell (SM100) only",
+    "hpc_ops": "hpc_ops kernels are not built for SM120",
+    "trtllm_mla": "TensorRT-LLM MLA kernels are SM100-only",
+    "cutlass_mla": "CUTLASS MLA kernels are SM100-only",
+    "flashmla": "FlashMLA supports SM90/SM100 only",
+    "aiter": "aiter is AMD ROCm only",
+    "wave": "wave is AMD ROCm only",
+    "ascend": "ascend is Huawei Ascend NPU only",
+    "intel_amx": "intel_amx is a CPU backend",
+    "intel_xpu": "intel_xpu is an Intel GPU backend",
+}
+# Full-attention backends that work for hybrid linear-attention models (Qwen3.5, Qwen3-Next) on SM120.
+HYBRID_SM12X_ATTENTION = ("triton", "trtllm_mha", "flashinfer")
+SM100_ONLY_MOE_RUNNERS = {"flashinfer_trtllm", "flashinfer_trtllm_routed", "experimental_sgl_trtllm"}
+SM100_ONLY_QUANTIZATION = {"nvfp4_online"}
+
+RuleFn = Callable[["Context"], None]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule and the SGLang versions it applies to (inclusive lower bound, exclusive upper)."""
+
+    rule_id: str
+    fn: RuleFn
+    since: Version = (0, 5, 20)
+    until: Version | None = None
+
+    def applies(self, version: Version) -> bool:
+        """True when this rule holds for ``version``."""
+        return version >= self.since and (self.until is None or version < self.until)
+
+
+RULES: list[Rule] = []
+
+
+def rule(rule_id: str, since: Version = (0, 5, 20), until: Version | None = None) -> Callable[[RuleFn], RuleFn]:
+    """Register a rule function."""
+
+    def wrap(fn: RuleFn) -> RuleFn:
+        RULES.append(Rule(rule_id, fn, since, until))
+        return fn
+
+    return wrap
+
+
+def run_rules(ctx: Context) -> None:
+    """Apply every rule that holds for the context's SGLang version."""
+    for item in RULES:
+        if item.applies(ctx.version):
+            item.fn(ctx)
+
+
+def _int(ctx: Context, dest: str, default: int) -> int:
+    value = ctx.get(dest, default)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _spec_values(ctx: Context) -> tuple[Any, Any, Any]:
+    return tuple(ctx.args.get(d) for d in SPEC_TRIPLE)  # type: ignore[return-value]
+
+
+# --- speculative decoding ----------------------------------------------------------------------
+
+
+@rule("spec.algorithm")
+def _spec_algorithm(ctx: Context) -> None:
+    algo = ctx.args.get("speculative_algorithm")
+    if algo is None:
+        stray = [d for d in ctx.args if d.startswith("speculative_") and ctx.is_set(d)]
+        if stray:
+            ctx.warn("spec.algorithm", stray[0],
+                     f"{', '.join(stray)} set without speculative_algorithm: SGLang ignores them, speculative decoding stays off.",
+                     "set sglang_args.speculative_algorithm (e.g. NEXTN), or remove these keys")
+        return
+    if str(algo).upper() not in SPEC_ALGORITHMS:
+        ctx.error("spec.algorithm", "speculative_algorithm",
+                  f"{algo!r} is not a speculative algorithm of SGLang {ctx.schema.version} "
+                  "(SpeculativeAlgorithm.from_string raises 'Unknown speculative algorithm name').",
+                  "use one of " + ", ".join(sorted(SPEC_ALGORITHMS - {"FROZEN_KV_MTP"}))
+                  + " (NEXTN for the multi-token-prediction heads built into Qwen3.5 / Qwen3-Next / DeepSeek)",
+                  "sglang/srt/speculative/spec_info.py:65")
+
+
+@rule("spec.triple")
+def _spec_triple(ctx: Context) -> None:
+    algo = str(ctx.args.get("speculative_algorithm") or "").upper()
+    if algo not in EAGLE_FAMILY or ctx.is_set("speculative_adaptive"):
+        return
+    steps, topk, draft = _spec_values(ctx)
+    auto = (3, 1, 4) if algo == "STANDALONE" else ctx.model.spec_auto
+    model = ctx.model.architecture or "this model"
+    if steps is None and (topk is not None or draft is not None):
+        given = [ctx.var(d) for d, v in zip(SPEC_TRIPLE, (steps, topk, draft)) if v is not None]
+        ctx.error(
+            "spec.triple", "sglang_args.speculative_num_steps",
+            f"{' and '.join(given)} set without speculative_num_steps. SGLang {ctx.schema.version} requires either all of "
+            "num_steps / eagle_topk / num_draft_tokens or none of them, and dies at start-up with an EMPTY "
+            "AssertionError otherwise.",
+            f"either set speculative_num_steps (with eagle_topk; e.g. steps {auto[0]}, topk {auto[1]}, draft tokens "
+            f"{auto[2]}), or remove {' and '.join(given)} / run with -e spec=auto so SGLang chooses: for {model} it "
+            f"picks num_steps={auto[0]}, eagle_topk={auto[1]}, num_draft_tokens={auto[2]}",
+            "sglang/srt/arg_groups/speculative_hook.py:1160",
+        )
+        return
+    if steps is not None and topk is None:
+        ctx.error(
+            "spec.steps_without_topk", "speculative_eagle_topk",
+            f"speculative_num_steps={steps} without speculative_eagle_topk: SGLang {ctx.schema.version} compares "
+            "eagle_topk > 1 and crashes with a TypeError ('>' not supported between NoneType and int).",
+            f"set speculative_eagle_topk too (1 for a chain: draft tokens = steps + 1 = {steps + 1}), "
+            "or remove num_steps and let SGLang choose (-e spec=auto)",
+            "sglang/srt/arg_groups/speculative_hook.py:1274",
+        )
+        return
+    for dest, value in zip(SPEC_TRIPLE, (steps, topk, draft)):
+        if value is not None and value < 1:
+            ctx.error("spec.values", dest, f"{dest} must be at least 1, got {value}.",
+                      f"set {ctx.var(dest)} >= 1 (SGLang's auto choice for {model}: {auto})")
+    if topk == 1 and steps is not None and steps >= 1 and draft is not None and draft != steps + 1:
+        ctx.warn(
+            "spec.topk1_draft", "speculative_num_draft_tokens",
+            f"with speculative_eagle_topk 1 SGLang silently rewrites speculative_num_draft_tokens={draft} to "
+            f"num_steps + 1 = {steps + 1}.",
+            f"set speculative_num_draft_tokens: {steps + 1} so the config says what runs",
+            "sglang/srt/arg_groups/speculative_hook.py:1255",
+        )
+
+
+def _attention_backends(ctx: Context) -> list[tuple[str, str]]:
+    return [(d, str(ctx.args[d])) for d in ATTENTION_DESTS if ctx.args.get(d) is not None and d in ctx.schema.arguments]
+
+
+@rule("spec.backend")
+def _spec_backend(ctx: Context) -> None:
+    algo = str(ctx.args.get("speculative_algorithm") or "").upper()
+    topk = ctx.args.get("speculative_eagle_topk")
+    if algo in EAGLE_FAMILY and isinstance(topk, int) and topk > 1:
+        for dest, backend in _attention_backends(ctx):
+            if backend == "trtllm_mha" and dest != "speculative_draft_attention_backend":
+                ctx.error("spec.backend", dest,
+                          f"{dest} trtllm_mha supports speculative decoding with eagle_topk 1 only; eagle_topk is {topk}.",
+                          "set speculative_eagle_topk: 1, or use the triton or flashinfer attention backend",
+                          "sglang/srt/arg_groups/speculative_hook.py:1177")
+    attn_dp = _int(ctx, "attn_dp_size", 1)
+    if attn_dp > 1 and algo in ("NGRAM", "STANDALONE"):
+        line = "1370" if algo == "NGRAM" else "1083"
+        ctx.error("spec.attn_dp", "speculative_algorithm",
+                  f"{algo} speculative decoding does not support attention data parallelism (attn_dp_size={attn_dp}).",
+                  "set attn_dp_size: 1, or use EAGLE/NEXTN", f"sglang/srt/arg_groups/speculative_hook.py:{line}")
+
+
+# --- compute capability 12.x (RTX PRO 6000 / RTX 50xx Blackwell) --------------------------------------
+
+
+@rule("sm12x.attention")
+def _sm12x_attention(ctx: Context) -> None:
+    if not ctx.sm12x:
+        return
+    cc = ".".join(map(str, ctx.compute_capability or ()))
+    for dest, backend in _attention_backends(ctx):
+        why = NOT_ON_SM12X_ATTENTION.get(backend)
+        if why:
+            ctx.error("sm12x.attention", dest, f"{dest} {backend!r} does not work on compute capability {cc}: {why}.",
+                      "use triton or flashinfer" + (" (trtllm_mha for hybrid models)" if ctx.model.hybrid_linear_attention else ""))
+        elif ctx.model.hybrid_linear_attention and dest != "speculative_draft_attention_backend" and backend not in HYBRID_SM12X_ATTENTION:
+            ctx.error("sm12x.hybrid_attention", dest,
+                      f"{ctx.model.architecture} mixes linear and full attention; on compute capability {cc} its full-attention "
+                      f"layers run only on {', '.join(HYBRID_SM12X_ATTENTION)}, not {backend!r}.",
+                      "use triton (safest), flashinfer or trtllm_mha")
+    uses_trtllm = any(b == "trtllm_mha" for d, b in _attention_backends(ctx) if d != "speculative_draft_attention_backend")
+    if uses_trtllm:
+        kv = str(ctx.args.get("kv_cache_dtype") or "")
+        if kv == "fp8_e4m3":
+            ctx.error("sm12x.trtllm_mha_kv", "kv_cache_dtype",
+                      f"trtllm_mha with kv_cache_dtype fp8_e4m3 is not supported on compute capability {cc}.",
+                      "use kv_cache_dtype auto (or bf16), or the triton / flashinfer backend")
+        if str(ctx.args.get("mamba_radix_cache_strategy") or "") == "no_buffer":
+            ctx.error("sm12x.trtllm_mha_mamba", "mamba_radix_cache_strategy",
+                      f"trtllm_mha with mamba_radix_cache_strategy no_buffer is not supported on compute capability {cc}.",
+                      "use mamba_radix_cache_strategy extra_buffer, or the triton backend")
+
+
+@rule("sm12x.moe")
+def _sm12x_moe(ctx: Context) -> None:
+    if not ctx.sm12x:
+        return
+    cc = ".".join(map(str, ctx.compute_capability or ()))
+    for dest in MOE_RUNNER_DESTS:
+        runner = ctx.args.get(dest)
+        if runner in SM100_ONLY_MOE_RUNNERS:
+            ctx.error("sm12x.moe", dest,
+                      f"MoE runner {runner!r} uses TensorRT-LLM kernels built for datacenter Blackwell (SM100) only; "
+                      f"it fails on compute capability {cc}.",
+                      "use flashinfer_cutlass (NVFP4 on SM120), triton, or leave it unset (auto)")
+    quant = ctx.args.get("quantization")
+    if quant in SM100_ONLY_QUANTIZATION:
+        ctx.error("sm12x.quantization", "quantization",
+                  f"quantization {quant!r} is SM100-only; it fails on compute capability {cc}.",
+                  "use a pre-quantized NVFP4 checkpoint with quantization modelopt_fp4")
+    if ctx.model.quantization == "nvfp4" and quant != "modelopt_fp4" and ctx.args.get("moe_runner_backend") != "flashinfer_cutlass":
+        ctx.error("sm12x.nvfp4", "quantization",
+                  f"{ctx.args.get('model_path')} is an NVFP4 checkpoint; on compute capability {cc} SGLang then picks "
+                  "SM100-only MoE kernels at run time unless told otherwise.",
+                  "set sglang_args.quantization: modelopt_fp4 (or moe_runner_backend: flashinfer_cutlass)")
+
+
+# --- parallelism against the declared hardware -----------------------------------------------------
+
+
+@rule("parallel")
+def _parallel(ctx: Context) -> None:
+    tp, pp, dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "dp_size", 1)
+    attn_dp, nnodes, rank = _int(ctx, "attn_dp_size", 1), _int(ctx, "nnodes", 1), _int(ctx, "node_rank", 0)
+    base, step = _int(ctx, "base_gpu_id", 0), _int(ctx, "gpu_id_step", 1)
+    for dest, value in (("tp_size", tp), ("pp_size", pp), ("dp_size", dp), ("attn_dp_size", attn_dp), ("nnodes", nnodes)):
+        if value < 1:
+            ctx.error("parallel.size", dest, f"{dest} must be at least 1, got {value}.", f"set {ctx.var(dest)} >= 1")
+            return
+    if (tp * pp) % nnodes:
+        ctx.error("parallel.nnodes", "nnodes",
+                  f"tp_size * pp_size = {tp * pp} is not divisible by nnodes = {nnodes}.",
+                  "make tp_size * pp_size a multiple of nnodes", "sglang/srt/arg_groups/validation_hook.py:179")
+        return
+    if dp > 1 and nnodes > 1:
+        ctx.error("parallel.dp_multinode", "dp_size",
+                  f"dp_size={dp} with nnodes={nnodes}: multi-node data-parallel replicas are not supported.",
+                  "use attn_dp_size across nodes, or one SGLang instance per node with a router in front",
+                  "sglang/srt/arg_groups/validation_hook.py:199")
+    if dp > 1 and attn_dp > 1:
+        ctx.error("parallel.dp_attn_dp", "attn_dp_size",
+                  f"dp_size={dp} together with attn_dp_size={attn_dp}: choose data-parallel replicas or attention DP, not both.",
+                  "set dp_size: 1 (attention DP inside one TP group) or attn_dp_size: 1")
+    if tp % attn_dp:
+        ctx.error("parallel.tp_attn_dp", "attn_dp_size", f"tp_size={tp} is not divisible by attn_dp_size={attn_dp}.",
+                  "pick attn_dp_size dividing tp_size (e.g. 2, 4 or 8 for tp 8)",
+                  "sglang/srt/arg_groups/parallel_hook.py:326")
+    if nnodes > 1:
+        if not ctx.is_set("dist_init_addr"):
+            ctx.error("parallel.dist_init_addr", "sglang_args.dist_init_addr",
+                      f"nnodes={nnodes} needs dist_init_addr (host:port of node rank 0) on every node.",
+                      "set sglang_args.dist_init_addr: \"<rank-0 address>:<port>\"")
+        if not 0 <= rank < nnodes:
+            ctx.error("parallel.node_rank", "node_rank", f"node_rank={rank} is outside 0..{nnodes - 1}.",
+                      f"set node_rank to this host's position (0 to {nnodes - 1})")
+    elif rank != 0:
+        ctx.error("parallel.node_rank", "node_rank", f"node_rank={rank} with a single node (nnodes=1).",
+                  "remove node_rank, or set nnodes")
+    if base < 0 or step < 1:
+        ctx.error("parallel.gpu_ids", "base_gpu_id" if base < 0 else "gpu_id_step",
+                  "base_gpu_id must be >= 0 and gpu_id_step >= 1.", "fix the value",
+                  "sglang/srt/arg_groups/validation_hook.py:204")
+        return
+    per_node = tp * pp // nnodes * dp
+    last = base + (per_node - 1) * step
+    if ctx.gpu_count is not None and last >= ctx.gpu_count:
+        layout = f"tp {tp} x pp {pp}" + (f" / nnodes {nnodes}" if nnodes > 1 else "") + (f" x dp {dp}" if dp > 1 else "")
+        ids = f"GPU ids {base}..{last}" + (f" (step {step})" if step != 1 else "")
+        ctx.error("parallel.gpus", "tp_size",
+                  f"{layout} needs {per_node} GPU(s) on this node ({ids}), but the host has nvidia_gpu_count={ctx.gpu_count}.",
+                  f"lower the parallel sizes to fit {ctx.gpu_count} GPU(s) (e.g. tp_size: {ctx.gpu_count}), "
+                  "or correct nvidia_gpu_count / base_gpu_id / gpu_id_step")
+
+
+# --- numeric sanity SGLang does not check at argument time -----------------------------------------
+
+
+@rule("numeric")
+def _numeric(ctx: Context) -> None:
+    mem = ctx.args.get("mem_fraction_static")
+    if mem is not None and not 0 < mem < 1:
+        ctx.error("numeric.mem_fraction_static", "mem_fraction_static",
+                  f"mem_fraction_static={mem} must be strictly between 0 and 1 (share of each GPU's memory for weights + KV cache).",
+                  "use e.g. 0.85 on a dedicated GPU; lower it if other processes share the GPUs")
+    for dest in ("max_running_requests", "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill"):
+        value = ctx.args.get(dest)
+        if isinstance(value, int) and value < 1:
+            ctx.error(f"numeric.{dest}", dest, f"{dest}={value} must be at least 1.", f"set {ctx.var(dest)} >= 1, or remove it (auto)")
+    chunk, page = ctx.args.get("chunked_prefill_size"), ctx.get("page_size", 1)
+    if isinstance(chunk, int) and chunk > 0 and isinstance(page, int) and page > 1 and chunk % page:
+        ctx.error("numeric.chunked_prefill_size", "chunked_prefill_size",
+                  f"chunked_prefill_size={chunk} is not a multiple of page_size={page}.",
+                  f"use a multiple of {page}, e.g. {chunk - chunk % page or page}",
+                  "sglang/srt/arg_groups/validation_hook.py:244")
+    ctxlen, limit = ctx.args.get("context_length"), ctx.model.max_context
+    if isinstance(ctxlen, int) and limit and ctxlen > limit:
+        allow = ctx.env.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "").strip().lower() in ("1", "true", "yes")
+        if not allow:
+            ctx.error("numeric.context_length", "context_length",
+                      f"context_length={ctxlen} exceeds the model's maximum of {limit} tokens; SGLang refuses it at start-up.",
+                      f"use at most {limit}, or set sglang_env.SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: \"1\" if you know "
+                      "the model extrapolates (RoPE scaling)")
+    name = ctx.args.get("served_model_name")
+    if name is not None and ":" in str(name):
+        ctx.error("numeric.served_model_name", "served_model_name",
+                  "served_model_name must not contain ':' (SGLang reserves it for the model:adapter LoRA syntax).",
+                  f"use e.g. {str(name).replace(':', '-')!r}", "sglang/srt/arg_groups/validation_hook.py:215")
+    grpc, port = ctx.args.get("grpc_port"), ctx.get("port", 30000)
+    if grpc is not None and grpc == port and not ctx.is_set("smg_grpc_mode") and not ctx.is_set("grpc_mode"):
+        ctx.error("numeric.grpc_port", "grpc_port", f"grpc_port {grpc} equals the HTTP port {port}.",
+                  "give the gRPC listener its own port", "sglang/srt/arg_groups/validation_hook.py:359")

@@ -1,0 +1,546 @@
+"""Validate one host's SGLang launch configuration and build its launch plan.
+
+Entry point: :func:`validate_host`.  It takes a host's variables exactly as the
+inventory defines them (``sglang_args``, ``sglang_model_path``, ``nvidia_gpu_count``
+...), checks them against the committed schema of the pinned SGLang release and
+against the rules in :mod:`sglang_rules`, and returns every problem at once
+together with the effective arguments and the rendered argv.  Pure Python, no
+Ansible import, no I/O besides reading the schema file once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_models import ModelFacts, lookup_model
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_rules import RENAMED, run_rules
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import (
+    ArgSpec,
+    Schema,
+    available_versions,
+    load_schema,
+    normalize_key,
+)
+
+SPEC_MODES = ("keep", "auto", "off", "explicit")
+SPEC_TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+
+# Arguments that are secrets: never on the command line, only in the root-owned --config file.
+SECRET_ARGS = {"api_key": "sglang_api_key", "admin_api_key": "sglang_admin_api_key"}
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding: what is wrong, where, why, and how to fix it."""
+
+    rule: str
+    variable: str
+    value: Any
+    message: str
+    fix: str
+    source: str | None = None
+    level: str = "error"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form for Ansible results."""
+        return {
+            "rule": self.rule,
+            "variable": self.variable,
+            "value": self.value,
+            "message": self.message,
+            "fix": self.fix,
+            "source": self.source,
+            "level": self.level,
+        }
+
+
+@dataclass
+class Result:
+    """The outcome of validating one host."""
+
+    errors: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    args: dict[str, Any] = field(default_factory=dict)
+    argv: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    model: ModelFacts | None = None
+    version: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when there is no error (warnings allowed)."""
+        return not self.errors
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form; the secret config values are replaced by a marker."""
+        return {
+            "ok": self.ok,
+            "version": self.version,
+            "errors": [p.as_dict() for p in self.errors],
+            "warnings": [p.as_dict() for p in self.warnings],
+            "args": {k: ("<secret>" if k in SECRET_ARGS else v) for k, v in self.args.items()},
+            "argv": list(self.argv),
+            "config_keys": sorted(self.config),
+            "model": None if self.model is None else self.model.__dict__.copy(),
+        }
+
+
+@dataclass
+class Context:
+    """What a rule sees: typed effective args plus host and model facts."""
+
+    schema: Schema
+    version: tuple[int, ...]
+    args: dict[str, Any]
+    keys: dict[str, str]  # dest -> the key as the user wrote it
+    env: dict[str, str]
+    gpu_count: int | None
+    compute_capability: tuple[int, int] | None
+    model: ModelFacts
+    spec: str
+    problems: list[Problem] = field(default_factory=list)
+
+    def get(self, dest: str, default: Any = None) -> Any:
+        """The effective value: explicit, else SGLang's literal default, else ``default``."""
+        value = self.args.get(dest)
+        if value is None:
+            value = self.schema.default(dest)
+        return default if value is None else value
+
+    def is_set(self, dest: str) -> bool:
+        """True when the host sets the argument (a switch set to false counts as unset)."""
+        return self.args.get(dest) not in (None, False)
+
+    def var(self, dest: str) -> str:
+        """The host variable path that sets ``dest``, for messages."""
+        return f"sglang_args.{self.keys.get(dest, dest)}"
+
+    @property
+    def sm12x(self) -> bool:
+        """True on workstation Blackwell (compute capability 12.x, SM120/SM121)."""
+        return self.compute_capability is not None and self.compute_capability[0] == 12
+
+    def error(self, rule: str, dest_or_var: str, message: str, fix: str, source: str | None = None) -> None:
+        """Record an error about an argument (dest) or a host variable (name with a dot or prefix)."""
+        self._add(rule, dest_or_var, message, fix, source, "error")
+
+    def warn(self, rule: str, dest_or_var: str, message: str, fix: str, source: str | None = None) -> None:
+        """Record a warning."""
+        self._add(rule, dest_or_var, message, fix, source, "warning")
+
+    def _add(self, rule: str, target: str, message: str, fix: str, source: str | None, level: str) -> None:
+        if target in self.schema.arguments or target in self.args:
+            variable, value = self.var(target), self.args.get(target)
+        else:
+            variable, value = target, None
+        self.problems.append(Problem(rule, variable, value, message, fix, source, level))
+
+
+def parse_version(version: str) -> tuple[int, ...]:
+    """'0.5.23' -> (0, 5, 23); non-numeric parts end the tuple."""
+    out = []
+    for part in str(version).split("."):
+        match = re.match(r"\d+", part)
+        if not match:
+            break
+        out.append(int(match.group()))
+    return tuple(out)
+
+
+def _parse_cc(value: Any) -> tuple[int, int] | None:
+    if value in (None, ""):
+        return None
+    match = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", str(value))
+    if not match:
+        raise ValueError(value)
+    return int(match.group(1)), int(match.group(2))
+
+
+_SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+# argparse type functions of SGLang that take JSON text (sglang/srt/arg_groups/argparse_actions.py & co).
+_JSON_TYPES = {"json.loads", "json_list_type", "parse_cuda_graph_config_arg"}
+
+
+def _scalar_type(spec: ArgSpec) -> str:
+    """What a value of ``spec`` must be: int, float, json, or str (other custom parsers take strings)."""
+    if spec.type in ("int", "float", "human_readable_int"):
+        return "int" if spec.type == "human_readable_int" else spec.type
+    if spec.type in _JSON_TYPES:
+        return "json"
+    if spec.choices and all(isinstance(c, int) and not isinstance(c, bool) for c in spec.choices):
+        return "int"
+    return "str"
+
+
+def _human_readable_int(text: str) -> int:
+    """SGLang's human_readable_int: 262144, '256Ki', '25.6k' -> int."""
+    match = re.fullmatch(r"([+-]?\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?", text)
+    if not match:
+        raise ValueError("not an integer (suffixes k, M, G, T, Ki, Mi, Gi, Ti allowed)")
+    number, suffix = match.groups()
+    if suffix in _IEC:
+        if "." in number:
+            raise ValueError("IEC suffixes take whole numbers only")
+        return int(number) * _IEC[suffix]
+    if suffix in _SI:
+        return int(float(number) * _SI[suffix])
+    if "." in number:
+        raise ValueError("not an integer")
+    return int(number)
+
+
+def _coerce_scalar(spec: ArgSpec, value: Any) -> Any:
+    """Convert one YAML/Jinja value to what argparse would produce; ValueError when it cannot."""
+    kind = _scalar_type(spec)
+    if kind == "json":
+        if isinstance(value, (dict, list)):
+            return json.dumps(value, separators=(",", ":"), sort_keys=True)
+        try:
+            json.loads(str(value))
+        except ValueError:
+            raise ValueError("not valid JSON (give a YAML mapping/list or a JSON string)") from None
+        return str(value)
+    if isinstance(value, (dict, list)):
+        raise ValueError("a mapping or list")
+    if isinstance(value, bool) and kind in ("int", "float"):
+        raise ValueError("a boolean")
+    if kind == "int":
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return _human_readable_int(str(value).strip()) if spec.type == "human_readable_int" else _plain_int(value)
+    if kind == "float":
+        try:
+            return float(value) if isinstance(value, (int, float)) else float(str(value).strip())
+        except ValueError:
+            raise ValueError("not a number") from None
+    if isinstance(value, bool):
+        return str(value).lower()
+    if spec.type == "parse_cuda_graph_backend_arg" and str(value) == "tc_piecewise":
+        raise ValueError("'tc_piecewise' was retired")
+    return str(value)
+
+
+def _plain_int(value: Any) -> int:
+    text = str(value).strip()
+    if re.fullmatch(r"[+-]?\d+", text):
+        return int(text)
+    raise ValueError("not an integer")
+
+
+_KIND_WORDS = {"int": "an integer", "float": "a number", "json": "JSON (a mapping, list or JSON text)", "str": "a string"}
+
+
+def _coerce(ctx: Context, spec: ArgSpec, value: Any) -> tuple[bool, Any]:
+    """Type-check one argument; records problems and returns (ok, typed value)."""
+    dest = spec.dest
+    if spec.is_switch:
+        if isinstance(value, bool):
+            return True, value
+        text = str(value).strip().lower()
+        if text in _TRUE | _FALSE:
+            return True, text in _TRUE
+        ctx.error(
+            "schema.type",
+            dest,
+            f"{spec.flag} is a switch (it takes no value), got {value!r}.",
+            f"set {ctx.var(dest)}: true to pass {spec.flag}, or false/null to leave it out",
+            spec.source,
+        )
+        return False, None
+    if spec.nargs == "?" and value is True:
+        return True, True  # flag alone: argparse stores const
+    if isinstance(value, bool) and value is True and not spec.is_switch:
+        ctx.error(
+            "schema.type",
+            dest,
+            f"{spec.flag} takes a value ({_scalar_type(spec)}"
+            + (f", one of {list(spec.choices)}" if spec.choices else "")
+            + "), true is not one.",
+            f"set {ctx.var(dest)} to a value, or null to leave the flag out",
+            spec.source,
+        )
+        return False, None
+    items = value if isinstance(value, list) else None
+    if spec.takes_list:
+        items = value if isinstance(value, list) else [value]
+        if spec.nargs == "+" and not items:
+            ctx.error(
+                "schema.type", dest, f"{spec.flag} needs at least one value.",
+                f"give {ctx.var(dest)} a non-empty list, or null", spec.source,
+            )
+            return False, None
+        if isinstance(spec.nargs, int) and len(items) != spec.nargs:
+            ctx.error(
+                "schema.type", dest, f"{spec.flag} takes exactly {spec.nargs} values, got {len(items)}.",
+                f"give {ctx.var(dest)} a list of {spec.nargs} values", spec.source,
+            )
+            return False, None
+    elif items is not None and _scalar_type(spec) != "json":
+        ctx.error(
+            "schema.type",
+            dest,
+            f"{spec.flag} takes one {_scalar_type(spec)} value, got a list.",
+            f"set {ctx.var(dest)} to a single value",
+            spec.source,
+        )
+        return False, None
+    values = items if spec.takes_list else [value]
+    typed = []
+    for item in values:
+        try:
+            item_typed = _coerce_scalar(spec, item)
+        except ValueError as exc:
+            ctx.error(
+                "schema.type",
+                dest,
+                f"{spec.flag} takes {_KIND_WORDS[_scalar_type(spec)]}, got {item!r} ({exc}).",
+                f"set {ctx.var(dest)} to a {_scalar_type(spec)}",
+                spec.source,
+            )
+            return False, None
+        if spec.choices is not None and item_typed not in spec.choices:
+            near = [str(c) for c in spec.choices if str(item_typed).lower() in str(c).lower()]
+            ctx.error(
+                "schema.choices",
+                dest,
+                f"{item_typed!r} is not a choice of {spec.flag}; SGLang {ctx.schema.version} accepts: "
+                + ", ".join(str(c) for c in spec.choices)
+                + ".",
+                f"set {ctx.var(dest)} to one of those" + (f" (did you mean {', '.join(near[:3])}?)" if near else ""),
+                spec.source,
+            )
+            return False, None
+        typed.append(item_typed)
+    return True, typed if spec.takes_list else typed[0]
+
+
+def _read_args(ctx: Context, raw_args: Mapping[str, Any]) -> None:
+    """Map host-var keys to dests, type-check values, report unknown/renamed/deprecated keys."""
+    for key, value in raw_args.items():
+        spec = ctx.schema.lookup(key)
+        norm = normalize_key(key)
+        if spec is None:
+            renamed = RENAMED.get(norm)
+            if renamed and renamed.applies(ctx.version):
+                ctx.error("schema.renamed", f"sglang_args.{key}", renamed.message(ctx.schema.version), renamed.fix, renamed.source)
+                continue
+            hints = ctx.schema.suggest(key)
+            ctx.error(
+                "schema.unknown",
+                f"sglang_args.{key}",
+                f"SGLang {ctx.schema.version} has no argument {key!r} (python -m sglang.launch_server exits with "
+                "'unrecognized arguments').",
+                ("did you mean " + " or ".join(hints) + "?") if hints else "remove it, or check the name against `python -m sglang.launch_server --help`",
+            )
+            continue
+        if spec.dest in ctx.keys:
+            ctx.error(
+                "schema.duplicate",
+                f"sglang_args.{key}",
+                f"{key!r} and {ctx.keys[spec.dest]!r} both set {spec.flag}.",
+                "keep one of them",
+            )
+            continue
+        ctx.keys[spec.dest] = str(key)
+        if value is None:
+            continue
+        if spec.deprecated and value is not False:
+            renamed = RENAMED.get(spec.dest)
+            ctx.error(
+                "schema.deprecated",
+                spec.dest,
+                f"{spec.flag} is deprecated in SGLang {ctx.schema.version}"
+                + (f": {spec.deprecated_message}" if spec.deprecated_message else "."),
+                renamed.fix if renamed else (spec.deprecated_message or f"remove {ctx.var(spec.dest)}"),
+                spec.source,
+            )
+            continue
+        ok, typed = _coerce(ctx, spec, value)
+        if ok:
+            ctx.args[spec.dest] = typed
+
+
+def _apply_spec_mode(ctx: Context) -> None:
+    """Apply ``spec`` (keep/auto/off/explicit) to the typed args."""
+    if ctx.spec == "auto":
+        if not ctx.is_set("speculative_algorithm"):
+            ctx.error(
+                "spec.mode", "spec",
+                "spec=auto asks SGLang to choose the speculative parameters, but no speculative_algorithm is set.",
+                "set sglang_args.speculative_algorithm (e.g. NEXTN), or use spec=keep",
+            )
+        for dest in SPEC_TRIPLE:
+            ctx.args.pop(dest, None)
+    elif ctx.spec == "off":
+        for dest in [d for d in ctx.args if d.startswith("speculative_")]:
+            ctx.args.pop(dest)
+    elif ctx.spec == "explicit":
+        missing = [d for d in SPEC_TRIPLE if ctx.args.get(d) is None]
+        if not ctx.is_set("speculative_algorithm") or missing:
+            ctx.error(
+                "spec.mode", "spec",
+                "spec=explicit requires speculative_algorithm and all of "
+                + ", ".join(SPEC_TRIPLE)
+                + (f"; missing: {', '.join(missing)}" if missing else "")
+                + ".",
+                "set the missing sglang_args, or use spec=auto to let SGLang choose them",
+            )
+
+
+def render_argv(schema: Schema, args: Mapping[str, Any]) -> list[str]:
+    """The launch_server argv for typed args: full flag names, model path first, then by flag name.
+
+    True -> flag alone, False/None -> omitted, lists -> flag followed by each item.
+    """
+    argv: list[str] = []
+    order = sorted(args, key=lambda d: (d != "model_path", schema.arguments[d].flag))
+    for dest in order:
+        value = args[dest]
+        spec = schema.arguments[dest]
+        if value is False and spec.negation:
+            argv.append(spec.negation)
+            continue
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(spec.flag)
+            continue
+        argv.append(spec.flag)
+        argv.extend(_render_value(v) for v in (value if isinstance(value, list) else [value]))
+    return argv
+
+
+def _render_value(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def config_file_data(schema: Schema, args: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``--config`` YAML mapping for the secret args, keyed as SGLang's ConfigArgumentMerger wants.
+
+    SGLang turns each key into ``--{key}``, so the key is the full option name without dashes.
+    """
+    return {schema.arguments[d].flag[2:]: args[d] for d in sorted(args) if d in SECRET_ARGS and args[d] is not None}
+
+
+def validate_host(hostvars: Mapping[str, Any], spec: str = "keep") -> Result:
+    """Validate a host's variables; see the module docstring and README for the contract."""
+    result = Result()
+    version = str(hostvars.get("sglang_version") or "0.5.23")
+    result.version = version
+    spec = str(spec or "keep").strip().lower()
+
+    def fail(rule: str, variable: str, value: Any, message: str, fix: str) -> Result:
+        result.errors.append(Problem(rule, variable, value, message, fix))
+        return result
+
+    try:
+        schema = load_schema(version)
+    except KeyError:
+        return fail(
+            "host.version", "sglang_version", version,
+            f"no schema for SGLang {version} in this project (have: {', '.join(available_versions())}).",
+            "pin a version listed above, or generate its schema: python3 tools/sglang_schema.py --version "
+            f"{version} (see README, 'Another SGLang version')",
+        )
+    raw_args = hostvars.get("sglang_args") or {}
+    if not isinstance(raw_args, Mapping):
+        return fail("host.args", "sglang_args", raw_args, "sglang_args must be a mapping of SGLang argument names to values.",
+                    "write sglang_args as a YAML mapping, e.g. {tp_size: 8}")
+    env = hostvars.get("sglang_env") or {}
+    if not isinstance(env, Mapping):
+        return fail("host.env", "sglang_env", env, "sglang_env must be a mapping of environment variable names to values.",
+                    "write sglang_env as a YAML mapping, e.g. {NCCL_P2P_DISABLE: '1'}")
+    model_path = hostvars.get("sglang_model_path")
+    model = lookup_model(
+        model_path,
+        hostvars.get("sglang_model_architecture"),
+        hostvars.get("sglang_model_quantization"),
+        hostvars.get("sglang_model_max_context"),
+    )
+    result.model = model
+    ctx = Context(
+        schema=schema, version=parse_version(version), args={}, keys={},
+        env={str(k): str(v) for k, v in env.items()},
+        gpu_count=None, compute_capability=None, model=model, spec=spec,
+    )
+    _read_host_facts(ctx, hostvars)
+    if spec not in SPEC_MODES:
+        ctx.error("spec.mode", "spec", f"spec={spec!r} is not a mode.", f"use one of: {', '.join(SPEC_MODES)}")
+    _read_args(ctx, raw_args)
+    if "model_path" in ctx.args:
+        ctx.error("host.model_path", "model_path", "the model is set by sglang_model_path, not inside sglang_args.",
+                  "move the value to sglang_model_path")
+        ctx.args.pop("model_path")
+    if not model_path:
+        ctx.error("host.model_path", "sglang_model_path", "sglang_model_path is required (the --model-path of the server).",
+                  "set sglang_model_path to a Hugging Face id or a local directory")
+    else:
+        ctx.args = {"model_path": str(model_path), **ctx.args}
+    for dest, var in SECRET_ARGS.items():
+        if dest in ctx.args:
+            ctx.error("host.secret", dest, f"{dest} is a secret and must not be in sglang_args (it would land in the inventory "
+                      "in clear and on the command line).", f"set {var} instead (from Ansible Vault)")
+            ctx.args.pop(dest)
+        elif hostvars.get(var):
+            ctx.args[dest] = str(hostvars[var])
+    if spec in SPEC_MODES:
+        _apply_spec_mode(ctx)
+    run_rules(ctx)
+    result.errors = [p for p in ctx.problems if p.level == "error"]
+    result.warnings = [p for p in ctx.problems if p.level != "error"]
+    result.args = dict(ctx.args)
+    public = {k: v for k, v in ctx.args.items() if k not in SECRET_ARGS}
+    result.argv = render_argv(schema, public)
+    result.config = config_file_data(schema, ctx.args)
+    return result
+
+
+def _read_host_facts(ctx: Context, hostvars: Mapping[str, Any]) -> None:
+    count = hostvars.get("nvidia_gpu_count")
+    if count in (None, ""):
+        ctx.error("host.hardware", "nvidia_gpu_count", "nvidia_gpu_count is not declared; the parallel sizes cannot be checked.",
+                  "declare the host's GPU count, e.g. nvidia_gpu_count: 8")
+    else:
+        try:
+            ctx.gpu_count = int(str(count))
+            if ctx.gpu_count < 1:
+                raise ValueError
+        except ValueError:
+            ctx.error("host.hardware", "nvidia_gpu_count", f"nvidia_gpu_count must be a positive integer, got {count!r}.",
+                      "set nvidia_gpu_count: 8 (the number of GPUs nvidia-smi -L lists)")
+    cap = hostvars.get("nvidia_gpu_compute_capability")
+    try:
+        ctx.compute_capability = _parse_cc(cap)
+    except ValueError:
+        ctx.error("host.hardware", "nvidia_gpu_compute_capability", f"{cap!r} is not a compute capability like \"12.0\".",
+                  "quote it as a string: nvidia_gpu_compute_capability: \"12.0\" (nvidia-smi --query-gpu=compute_cap)")
+    if cap in (None, ""):
+        ctx.error("host.hardware", "nvidia_gpu_compute_capability",
+                  "nvidia_gpu_compute_capability is not declared; the backend rules for the GPU cannot be checked.",
+                  "declare it, e.g. nvidia_gpu_compute_capability: \"12.0\" for RTX PRO 6000 Blackwell")
+
+
+def format_report(host: str, result: Result) -> str:
+    """A readable block for one host: every error and warning with its fix."""
+    lines = [f"{host}: {len(result.errors)} error(s), {len(result.warnings)} warning(s) (SGLang {result.version})"]
+    for problem in list(result.errors) + list(result.warnings):
+        mark = "ERROR" if problem.level == "error" else "WARN "
+        shown = "" if problem.value is None else f" = {problem.value!r}"
+        lines.append(f"  {mark} {problem.variable}{shown}  [{problem.rule}]")
+        lines.append(f"        {problem.message}")
+        lines.append(f"        fix: {problem.fix}")
+        if problem.source:
+            lines.append(f"        source: {problem.source}")
+    return "\n".join(lines)
+
