@@ -49,7 +49,6 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import (
     Problem,
     Result,

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ansible.errors import AnsibleFilterError
-
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import format_report, validate_host
 
 _SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")

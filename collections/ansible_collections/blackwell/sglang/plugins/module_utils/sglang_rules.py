@@ -8,8 +8,9 @@ check of SGLang itself, its ``source`` names the file and line in that release.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import Context
@@ -162,7 +163,7 @@ def _spec_triple(ctx: Context) -> None:
     auto = (3, 1, 4) if algo == "STANDALONE" else ctx.model.spec_auto
     model = ctx.model.architecture or "this model"
     if steps is None and (topk is not None or draft is not None):
-        given = [ctx.var(d) for d, v in zip(SPEC_TRIPLE, (steps, topk, draft)) if v is not None]
+        given = [ctx.var(d) for d, v in zip(SPEC_TRIPLE, (steps, topk, draft), strict=True) if v is not None]
         ctx.error(
             "spec.triple", "sglang_args.speculative_num_steps",
             f"{' and '.join(given)} set without speculative_num_steps. SGLang {ctx.schema.version} requires either all of "
@@ -184,7 +185,7 @@ def _spec_triple(ctx: Context) -> None:
             "sglang/srt/arg_groups/speculative_hook.py:1274",
         )
         return
-    for dest, value in zip(SPEC_TRIPLE, (steps, topk, draft)):
+    for dest, value in zip(SPEC_TRIPLE, (steps, topk, draft), strict=True):
         if value is not None and value < 1:
             ctx.error("spec.values", dest, f"{dest} must be at least 1, got {value}.",
                       f"set {ctx.var(dest)} >= 1 (SGLang's auto choice for {model}: {auto})")

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_models import ModelFacts, lookup_model
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_rules import RENAMED, run_rules
@@ -339,7 +340,9 @@ def _read_args(ctx: Context, raw_args: Mapping[str, Any]) -> None:
                 f"sglang_args.{key}",
                 f"SGLang {ctx.schema.version} has no argument {key!r} (python -m sglang.launch_server exits with "
                 "'unrecognized arguments').",
-                ("did you mean " + " or ".join(hints) + "?") if hints else "remove it, or check the name against `python -m sglang.launch_server --help`",
+                ("did you mean " + " or ".join(hints) + "?")
+                if hints
+                else "remove it, or check the name against `python -m sglang.launch_server --help`",
             )
             continue
         if spec.dest in ctx.keys:

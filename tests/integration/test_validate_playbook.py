@@ -1,0 +1,160 @@
+"""playbooks/validate.yml driven through ansible-runner: per-host events and stats, no SSH."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "inventory" / "sample"
+INCIDENT = {"speculative_num_draft_tokens": 2, "speculative_eagle_topk": 1}
+
+
+def make_inventory(tmp_path: Path, hosts: dict[str, dict[str, Any]]) -> Path:
+    """A copy of the sample inventory whose hosts get the sample host's vars plus per-host changes."""
+    inv = tmp_path / "inventory"
+    shutil.copytree(SAMPLE / "group_vars", inv / "group_vars")
+    base = yaml.safe_load((SAMPLE / "host_vars" / "blackwell-01.yml").read_text())
+    (inv / "host_vars").mkdir()
+    for name, change in hosts.items():
+        data = {**base, **{k: v for k, v in change.items() if k != "sglang_args"}}
+        data["sglang_args"] = {**base["sglang_args"], **change.get("sglang_args", {})}
+        (inv / "host_vars" / f"{name}.yml").write_text(yaml.safe_dump(data))
+    (inv / "hosts.yml").write_text(
+        yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": {h: {} for h in hosts}}}}})
+    )
+    return inv
+
+
+def run(tmp_path: Path, inventory: Path, **extravars: Any) -> ansible_runner.Runner:
+    """Run validate.yml with the project's ansible.cfg; nothing on stdout."""
+    private = tmp_path / "runner"
+    private.mkdir(exist_ok=True)
+    return ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=str(REPO),
+        playbook=str(REPO / "playbooks" / "validate.yml"),
+        inventory=str(inventory),
+        extravars=extravars or None,
+        envvars={
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            # The venv's ansible-playbook, also when the venv is not activated.
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
+        quiet=True,
+    )
+
+
+def task_results(runner: ansible_runner.Runner, task: str) -> list[dict[str, Any]]:
+    """event_data of the runner_on_ok / runner_on_failed events of one task."""
+    return [
+        {**e["event_data"], "runner_event": e["event"]}
+        for e in runner.events
+        if e.get("event") in ("runner_on_ok", "runner_on_failed") and e["event_data"].get("task") == task
+    ]
+
+
+VALIDATE = "Validate every host's SGLang arguments against the pinned release"
+
+
+def test_sample_inventory_is_valid(tmp_path: Path) -> None:
+    runner = run(tmp_path, SAMPLE)
+    assert runner.rc == 0, runner.stdout.read()
+    [event] = task_results(runner, VALIDATE)
+    assert event["runner_event"] == "runner_on_ok"
+    res = event["res"]
+    assert res["invalid_hosts"] == []
+    host = res["hosts"]["blackwell-01"]
+    assert host["ok"] is True
+    argv = host["argv"]
+    assert argv[:2] == ["--model-path", "nvidia/Qwen3.5-397B-A17B-NVFP4"]
+    assert argv[argv.index("--tp-size") + 1] == "8"
+    assert "--speculative-num-steps" not in argv
+    assert runner.stats["failures"] == {}
+
+
+def test_incident_flags_are_rejected_naming_the_keys(tmp_path: Path) -> None:
+    inv = make_inventory(tmp_path, {"blackwell-01": {"sglang_args": INCIDENT}})
+    runner = run(tmp_path, inv)
+    assert runner.rc != 0
+    [event] = task_results(runner, VALIDATE)
+    assert event["runner_event"] == "runner_on_failed"
+    res = event["res"]
+    assert res["invalid_hosts"] == ["blackwell-01"]
+    assert res["hosts"]["blackwell-01"]["errors"] == ["sglang_args.speculative_num_steps: spec.triple"]
+    for words in ("speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_num_steps", "spec=auto",
+                  "num_steps=3, eagle_topk=1, num_draft_tokens=4", "speculative_hook.py:1160"):
+        assert words in res["msg"]
+    assert "blackwell-01" in runner.stats["failures"]
+
+
+def test_spec_auto_accepts_the_incident_flags(tmp_path: Path) -> None:
+    inv = make_inventory(tmp_path, {"blackwell-01": {"sglang_args": INCIDENT}})
+    runner = run(tmp_path, inv, spec="auto")
+    assert runner.rc == 0, runner.stdout.read()
+    [event] = task_results(runner, VALIDATE)
+    argv = event["res"]["hosts"]["blackwell-01"]["argv"]
+    assert not any(a.startswith(("--speculative-eagle-topk", "--speculative-num-draft-tokens")) for a in argv)
+    assert "--speculative-algorithm" in argv
+
+
+def test_every_host_is_reported_at_once(tmp_path: Path) -> None:
+    inv = make_inventory(
+        tmp_path,
+        {
+            "gpu-a": {},
+            "gpu-b": {"sglang_args": {"tp_size": 16}},
+            "gpu-c": {"sglang_args": {"attention_backend": "fa3", "mamba_scheduler_strategy": "extra_buffer"}},
+            "gpu-d": {"nvidia_gpu_count": 4, "sglang_args": {"tp_size": 4}},
+        },
+    )
+    runner = run(tmp_path, inv)
+    assert runner.rc != 0
+    [event] = task_results(runner, VALIDATE)
+    res = event["res"]
+    assert sorted(res["invalid_hosts"]) == ["gpu-b", "gpu-c"]
+    assert res["hosts"]["gpu-a"]["ok"] and res["hosts"]["gpu-d"]["ok"]
+    assert res["hosts"]["gpu-b"]["errors"] == ["sglang_args.tp_size: parallel.gpus"]
+    assert sorted(res["hosts"]["gpu-c"]["errors"]) == [
+        "sglang_args.attention_backend: sm12x.attention",
+        "sglang_args.mamba_scheduler_strategy: schema.renamed",
+    ]
+    # One readable block per bad host, none for the good ones.
+    assert res["msg"].count("error(s)") == 2
+    assert "gpu-a:" not in res["msg"]
+    # The run stops before any other play: no host got further than validation.
+    assert not [e for e in runner.events if e.get("event") == "runner_on_ok" and e["event_data"].get("task") != VALIDATE]
+
+
+def test_render_dir_writes_a_plan_with_secrets_masked(tmp_path: Path) -> None:
+    canary = "canary-secret-7f3a9"
+    inv = make_inventory(tmp_path, {"gpu-a": {"sglang_api_key": canary, "hf_token": canary + "-hf"}, "gpu-b": {}})
+    plan = tmp_path / "plan"
+    runner = run(tmp_path, inv, render_dir=str(plan))
+    assert runner.rc == 0, runner.stdout.read()
+    unit = (plan / "gpu-a" / "sglang.service").read_text()
+    assert "--config /etc/sglang/sglang.yaml" in unit
+    assert "--tp-size 8" in unit
+    config = yaml.safe_load((plan / "gpu-a" / "sglang.yaml").read_text())
+    assert set(config) == {"api-key"}
+    assert "<secret" in config["api-key"]
+    assert "--config" not in (plan / "gpu-b" / "sglang.service").read_text()
+    for path in plan.rglob("*"):
+        if path.is_file():
+            assert canary not in path.read_text(), path
+    assert canary not in runner.stdout.read()
+
+
+@pytest.mark.parametrize("spec", ["bogus"])
+def test_unknown_spec_mode_is_rejected(tmp_path: Path, spec: str) -> None:
+    runner = run(tmp_path, SAMPLE, spec=spec)
+    assert runner.rc != 0
+    [event] = task_results(runner, VALIDATE)
+    assert "spec: spec.mode" in event["res"]["hosts"]["blackwell-01"]["errors"]
