@@ -12,8 +12,8 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, List, Set
 
 import pytest
 
@@ -44,15 +44,15 @@ class Host:
     def out(self, script: str, timeout: float = 60) -> str:
         return self.run(script, timeout=timeout).stdout
 
-    def pids(self, script: str) -> Set[int]:
+    def pids(self, script: str) -> set[int]:
         """Integers a command prints on stdout (fuser, pgrep, ...); its stderr noise is ignored."""
         return {int(x) for x in re.findall(r"\b\d+\b", self.run(script, check=False).stdout)}
 
-    def device_holders(self) -> Set[int]:
+    def device_holders(self) -> set[int]:
         """PIDs holding any /dev/nvidia<N> per fuser, minus nvidia-persistenced."""
         return self.pids("fuser /dev/nvidia[0-9]* 2>/dev/null") - {self.persistenced_pid()}
 
-    def compute_app_pids(self) -> Set[int]:
+    def compute_app_pids(self) -> set[int]:
         csv = self.out("nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader")
         return {int(line.split(",")[0]) for line in csv.splitlines() if line.strip()}
 
@@ -90,11 +90,11 @@ class Host:
             self.run(f"kill -KILL {pid} 2>/dev/null; true")
         self.wait_until("! pgrep -f '^sglang::' >/dev/null", timeout=5)
 
-    def schedulers(self) -> Set[int]:
+    def schedulers(self) -> set[int]:
         return self.pids("pgrep -f '^sglang::scheduler'")
 
 
-def _sh(args: List[str], timeout: float = 600) -> None:
+def _sh(args: list[str], timeout: float = 600) -> None:
     subprocess.run(args, check=True, timeout=timeout)
 
 

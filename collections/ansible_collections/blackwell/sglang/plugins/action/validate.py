@@ -97,17 +97,21 @@ class ActionModule(ActionBase):
                 "fail_on_error": {"type": "bool", "default": True},
             }
         )
-        hosts = args["hosts"] if args["hosts"] is not None else task_vars.get("ansible_play_hosts_all", [])
+        hosts = list(dict.fromkeys(args["hosts"] if args["hosts"] is not None else task_vars.get("ansible_play_hosts_all", [])))
         hostvars = task_vars["hostvars"]
         per_host: dict[str, dict[str, Any]] = {}
         blocks: list[str] = []
         warnings = 0
         for host in hosts:
-            try:
-                outcome = validate_host(read_host_vars(hostvars, host), spec=args["spec"])
-            except AnsibleError as exc:  # a host variable that does not template (undefined, syntax)
-                outcome = Result(errors=[Problem("host.template", "host variables", None, to_text(exc).splitlines()[0],
-                                                 "fix the variable's Jinja expression or define what it uses")])
+            if host not in hostvars:
+                outcome = Result(errors=[Problem("host.unknown", "hosts", host, f"{host!r} is not in the inventory.",
+                                                 "check the host name (ansible-inventory --list)")])
+            else:
+                try:
+                    outcome = validate_host(read_host_vars(hostvars, host), spec=args["spec"])
+                except AnsibleError as exc:  # a host variable that does not template (undefined, syntax)
+                    outcome = Result(errors=[Problem("host.template", "host variables", None, to_text(exc).splitlines()[0],
+                                                     "fix the variable's Jinja expression or define what it uses")])
             per_host[host] = outcome.as_dict() if outcome.ok else {
                 "ok": False,
                 "errors": [f"{p.variable}: {p.rule}" for p in outcome.errors],

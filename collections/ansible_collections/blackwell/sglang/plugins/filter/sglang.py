@@ -41,9 +41,11 @@ def systemd_quote(word: Any) -> str:
 def systemd_env_quote(value: Any) -> str:
     """Quote a value for a systemd EnvironmentFile= line (double quotes, shell-style escapes)."""
     text = str(value)
+    if "\n" in text:
+        raise AnsibleFilterError("an EnvironmentFile value cannot hold a line break")
     for char in ("\\", '"', "$", "`"):
         text = text.replace(char, "\\" + char)
-    return '"' + text.replace("\n", "\\n") + '"'
+    return '"' + text + '"'
 
 
 def systemd_exec_lines(argv: list[Any]) -> list[str]:

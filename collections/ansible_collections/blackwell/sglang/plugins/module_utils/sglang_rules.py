@@ -84,6 +84,8 @@ NOT_ON_SM12X_ATTENTION = {
 # Full-attention backends that work for hybrid linear-attention models (Qwen3.5, Qwen3-Next) on SM120.
 HYBRID_SM12X_ATTENTION = ("triton", "trtllm_mha", "flashinfer")
 SM100_ONLY_MOE_RUNNERS = {"flashinfer_trtllm", "flashinfer_trtllm_routed", "experimental_sgl_trtllm"}
+# Runs, but produced garbage output on SM120 in the deployment that started this project.
+GARBAGE_ON_SM12X_MOE_RUNNERS = {"flashinfer_cutedsl"}
 SM100_ONLY_QUANTIZATION = {"nvfp4_online"}
 
 RuleFn = Callable[["Context"], None]
@@ -264,6 +266,10 @@ def _sm12x_moe(ctx: Context) -> None:
             ctx.error("sm12x.moe", dest,
                       f"MoE runner {runner!r} uses TensorRT-LLM kernels built for datacenter Blackwell (SM100) only; "
                       f"it fails on compute capability {cc}.",
+                      "use flashinfer_cutlass (NVFP4 on SM120), triton, or leave it unset (auto)")
+        if runner in GARBAGE_ON_SM12X_MOE_RUNNERS:
+            ctx.error("sm12x.moe", dest,
+                      f"MoE runner {runner!r} starts on compute capability {cc} but produced garbage output on SM120.",
                       "use flashinfer_cutlass (NVFP4 on SM120), triton, or leave it unset (auto)")
     quant = ctx.args.get("quantization")
     if quant in SM100_ONLY_QUANTIZATION:

@@ -31,6 +31,10 @@ SPEC_TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_n
 
 # Arguments that are secrets: never on the command line, only in the root-owned --config file.
 SECRET_ARGS = {"api_key": "sglang_api_key", "admin_api_key": "sglang_admin_api_key"}
+SECRET_MARKER = "<secret>"
+# Arguments the roles manage themselves.
+MANAGED_ARGS = {"model_path": "sglang_model_path", "config": "the role (it holds the secret arguments)"}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
@@ -85,7 +89,7 @@ class Result:
             "version": self.version,
             "errors": [p.as_dict() for p in self.errors],
             "warnings": [p.as_dict() for p in self.warnings],
-            "args": {k: ("<secret>" if k in SECRET_ARGS else v) for k, v in self.args.items()},
+            "args": {k: (SECRET_MARKER if k in SECRET_ARGS else v) for k, v in self.args.items()},
             "argv": list(self.argv),
             "config_keys": sorted(self.config),
             "model": None if self.model is None else self.model.__dict__.copy(),
@@ -127,19 +131,28 @@ class Context:
         """True on workstation Blackwell (compute capability 12.x, SM120/SM121)."""
         return self.compute_capability is not None and self.compute_capability[0] == 12
 
-    def error(self, rule: str, dest_or_var: str, message: str, fix: str, source: str | None = None) -> None:
+    def error(
+        self, rule: str, dest_or_var: str, message: str, fix: str, source: str | None = None, value: Any = None
+    ) -> None:
         """Record an error about an argument (dest) or a host variable (name with a dot or prefix)."""
-        self._add(rule, dest_or_var, message, fix, source, "error")
+        self._add(rule, dest_or_var, message, fix, source, "error", value)
 
-    def warn(self, rule: str, dest_or_var: str, message: str, fix: str, source: str | None = None) -> None:
+    def warn(
+        self, rule: str, dest_or_var: str, message: str, fix: str, source: str | None = None, value: Any = None
+    ) -> None:
         """Record a warning."""
-        self._add(rule, dest_or_var, message, fix, source, "warning")
+        self._add(rule, dest_or_var, message, fix, source, "warning", value)
 
-    def _add(self, rule: str, target: str, message: str, fix: str, source: str | None, level: str) -> None:
+    def _add(self, rule: str, target: str, message: str, fix: str, source: str | None, level: str, value: Any) -> None:
+        """The problem names the variable; its value is the given one, else the typed one, never a secret."""
         if target in self.schema.arguments or target in self.args:
-            variable, value = self.var(target), self.args.get(target)
+            variable = self.var(target)
+            if value is None:
+                value = self.args.get(target)
+            if target in SECRET_ARGS:
+                value = SECRET_MARKER if value is not None else None
         else:
-            variable, value = target, None
+            variable = target
         self.problems.append(Problem(rule, variable, value, message, fix, source, level))
 
 
@@ -208,6 +221,8 @@ def _coerce_scalar(spec: ArgSpec, value: Any) -> Any:
         except ValueError:
             raise ValueError("not valid JSON (give a YAML mapping/list or a JSON string)") from None
         return str(value)
+    if isinstance(value, dict) and kind == "str":
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)  # as SGLang's --config merger does
     if isinstance(value, (dict, list)):
         raise ValueError("a mapping or list")
     if isinstance(value, bool) and kind in ("int", "float"):
@@ -255,10 +270,20 @@ def _coerce(ctx: Context, spec: ArgSpec, value: Any) -> tuple[bool, Any]:
             f"{spec.flag} is a switch (it takes no value), got {value!r}.",
             f"set {ctx.var(dest)}: true to pass {spec.flag}, or false/null to leave it out",
             spec.source,
+            value,
         )
         return False, None
     if spec.nargs == "?" and value is True:
         return True, True  # flag alone: argparse stores const
+    if value is False:
+        falsy = [c for c in spec.choices or () if str(c).lower() in ("off", "false", "no")]
+        if falsy:
+            ctx.warn(
+                "schema.false", dest,
+                f"false leaves {spec.flag} out; its choices include {falsy}.",
+                f"quote the value (e.g. {ctx.var(dest)}: \"off\") if you meant that choice", spec.source, value,
+            )
+        return True, False
     if isinstance(value, bool) and value is True and not spec.is_switch:
         ctx.error(
             "schema.type",
@@ -268,6 +293,7 @@ def _coerce(ctx: Context, spec: ArgSpec, value: Any) -> tuple[bool, Any]:
             + "), true is not one.",
             f"set {ctx.var(dest)} to a value, or null to leave the flag out",
             spec.source,
+            value,
         )
         return False, None
     items = value if isinstance(value, list) else None
@@ -276,13 +302,13 @@ def _coerce(ctx: Context, spec: ArgSpec, value: Any) -> tuple[bool, Any]:
         if spec.nargs == "+" and not items:
             ctx.error(
                 "schema.type", dest, f"{spec.flag} needs at least one value.",
-                f"give {ctx.var(dest)} a non-empty list, or null", spec.source,
+                f"give {ctx.var(dest)} a non-empty list, or null", spec.source, value,
             )
             return False, None
         if isinstance(spec.nargs, int) and len(items) != spec.nargs:
             ctx.error(
                 "schema.type", dest, f"{spec.flag} takes exactly {spec.nargs} values, got {len(items)}.",
-                f"give {ctx.var(dest)} a list of {spec.nargs} values", spec.source,
+                f"give {ctx.var(dest)} a list of {spec.nargs} values", spec.source, value,
             )
             return False, None
     elif items is not None and _scalar_type(spec) != "json":
@@ -292,6 +318,7 @@ def _coerce(ctx: Context, spec: ArgSpec, value: Any) -> tuple[bool, Any]:
             f"{spec.flag} takes one {_scalar_type(spec)} value, got a list.",
             f"set {ctx.var(dest)} to a single value",
             spec.source,
+            value,
         )
         return False, None
     values = items if spec.takes_list else [value]
@@ -304,8 +331,9 @@ def _coerce(ctx: Context, spec: ArgSpec, value: Any) -> tuple[bool, Any]:
                 "schema.type",
                 dest,
                 f"{spec.flag} takes {_KIND_WORDS[_scalar_type(spec)]}, got {item!r} ({exc}).",
-                f"set {ctx.var(dest)} to a {_scalar_type(spec)}",
+                f"set {ctx.var(dest)} to {_KIND_WORDS[_scalar_type(spec)]}",
                 spec.source,
+                value,
             )
             return False, None
         if spec.choices is not None and item_typed not in spec.choices:
@@ -318,6 +346,7 @@ def _coerce(ctx: Context, spec: ArgSpec, value: Any) -> tuple[bool, Any]:
                 + ".",
                 f"set {ctx.var(dest)} to one of those" + (f" (did you mean {', '.join(near[:3])}?)" if near else ""),
                 spec.source,
+                value,
             )
             return False, None
         typed.append(item_typed)
@@ -356,7 +385,7 @@ def _read_args(ctx: Context, raw_args: Mapping[str, Any]) -> None:
         ctx.keys[spec.dest] = str(key)
         if value is None:
             continue
-        if spec.deprecated and value is not False:
+        if spec.deprecated and str(value).strip().lower() not in _FALSE:
             renamed = RENAMED.get(spec.dest)
             ctx.error(
                 "schema.deprecated",
@@ -478,13 +507,18 @@ def validate_host(hostvars: Mapping[str, Any], spec: str = "keep") -> Result:
         gpu_count=None, compute_capability=None, model=model, spec=spec,
     )
     _read_host_facts(ctx, hostvars)
+    for name, value in ctx.env.items():
+        if not _ENV_NAME.fullmatch(name) or "\n" in value:
+            ctx.error("host.env", f"sglang_env.{name}", "environment names are letters, digits and _ (not starting with a digit), "
+                      "and values are single lines.", "rename the variable or remove the line break")
     if spec not in SPEC_MODES:
         ctx.error("spec.mode", "spec", f"spec={spec!r} is not a mode.", f"use one of: {', '.join(SPEC_MODES)}")
     _read_args(ctx, raw_args)
-    if "model_path" in ctx.args:
-        ctx.error("host.model_path", "model_path", "the model is set by sglang_model_path, not inside sglang_args.",
-                  "move the value to sglang_model_path")
-        ctx.args.pop("model_path")
+    for dest, owner in MANAGED_ARGS.items():
+        if dest in ctx.args:
+            ctx.error("host.managed", dest, f"{dest} is set by {owner}, not inside sglang_args.",
+                      f"remove it from sglang_args{'; set ' + owner if owner.startswith('sglang_') else ''}")
+            ctx.args.pop(dest)
     if not model_path:
         ctx.error("host.model_path", "sglang_model_path", "sglang_model_path is required (the --model-path of the server).",
                   "set sglang_model_path to a Hugging Face id or a local directory")
@@ -516,9 +550,10 @@ def _read_host_facts(ctx: Context, hostvars: Mapping[str, Any]) -> None:
                   "declare the host's GPU count, e.g. nvidia_gpu_count: 8")
     else:
         try:
-            ctx.gpu_count = int(str(count))
-            if ctx.gpu_count < 1:
+            gpu_count = int(str(count))
+            if gpu_count < 1:
                 raise ValueError
+            ctx.gpu_count = gpu_count
         except ValueError:
             ctx.error("host.hardware", "nvidia_gpu_count", f"nvidia_gpu_count must be a positive integer, got {count!r}.",
                       "set nvidia_gpu_count: 8 (the number of GPUs nvidia-smi -L lists)")
@@ -536,7 +571,8 @@ def _read_host_facts(ctx: Context, hostvars: Mapping[str, Any]) -> None:
 
 def format_report(host: str, result: Result) -> str:
     """A readable block for one host: every error and warning with its fix."""
-    lines = [f"{host}: {len(result.errors)} error(s), {len(result.warnings)} warning(s) (SGLang {result.version})"]
+    version = f" (SGLang {result.version})" if result.version else ""
+    lines = [f"{host}: {len(result.errors)} error(s), {len(result.warnings)} warning(s){version}"]
     for problem in list(result.errors) + list(result.warnings):
         mark = "ERROR" if problem.level == "error" else "WARN "
         shown = "" if problem.value is None else f" = {problem.value!r}"

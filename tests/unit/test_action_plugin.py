@@ -1,0 +1,259 @@
+"""Unit tests of the blackwell.sglang.validate action plugin.
+
+The plugin is driven in-process: ``ActionModule`` with minimal stand-ins for the task, connection and
+play context, and ``task_vars`` holding ``hostvars`` and ``ansible_play_hosts_all`` as Ansible passes
+them.  ``hostvars`` is a mapping whose per-host views template on access in real Ansible; the stand-in
+raises ``AnsibleUndefinedVariable`` for a variable that would not template.  Two short
+``ansible-playbook`` runs check the same through real Ansible (templating, data tagging, exit code).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+from ansible.errors import AnsibleActionFail, AnsibleUndefinedVariable
+from ansible_collections.blackwell.sglang.plugins.action.validate import HOST_VARS, ActionModule, read_host_vars
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "inventory" / "sample"
+INCIDENT = {"speculative_num_draft_tokens": 2, "speculative_eagle_topk": 1}
+
+
+def _reference() -> dict[str, Any]:
+    hostvars: dict[str, Any] = {}
+    for path in (SAMPLE / "group_vars" / "sglang_servers.yml", SAMPLE / "host_vars" / "blackwell-01.yml"):
+        hostvars.update(yaml.safe_load(path.read_text(encoding="utf-8")))
+    return hostvars
+
+
+REFERENCE = _reference()
+
+
+def ref_host(args: dict[str, Any] | None = None, **hostvars: Any) -> dict[str, Any]:
+    host = copy.deepcopy(REFERENCE)
+    host["sglang_args"].update(args or {})
+    host.update(hostvars)
+    # What Ansible's hostvars also hold and the plugin must not read.
+    host.update(ansible_host="192.0.2.10", inventory_hostname="x", some_unrelated_var="{{ undefined_thing }}")
+    return host
+
+
+class HostView(Mapping):
+    """One host's vars; names in ``broken`` raise like a Jinja expression using an undefined variable."""
+
+    def __init__(self, data: dict[str, Any], broken: tuple[str, ...] = ()) -> None:
+        self._data, self._broken = data, broken
+        self.read: list[str] = []
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.append(key)
+        if key in self._broken:
+            raise AnsibleUndefinedVariable(f"'no_such_var' is undefined. 'no_such_var' is undefined\nwhile templating {key}")
+        return self._data[key]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def run_action(hostvars: dict[str, Any], args: dict[str, Any] | None = None, play_hosts: list[str] | None = None) -> dict[str, Any]:
+    task = SimpleNamespace(args=dict(args or {}), async_val=0, check_mode=False, action="blackwell.sglang.validate")
+    connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/nonexistent"))
+    action = ActionModule(task, connection, SimpleNamespace(), loader=None, templar=None, shared_loader_obj=None)
+    task_vars = {
+        "hostvars": {name: view if isinstance(view, HostView) else HostView(view) for name, view in hostvars.items()},
+        "ansible_play_hosts_all": list(hostvars) if play_hosts is None else play_hosts,
+    }
+    return action.run(task_vars=task_vars)
+
+
+def blocks(msg: str) -> list[str]:
+    """The per-host report blocks of a result message (the first paragraph is the summary line)."""
+    return msg.split("\n\n")[1:]
+
+
+# --- read_host_vars -------------------------------------------------------------------------------
+
+
+def test_read_host_vars_reads_only_the_validator_inputs() -> None:
+    view = HostView(ref_host(sglang_api_key="k"), broken=("some_unrelated_var",))
+    data = read_host_vars({"h": view}, "h")
+    assert set(data) == {"sglang_version", "sglang_model_path", "sglang_args", "sglang_env", "nvidia_gpu_count",
+                         "nvidia_gpu_compute_capability", "sglang_api_key"}
+    assert set(view.read) <= set(HOST_VARS)  # nothing else is templated: an unrelated broken var is harmless
+
+
+# --- results ------------------------------------------------------------------------------------
+
+
+def test_all_hosts_valid() -> None:
+    result = run_action({"gpu-01": ref_host(), "gpu-02": ref_host(), "gpu-03": ref_host()})
+    assert not result.get("failed")
+    assert result["invalid_hosts"] == []
+    assert result["changed"] is False and result["spec"] == "keep"
+    assert set(result["hosts"]) == {"gpu-01", "gpu-02", "gpu-03"}
+    host = result["hosts"]["gpu-02"]
+    assert host["ok"] is True and host["argv"][:2] == ["--model-path", REFERENCE["sglang_model_path"]]
+    assert result["msg"] == "3 of 3 host(s) valid, 0 warning(s), spec=keep"
+
+
+def test_one_invalid_host_among_three() -> None:
+    result = run_action({"gpu-01": ref_host(), "gpu-02": ref_host(INCIDENT), "gpu-03": ref_host()})
+    assert result["failed"] is True
+    assert result["invalid_hosts"] == ["gpu-02"]
+    msg = result["msg"]
+    assert msg.splitlines()[0] == "SGLang configuration rejected for 1 host(s): gpu-02"
+    assert "gpu-01" not in msg and "gpu-03" not in msg
+    (block,) = blocks(msg)
+    assert block.startswith("gpu-02: 1 error(s), 0 warning(s) (SGLang 0.5.23)")
+    assert "[spec.triple]" in block and "spec=auto" in block
+    assert result["hosts"]["gpu-02"] == {"ok": False, "errors": ["sglang_args.speculative_num_steps: spec.triple"], "warnings": []}
+    assert result["hosts"]["gpu-01"]["ok"] is True
+
+
+def test_one_block_per_bad_host_in_play_order() -> None:
+    hostvars = {"gpu-01": ref_host({"tp_size": 16}), "gpu-02": ref_host(), "gpu-03": ref_host(INCIDENT, nvidia_gpu_count=None)}
+    result = run_action(hostvars)
+    assert result["failed"] is True and result["invalid_hosts"] == ["gpu-01", "gpu-03"]
+    assert result["msg"].splitlines()[0] == "SGLang configuration rejected for 2 host(s): gpu-01, gpu-03"
+    first, second = blocks(result["msg"])
+    assert first.startswith("gpu-01: 1 error(s)") and "[parallel.gpus]" in first and "spec.triple" not in first
+    assert second.startswith("gpu-03: 2 error(s)") and "[spec.triple]" in second and "[host.hardware]" in second
+
+
+def test_hosts_argument_limits_the_set() -> None:
+    hostvars = {"gpu-01": ref_host(), "gpu-02": ref_host(INCIDENT), "gpu-03": ref_host()}
+    result = run_action(hostvars, args={"hosts": ["gpu-01", "gpu-03"]})
+    assert not result.get("failed") and result["invalid_hosts"] == []
+    assert set(result["hosts"]) == {"gpu-01", "gpu-03"}
+    result = run_action(hostvars, args={"hosts": ["gpu-02"]})
+    assert result["failed"] is True and set(result["hosts"]) == {"gpu-02"}
+
+
+def test_default_host_set_is_the_play() -> None:
+    hostvars = {"gpu-01": ref_host(), "gpu-02": ref_host(INCIDENT)}
+    result = run_action(hostvars, play_hosts=["gpu-01"])
+    assert not result.get("failed") and set(result["hosts"]) == {"gpu-01"}
+
+
+def test_spec_argument_is_applied() -> None:
+    result = run_action({"gpu-01": ref_host(INCIDENT)}, args={"spec": "auto"})
+    assert not result.get("failed") and result["spec"] == "auto"
+    assert "--speculative-eagle-topk" not in result["hosts"]["gpu-01"]["argv"]
+    assert result["msg"].endswith("spec=auto")
+
+
+def test_fail_on_error_false_reports_without_failing() -> None:
+    result = run_action({"gpu-01": ref_host(), "gpu-02": ref_host(INCIDENT)}, args={"fail_on_error": False})
+    assert not result.get("failed")
+    assert result["invalid_hosts"] == ["gpu-02"]
+    assert result["msg"].startswith("1 of 2 host(s) valid, 0 warning(s), spec=keep")
+    (block,) = blocks(result["msg"])
+    assert block.startswith("gpu-02:")
+
+
+def test_warnings_do_not_fail_but_are_reported() -> None:
+    warned = ref_host({"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2})
+    result = run_action({"gpu-01": ref_host(), "gpu-02": warned})
+    assert not result.get("failed") and result["invalid_hosts"] == []
+    assert result["msg"].startswith("2 of 2 host(s) valid, 1 warning(s), spec=keep")
+    (block,) = blocks(result["msg"])
+    assert block.startswith("gpu-02: 0 error(s), 1 warning(s)") and "[spec.topk1_draft]" in block
+    assert [w["rule"] for w in result["hosts"]["gpu-02"]["warnings"]] == ["spec.topk1_draft"]
+
+
+def test_undefined_host_variable_becomes_a_host_template_problem() -> None:
+    broken = HostView(ref_host(), broken=("sglang_args",))
+    result = run_action({"gpu-01": ref_host(), "gpu-02": broken})
+    assert result["failed"] is True and result["invalid_hosts"] == ["gpu-02"]
+    assert result["hosts"]["gpu-02"] == {"ok": False, "errors": ["host variables: host.template"], "warnings": []}
+    (block,) = blocks(result["msg"])
+    assert "[host.template]" in block and "'no_such_var' is undefined" in block
+    assert "while templating" not in block  # first line of the error only
+
+
+def test_secrets_stay_out_of_the_result() -> None:
+    result = run_action({"gpu-01": ref_host(sglang_api_key="vault-secret-1")})
+    assert not result.get("failed")
+    assert "vault-secret-1" not in repr(result)
+    assert result["hosts"]["gpu-01"]["config_keys"] == ["api-key"]
+    assert result["hosts"]["gpu-01"]["args"]["api_key"] == "<secret>"
+
+
+@pytest.mark.parametrize("args", [{"host": ["gpu-01"]}, {"spec": "auto", "verbose": True}])
+def test_unknown_task_argument_is_refused(args: dict[str, Any]) -> None:
+    with pytest.raises(AnsibleActionFail, match="Invalid options"):
+        run_action({"gpu-01": ref_host()}, args=args)
+
+
+def test_summary_with_a_host_listed_twice() -> None:
+    result = run_action({"gpu-02": ref_host(INCIDENT)}, args={"hosts": ["gpu-02", "gpu-02"], "fail_on_error": False})
+    assert result["msg"].startswith("0 of 1 host(s) valid")
+
+
+# --- through real ansible-playbook ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def three_host_inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("inventory")
+    (root / "group_vars").mkdir()
+    (root / "host_vars").mkdir()
+    (root / "group_vars" / "sglang_servers.yml").write_text((SAMPLE / "group_vars" / "sglang_servers.yml").read_text())
+    good = yaml.safe_load((SAMPLE / "host_vars" / "blackwell-01.yml").read_text())
+    bad = copy.deepcopy(good)
+    bad["sglang_args"].update(INCIDENT)
+    undefined = copy.deepcopy(good)
+    undefined["sglang_model_path"] = "{{ no_such_variable }}"
+    for name, data in (("good", good), ("bad", bad), ("undef", undefined)):
+        (root / "host_vars" / f"{name}.yml").write_text(yaml.safe_dump(data))
+    hosts = {"all": {"children": {"sglang_servers": {"hosts": {name: {"ansible_host": f"192.0.2.{i}"}
+                                                               for i, name in enumerate(("good", "bad", "undef"), 10)}}}}}
+    (root / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    (root / "only.yml").write_text(
+        "- hosts: sglang_servers\n  gather_facts: false\n  tasks:\n"
+        "    - blackwell.sglang.validate:\n        hosts: \"{{ only }}\"\n      run_once: true\n"
+    )
+    return root
+
+
+def ansible_playbook(inventory: Path, playbook: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_CACHE_PLUGIN": "memory",
+        "ANSIBLE_LOCAL_TEMP": str(inventory / ".tmp"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+    }
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), str(playbook), *extra]
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_validate_playbook_with_three_hosts(three_host_inventory: Path) -> None:
+    proc = ansible_playbook(three_host_inventory, REPO / "playbooks" / "validate.yml")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "SGLang configuration rejected for 2 host(s): bad, undef" in out
+    assert "bad: 1 error(s)" in out and "[spec.triple]" in out
+    assert "undef: 1 error(s)" in out and "[host.template]" in out and "no_such_variable" in out
+    assert "good: " not in out  # no block for the valid host
+
+
+def test_unknown_host_in_hosts_argument_is_reported_by_name(three_host_inventory: Path) -> None:
+    proc = ansible_playbook(three_host_inventory, three_host_inventory / "only.yml", "-e", '{"only": ["good", "nosuch"]}')
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "TemplateContext" not in out
+    assert "nosuch" in out

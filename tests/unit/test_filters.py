@@ -1,0 +1,354 @@
+"""Unit tests of the blackwell.sglang filters and of the systemd unit they feed.
+
+The unit template is rendered with plain Jinja2 (no Ansible run): the role's ``vars/main.yml``
+expressions are evaluated with ``compile_expression`` and the filters are registered under their
+``blackwell.sglang.`` names, as Ansible would resolve them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.blackwell.sglang.plugins.filter.sglang import (
+    FilterModule,
+    launch_plan,
+    systemd_env_quote,
+    systemd_exec_lines,
+    systemd_quote,
+)
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import validate_host
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "inventory" / "sample"
+ROLE = REPO / "roles" / "sglang_server"
+INCIDENT = {"speculative_num_draft_tokens": 2, "speculative_eagle_topk": 1}
+
+
+def _reference() -> dict[str, Any]:
+    hostvars: dict[str, Any] = {}
+    for path in (SAMPLE / "group_vars" / "sglang_servers.yml", SAMPLE / "host_vars" / "blackwell-01.yml"):
+        hostvars.update(yaml.safe_load(path.read_text(encoding="utf-8")))
+    return hostvars
+
+
+REFERENCE = _reference()
+
+
+def ref_host(args: dict[str, Any] | None = None, **hostvars: Any) -> dict[str, Any]:
+    host = copy.deepcopy(REFERENCE)
+    host["sglang_args"].update(args or {})
+    host.update(hostvars)
+    return host
+
+
+# --- a reference implementation of systemd's ExecStart= word splitting, to round-trip the quoting ---
+
+
+def systemd_split(line: str) -> list[str]:
+    """Split an ExecStart= command line the way systemd (>= 240) does.
+
+    Words are separated by unquoted whitespace; double and single quotes group (also inside a word,
+    like a shell: ``"/a b"/c`` is ``/a b/c``); C escapes (``\\n``, ``\\"``, ``\\\\``...) are
+    unescaped; then specifiers and variables are expanded, of which ``%%`` and ``$$`` are the literal
+    ``%`` and ``$`` (any other ``%x`` or ``$X`` fails the test).
+    """
+    escapes = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'", " ": " "}
+    words: list[str] = []
+    word: str | None = None
+    quote: str | None = None
+    i = 0
+    while i < len(line):
+        char = line[i]
+        if quote is None and char == " ":
+            if word is not None:
+                words.append(word)
+                word = None
+        elif char == "\\":
+            i += 1
+            word = (word or "") + escapes[line[i]]
+        elif quote is None and char in "\"'":
+            quote, word = char, word or ""
+        elif char == quote:
+            quote = None
+        else:
+            word = (word or "") + char
+        i += 1
+    assert quote is None, f"unterminated quote in {line!r}"
+    if word is not None:
+        words.append(word)
+    out = []
+    for item in words:
+        assert not re.search(r"%[^%]|%$", item.replace("%%", "")), f"unescaped specifier in {item!r}"
+        assert "$" not in item.replace("$$", ""), f"unescaped variable in {item!r}"
+        out.append(item.replace("%%", "%").replace("$$", "$"))
+    return out
+
+
+# --- systemd_quote ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("word", "quoted"),
+    [
+        ("plain", "plain"),
+        ("/opt/sglang/current", "/opt/sglang/current"),
+        ("nvidia/Qwen3.5-397B-A17B-NVFP4", "nvidia/Qwen3.5-397B-A17B-NVFP4"),
+        ("10.0.0.1:5000", "10.0.0.1:5000"),
+        ("a b", '"a b"'),
+        ('say "hi"', '"say \\"hi\\""'),
+        ("back\\slash", '"back\\\\slash"'),
+        ("50%", "50%%"),
+        ("100% sure", '"100%% sure"'),
+        ("$HOME", '"$$HOME"'),
+        ("", '""'),
+        ('{"a":1}', '"{\\"a\\":1}"'),
+        ("line\nbreak", '"line\\nbreak"'),
+        ("it's", '"it\'s"'),
+        (8, "8"),
+        (0.85, "0.85"),
+    ],
+)
+def test_systemd_quote(word: Any, quoted: str) -> None:
+    assert systemd_quote(word) == quoted
+
+
+@pytest.mark.parametrize(
+    "word",
+    ["plain", "a b", 'say "hi"', "back\\slash", "50%", "%h/%i", "$HOME", "$$", "", '{"a": [1, "x y"]}', "tab\there", "it's", ";", "a\\nb"],
+)
+def test_systemd_quote_round_trips_through_systemd_splitting(word: str) -> None:
+    assert systemd_split(systemd_quote(word)) == [word]
+
+
+# --- systemd_exec_lines -------------------------------------------------------------------------
+
+
+def test_systemd_exec_lines_one_flag_per_line() -> None:
+    argv = ["--model-path", "m", "--tp-size", "8", "--enable-metrics", "--cuda-graph-bs-decode", "1", "2", "4",
+            "--served-model-name", "a b", "--chunked-prefill-size", "-1"]
+    assert systemd_exec_lines(argv) == [
+        "--model-path m",
+        "--tp-size 8",
+        "--enable-metrics",
+        "--cuda-graph-bs-decode 1 2 4",
+        '--served-model-name "a b"',
+        "--chunked-prefill-size -1",
+    ]
+
+
+def test_systemd_exec_lines_leading_word_and_empty() -> None:
+    assert systemd_exec_lines(["serve", "--port", 30000]) == ["serve", "--port 30000"]
+    assert systemd_exec_lines([]) == []
+
+
+def test_systemd_exec_lines_quote_every_word() -> None:
+    lines = systemd_exec_lines(["--preferred-sampling-params", '{"top_p":0.9}', "--download-dir", "/data/50%"])
+    assert lines == ['--preferred-sampling-params "{\\"top_p\\":0.9}"', "--download-dir /data/50%%"]
+
+
+def test_systemd_exec_lines_of_a_real_argv_round_trip() -> None:
+    result = validate_host(ref_host({"preferred_sampling_params": {"temperature": 0.7}, "served_model_name": "qwen 3.5 $x"}))
+    assert result.ok
+    assert systemd_split(" ".join(systemd_exec_lines(result.argv))) == result.argv
+
+
+# --- systemd_env_quote --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "quoted"),
+    [
+        ("1", '"1"'),
+        (1, '"1"'),
+        ("a b", '"a b"'),
+        ('a"b', '"a\\"b"'),
+        ("$HOME", '"\\$HOME"'),
+        ("`id`", '"\\`id\\`"'),
+        ("back\\slash", '"back\\\\slash"'),
+        ("50%", '"50%"'),  # no specifier expansion in EnvironmentFile=
+        ("", '""'),
+    ],
+)
+def test_systemd_env_quote(value: Any, quoted: str) -> None:
+    assert systemd_env_quote(value) == quoted
+
+
+# --- launch_plan --------------------------------------------------------------------------------
+
+
+def test_filters_are_registered() -> None:
+    assert set(FilterModule().filters()) == {"launch_plan", "systemd_quote", "systemd_exec_lines", "systemd_env_quote"}
+
+
+def test_launch_plan_of_the_reference_host() -> None:
+    plan = launch_plan(ref_host(), host="blackwell-01")
+    assert plan["ok"] is True and plan["errors"] == [] and plan["warnings"] == []
+    assert plan["argv"] == validate_host(ref_host()).argv
+    assert plan["args"]["tp_size"] == 8 and plan["config"] == {} and plan["config_keys"] == []
+
+
+def test_launch_plan_rejects_an_invalid_host_with_the_report() -> None:
+    with pytest.raises(AnsibleFilterError) as info:
+        launch_plan(ref_host({**INCIDENT, "tp_size": 16}), host="blackwell-01")
+    text = str(info.value)
+    assert "SGLang configuration rejected" in text
+    assert "blackwell-01: 2 error(s)" in text
+    assert "[spec.triple]" in text and "[parallel.gpus]" in text
+    assert "spec=auto" in text and "fix:" in text
+
+
+def test_launch_plan_spec_auto_fixes_the_incident() -> None:
+    plan = launch_plan(ref_host(INCIDENT), spec="auto", host="blackwell-01")
+    assert "--speculative-eagle-topk" not in plan["argv"] and "--speculative-algorithm" in plan["argv"]
+
+
+def test_launch_plan_refuses_a_non_mapping() -> None:
+    with pytest.raises(AnsibleFilterError, match="mapping"):
+        launch_plan(["not", "a", "mapping"])
+
+
+def test_launch_plan_returns_the_secret_config() -> None:
+    plan = launch_plan(ref_host(sglang_api_key="vault-api", sglang_admin_api_key="vault-admin"))
+    assert plan["config"] == {"api-key": "vault-api", "admin-api-key": "vault-admin"}
+    assert plan["config_keys"] == ["admin-api-key", "api-key"]
+    assert plan["args"]["api_key"] == "<secret>" and plan["args"]["admin_api_key"] == "<secret>"
+    assert not any("vault-" in word for word in plan["argv"])
+
+
+def test_launch_plan_passes_warnings_through() -> None:
+    plan = launch_plan(ref_host({"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2}))
+    assert [w["rule"] for w in plan["warnings"]] == ["spec.topk1_draft"]
+
+
+# --- the systemd unit, rendered with plain Jinja2 ------------------------------------------------
+
+_EXPR = re.compile(r"^\s*\{\{(.*)\}\}\s*$", re.DOTALL)
+
+
+def _jinja_env() -> jinja2.Environment:
+    # Ansible's template module renders with trim_blocks=True; StrictUndefined catches a missing variable.
+    env = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    for name, fn in FilterModule().filters().items():
+        env.filters[f"blackwell.sglang.{name}"] = fn
+    env.filters["to_json"] = json.dumps
+    return env
+
+
+def _evaluate(env: jinja2.Environment, value: Any, context: dict[str, Any]) -> Any:
+    """Evaluate a role variable as Ansible would for a whole-value ``{{ expr }}``: the native result."""
+    if isinstance(value, dict):
+        return {k: _evaluate(env, v, context) for k, v in value.items()}
+    if isinstance(value, str):
+        match = _EXPR.match(value)
+        if match and "{{" not in match.group(1) and "}}" not in match.group(1):
+            return env.compile_expression(match.group(1), undefined_to_none=False)(**context)
+        if "{{" in value:
+            return env.from_string(value).render(**context)
+    return value
+
+
+def render_unit(hostvars: dict[str, Any], spec: str | None = None) -> tuple[str, dict[str, Any]]:
+    env = _jinja_env()
+    context: dict[str, Any] = {"ansible_managed": "Ansible managed", "inventory_hostname": "blackwell-01"}
+    context.update(yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8")))
+    context.update(hostvars)
+    if spec is not None:
+        context["spec"] = spec
+    for name, value in yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8")).items():
+        context[name] = _evaluate(env, value, context)
+    template = env.from_string((REPO / "templates" / "sglang.service.j2").read_text(encoding="utf-8"))
+    return template.render(**context), context
+
+
+def exec_start(unit: str) -> list[str]:
+    """The ExecStart= logical line split into its physical lines (continuations kept)."""
+    lines = unit.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("ExecStart="))
+    out = []
+    for line in lines[start:]:
+        out.append(line)
+        if not line.endswith("\\"):
+            break
+    return out
+
+
+def test_unit_has_one_flag_per_line_with_continuations() -> None:
+    unit, context = render_unit(ref_host())
+    lines = exec_start(unit)
+    assert lines[0] == "ExecStart=/opt/sglang/current/bin/python -m sglang.launch_server \\"
+    body = lines[1:]
+    assert body == [f"    {line} \\" for line in context["__sglang_server_exec_lines"][:-1]] + [
+        f"    {context['__sglang_server_exec_lines'][-1]}"
+    ]
+    assert body[0] == "    --model-path nvidia/Qwen3.5-397B-A17B-NVFP4 \\"
+    assert "    --tp-size 8" in [line.rstrip(" \\") for line in body]
+    assert all(line.startswith("    --") for line in body)
+    # What systemd would execute is exactly python -m sglang.launch_server + the validated argv.
+    joined = " ".join(line.removesuffix("\\").strip() for line in lines).removeprefix("ExecStart=")
+    argv = context["__sglang_server_plan"]["argv"]
+    assert systemd_split(joined) == ["/opt/sglang/current/bin/python", "-m", "sglang.launch_server", *argv]
+    # The directives after ExecStart= are still there (the continuation ends where it should).
+    assert lines[-1] in unit and "KillMode=mixed" in unit.split(lines[-1], 1)[1]
+
+
+def test_unit_without_secret_has_no_config_flag() -> None:
+    unit, context = render_unit(ref_host())
+    assert context["__sglang_server_plan"]["config"] == {}
+    assert "--config" not in unit
+
+
+def test_unit_with_secret_points_at_the_config_file_and_never_holds_the_secret() -> None:
+    secret = "sk-vault-9f8e7d"
+    unit, context = render_unit(ref_host(sglang_api_key=secret))
+    assert secret not in unit
+    assert [line.strip(" \\") for line in exec_start(unit) if "--config" in line] == ["--config /etc/sglang/sglang.yaml"]
+    assert context["__sglang_server_plan"]["config"] == {"api-key": secret}
+
+
+def test_unit_renders_spec_auto() -> None:
+    unit, _ = render_unit(ref_host(INCIDENT), spec="auto")
+    assert "--speculative-eagle-topk" not in unit and "--speculative-algorithm NEXTN" in unit
+
+
+def test_unit_refuses_to_render_an_invalid_plan() -> None:
+    with pytest.raises(AnsibleFilterError, match=r"spec\.triple"):
+        render_unit(ref_host(INCIDENT))
+
+
+def test_unit_quotes_a_venv_path_with_spaces() -> None:
+    unit, context = render_unit(ref_host(sglang_server_venv="/opt/sglang envs/100%/current"))
+    lines = exec_start(unit)
+    assert lines[0].startswith('ExecStart="/opt/sglang envs/100%%/current/bin/python" -m sglang.launch_server')
+    joined = " ".join(line.removesuffix("\\").strip() for line in lines).removeprefix("ExecStart=")
+    assert systemd_split(joined)[:3] == ["/opt/sglang envs/100%/current/bin/python", "-m", "sglang.launch_server"]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_rendered_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    venv = tmp_path / "sglang venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.write_text("#!/bin/sh\nexit 0\n")
+    python.chmod(0o755)
+    args = {"preferred_sampling_params": {"temperature": 0.7}, "served_model_name": "qwen 3.5 100% $x", "cuda_graph_bs_decode": [1, 2]}
+    unit, _ = render_unit(ref_host(args, sglang_api_key="s3cr3t", sglang_server_venv=str(venv)))
+    path = tmp_path / "sglang.service"
+    path.write_text(unit)
+    proc = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "sglang.service" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def test_systemd_env_quote_refuses_a_line_break() -> None:
+    with pytest.raises(AnsibleFilterError, match="line break"):
+        systemd_env_quote("two\nlines")

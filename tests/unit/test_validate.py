@@ -1,0 +1,1004 @@
+"""Unit tests of the validator (``sglang_validate.validate_host``) and its rules (``sglang_rules``).
+
+Every test starts from the sample inventory's reference host (8x RTX PRO 6000 Blackwell, compute
+capability "12.0", nvidia/Qwen3.5-397B-A17B-NVFP4 with NEXTN), which must validate clean, and changes
+only what the test is about.  Assertions name the rule id, the host variable the problem points at,
+and key words of the message and fix a user reads.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import load_schema
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import (
+    Problem,
+    Result,
+    format_report,
+    render_argv,
+    validate_host,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "inventory" / "sample"
+REFERENCE_MODEL = "nvidia/Qwen3.5-397B-A17B-NVFP4"
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+SCHEMA = load_schema("0.5.23")
+
+# The incident: NEXTN with draft tokens and topk but no num_steps.
+INCIDENT = {"speculative_num_draft_tokens": 2, "speculative_eagle_topk": 1}
+TRIPLE_AUTO_QWEN = {"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+
+MISSING = object()  # override value that removes a host variable
+
+
+def _load_reference() -> dict[str, Any]:
+    hostvars: dict[str, Any] = {}
+    for path in (SAMPLE / "group_vars" / "sglang_servers.yml", SAMPLE / "host_vars" / "blackwell-01.yml"):
+        hostvars.update(yaml.safe_load(path.read_text(encoding="utf-8")))
+    return hostvars
+
+
+REFERENCE = _load_reference()
+
+
+def ref_host(args: dict[str, Any] | None = None, *, drop: tuple[str, ...] = (), **hostvars: Any) -> dict[str, Any]:
+    """The reference host's variables with ``sglang_args`` overrides, dropped args and host-var overrides."""
+    host = copy.deepcopy(REFERENCE)
+    for key in drop:
+        del host["sglang_args"][key]  # KeyError on a typo in the test itself
+    host["sglang_args"].update(args or {})
+    for name, value in hostvars.items():
+        if value is MISSING:
+            host.pop(name, None)
+        else:
+            host[name] = value
+    return host
+
+
+def llama_host(args: dict[str, Any] | None = None, **hostvars: Any) -> dict[str, Any]:
+    """A plain Llama 3.1 8B (non-hybrid, bf16, 128k context) on the reference hardware."""
+    hostvars.setdefault("sglang_model_path", LLAMA)
+    return ref_host(args, drop=("quantization", "moe_runner_backend", "mamba_radix_cache_strategy", "context_length"), **hostvars)
+
+
+def rules(result: Result) -> list[str]:
+    return [p.rule for p in result.errors]
+
+
+def the_error(result: Result, rule: str) -> Problem:
+    """The only error of ``result``, which must have rule id ``rule``."""
+    assert [p.rule for p in result.errors] == [rule], format_report("host", result)
+    return result.errors[0]
+
+
+def find(problems: list[Problem], rule: str) -> Problem:
+    matches = [p for p in problems if p.rule == rule]
+    assert matches, f"no {rule} in {[p.rule for p in problems]}"
+    return matches[0]
+
+
+def flag_values(argv: list[str], flag: str) -> list[str]:
+    """The words following ``flag`` in argv up to the next flag."""
+    assert argv.count(flag) == 1, argv
+    out = []
+    for word in argv[argv.index(flag) + 1 :]:
+        if word.startswith("--"):
+            break
+        out.append(word)
+    return out
+
+
+# --- the reference host -------------------------------------------------------------------------
+
+
+def test_reference_host_is_clean() -> None:
+    result = validate_host(ref_host())
+    assert result.ok, format_report("blackwell-01", result)
+    assert result.errors == [] and result.warnings == []
+    assert result.version == "0.5.23"
+    assert result.argv[:2] == ["--model-path", REFERENCE_MODEL]
+    assert flag_values(result.argv, "--speculative-algorithm") == ["NEXTN"]
+    assert result.config == {}
+    assert result.model is not None and result.model.hybrid_linear_attention and result.model.quantization == "nvfp4"
+
+
+def test_validate_host_does_not_mutate_its_input() -> None:
+    host = ref_host(INCIDENT)
+    before = copy.deepcopy(host)
+    validate_host(host, spec="auto")
+    assert host == before
+
+
+# --- schema: names ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "suggestion"),
+    [
+        ("tp_szie", "tp_size"),
+        ("mem_frac", "mem_fraction_static"),
+        ("enable_metric", "enable_metrics"),
+        ("--tp", "tp_size"),  # a prefix argparse might accept: refused, never rendered
+        ("speculative_num", "speculative_num_steps"),
+    ],
+)
+def test_unknown_key_with_did_you_mean(key: str, suggestion: str) -> None:
+    result = validate_host(ref_host({key: 8}))
+    problem = the_error(result, "schema.unknown")
+    assert problem.variable == f"sglang_args.{key}"
+    assert "unrecognized arguments" in problem.message and repr(key) in problem.message
+    assert problem.fix.startswith("did you mean") and suggestion in problem.fix
+    assert result.argv == validate_host(ref_host()).argv  # the unknown key renders nothing
+
+
+def test_unknown_key_without_close_match_points_at_help() -> None:
+    problem = the_error(validate_host(ref_host({"zzqqxx_frobnicate": 1})), "schema.unknown")
+    assert "--help" in problem.fix
+
+
+@pytest.mark.parametrize("key", ["tp-size", "--tp-size", "tensor_parallel_size", "--tensor-parallel-size", " tp_size "])
+def test_dashed_and_alias_keys_are_accepted(key: str) -> None:
+    result = validate_host(ref_host({key: 4}, drop=("tp_size",)))
+    assert result.ok, format_report("host", result)
+    assert result.args["tp_size"] == 4
+    assert flag_values(result.argv, "--tp-size") == ["4"]
+    assert "--tensor-parallel-size" not in result.argv
+
+
+@pytest.mark.parametrize("key", ["tp-size", "--tp-size", "tensor_parallel_size"])
+def test_same_argument_twice_is_a_duplicate(key: str) -> None:
+    problem = the_error(validate_host(ref_host({key: 8})), "schema.duplicate")
+    assert problem.variable == f"sglang_args.{key}"
+    assert repr(key) in problem.message and "'tp_size'" in problem.message and "--tp-size" in problem.message
+    assert "keep one" in problem.fix
+
+
+# --- schema: types ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["eight", "8.5", 8.5, "8x", ""])
+def test_tp_size_must_be_an_integer(value: Any) -> None:
+    result = validate_host(ref_host({"tp_size": value}))
+    problem = the_error(result, "schema.type")
+    assert problem.variable == "sglang_args.tp_size"
+    assert "--tp-size" in problem.message and "integer" in problem.message and repr(value) in problem.message
+    assert "sglang_args.tp_size" in problem.fix
+    assert "--tp-size" not in result.argv
+
+
+@pytest.mark.parametrize("value", ["8", " 8 ", 8, 8.0])
+def test_tp_size_numeric_text_is_converted_to_int(value: Any) -> None:
+    result = validate_host(ref_host({"tp_size": value}))
+    assert result.ok, format_report("host", result)
+    assert result.args["tp_size"] == 8 and type(result.args["tp_size"]) is int
+    assert flag_values(result.argv, "--tp-size") == ["8"]
+
+
+def test_int_flag_refuses_true_and_omits_false() -> None:
+    problem = the_error(validate_host(ref_host({"tp_size": True})), "schema.type")
+    assert "takes a value" in problem.message and problem.value is True
+    result = validate_host(ref_host({"tp_size": False}))
+    assert result.ok and "--tp-size" not in result.argv
+
+
+@pytest.mark.parametrize(("value", "typed"), [("0.8", 0.8), (0.8, 0.8), ("0.75 ", 0.75)])
+def test_float_flag_converts(value: Any, typed: float) -> None:
+    result = validate_host(ref_host({"mem_fraction_static": value}))
+    assert result.ok
+    assert result.args["mem_fraction_static"] == typed and isinstance(result.args["mem_fraction_static"], float)
+    assert flag_values(result.argv, "--mem-fraction-static") == [repr(typed)]
+
+
+def test_float_flag_given_an_int_renders_as_float() -> None:
+    result = validate_host(ref_host({"watchdog_timeout": 600}))
+    assert result.ok
+    assert flag_values(result.argv, "--watchdog-timeout") == ["600.0"]
+
+
+def test_float_flag_refuses_text() -> None:
+    problem = the_error(validate_host(ref_host({"mem_fraction_static": "0.8x"})), "schema.type")
+    assert problem.variable == "sglang_args.mem_fraction_static" and "a number" in problem.message
+
+
+def test_value_outside_choices() -> None:
+    problem = the_error(validate_host(ref_host({"attention_backend": "flashinfer_x"})), "schema.choices")
+    assert problem.variable == "sglang_args.attention_backend"
+    assert "'flashinfer_x'" in problem.message and "--attention-backend" in problem.message
+    assert "triton" in problem.message and "flashinfer" in problem.message and "0.5.23" in problem.message
+
+
+def test_choices_near_miss_suggests_the_close_ones() -> None:
+    problem = the_error(validate_host(ref_host({"kv_cache_dtype": "fp8"})), "schema.choices")
+    assert "did you mean" in problem.fix and "fp8_e4m3" in problem.fix and "fp8_e5m2" in problem.fix
+
+
+def test_yaml_off_for_a_string_choice_warns_and_is_not_rendered() -> None:
+    # YAML 1.1 reads an unquoted `off` as false (= leave the flag out); SGLang's choice is the string 'off'.
+    result = validate_host(ref_host({"weight_cache_mode": False}))
+    assert result.ok
+    [problem] = result.warnings
+    assert problem.rule == "schema.false" and problem.variable == "sglang_args.weight_cache_mode"
+    assert '"off"' in problem.fix
+    assert "--weight-cache-mode" not in result.argv
+
+
+@pytest.mark.parametrize("value", ["maybe", 2, "enabled", [True]])
+def test_switch_given_a_non_boolean(value: Any) -> None:
+    result = validate_host(ref_host({"enable_metrics": value}))
+    problem = the_error(result, "schema.type")
+    assert problem.variable == "sglang_args.enable_metrics"
+    assert "--enable-metrics is a switch" in problem.message
+    assert "true" in problem.fix and "false" in problem.fix
+    assert "--enable-metrics" not in result.argv
+
+
+@pytest.mark.parametrize(("value", "present"), [(True, True), ("yes", True), ("true", True), (1, True), ("on", True),
+                                                (False, False), ("no", False), ("false", False), (0, False), (None, False)])
+def test_switch_spellings(value: Any, present: bool) -> None:
+    result = validate_host(ref_host({"enable_metrics": value}))
+    assert result.ok
+    assert ("--enable-metrics" in result.argv) is present
+    assert "--no-enable-metrics" not in result.argv
+
+
+@pytest.mark.parametrize(
+    ("dest", "flag", "choice_hint"),
+    [
+        ("served_model_name", "--served-model-name", None),
+        ("tp_size", "--tp-size", None),
+        ("attention_backend", "--attention-backend", "one of"),
+    ],
+)
+def test_value_taking_flag_given_true(dest: str, flag: str, choice_hint: str | None) -> None:
+    result = validate_host(ref_host({dest: True}))
+    problem = the_error(result, "schema.type")
+    assert problem.variable == f"sglang_args.{dest}"
+    assert f"{flag} takes a value" in problem.message and "true is not one" in problem.message
+    if choice_hint:
+        assert choice_hint in problem.message and "triton" in problem.message
+    assert "null" in problem.fix
+    assert flag not in result.argv
+
+
+def test_optional_value_flag_given_true_renders_the_flag_alone() -> None:
+    result = validate_host(ref_host({"model_checksum": True}))  # nargs='?'
+    assert result.ok
+    assert flag_values(result.argv, "--model-checksum") == []
+
+
+@pytest.mark.parametrize(("value", "words"), [([1, 2, 4, 8], ["1", "2", "4", "8"]), (["16", 32], ["16", "32"]), (8, ["8"])])
+def test_list_flag(value: Any, words: list[str]) -> None:
+    result = validate_host(ref_host({"cuda_graph_bs_decode": value}))
+    assert result.ok
+    assert result.args["cuda_graph_bs_decode"] == [int(w) for w in words]
+    assert flag_values(result.argv, "--cuda-graph-bs-decode") == words
+
+
+def test_list_flag_needs_a_value() -> None:
+    problem = the_error(validate_host(ref_host({"cuda_graph_bs_decode": []})), "schema.type")
+    assert "at least one value" in problem.message and "non-empty list" in problem.fix
+
+
+def test_list_flag_items_are_type_checked() -> None:
+    problem = the_error(validate_host(ref_host({"cuda_graph_bs_decode": [1, "two"]})), "schema.type")
+    assert "'two'" in problem.message
+
+
+def test_single_value_flag_refuses_a_list() -> None:
+    problem = the_error(validate_host(ref_host({"tp_size": [8]})), "schema.type")
+    assert "got a list" in problem.message and "single value" in problem.fix
+
+
+def test_json_flag_given_a_mapping_renders_compact_json() -> None:
+    params = {"top_p": 0.9, "temperature": 0.7}
+    result = validate_host(ref_host({"preferred_sampling_params": params}))
+    assert result.ok
+    (text,) = flag_values(result.argv, "--preferred-sampling-params")
+    assert json.loads(text) == params
+    assert text == '{"temperature":0.7,"top_p":0.9}'  # sorted keys, no spaces: stable unit files
+
+
+def test_json_list_flag_given_a_list_renders_json() -> None:
+    hooks = [{"name": "probe", "target_modules": ["model.layers.0"]}]
+    result = validate_host(ref_host({"forward_hooks": hooks}))
+    assert result.ok
+    (text,) = flag_values(result.argv, "--forward-hooks")
+    assert json.loads(text) == hooks
+
+
+def test_json_flag_given_json_text_is_kept_verbatim() -> None:
+    result = validate_host(ref_host({"preferred_sampling_params": '{"temperature": 0.7}'}))
+    assert result.ok
+    assert flag_values(result.argv, "--preferred-sampling-params") == ['{"temperature": 0.7}']
+
+
+def test_json_flag_refuses_text_that_is_not_json() -> None:
+    problem = the_error(validate_host(ref_host({"preferred_sampling_params": "temperature=0.7"})), "schema.type")
+    assert "not valid JSON" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("value", "tokens"),
+    [("256Ki", 262144), ("128Ki", 131072), ("262144", 262144), (262144, 262144), ("128k", 128000), ("25.6k", 25600)],
+)
+def test_human_readable_int(value: Any, tokens: int) -> None:
+    result = validate_host(ref_host({"context_length": value}))
+    assert result.ok, format_report("host", result)
+    assert result.args["context_length"] == tokens
+    assert flag_values(result.argv, "--context-length") == [str(tokens)]
+
+
+@pytest.mark.parametrize("value", ["1.5Ki", "256ki", "lots", "256 Ki"])
+def test_human_readable_int_refuses(value: str) -> None:
+    problem = the_error(validate_host(ref_host({"context_length": value})), "schema.type")
+    assert problem.variable == "sglang_args.context_length" and repr(value) in problem.message
+
+
+@pytest.mark.parametrize(("value", "expected"), [(False, ["--no-enable-tf32-matmul"]), (True, ["--enable-tf32-matmul"]), (None, [])])
+def test_boolean_optional_action(value: Any, expected: list[str]) -> None:
+    result = validate_host(ref_host({"enable_tf32_matmul": value}))
+    assert result.ok
+    assert [w for w in result.argv if "tf32" in w] == expected
+
+
+@pytest.mark.parametrize(
+    ("key", "new_flag", "fix_word"),
+    [
+        ("mamba_scheduler_strategy", "--mamba-radix-cache-strategy", "mamba_radix_cache_strategy"),
+        ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy", "mamba_radix_cache_strategy"),
+        ("cuda_graph_max_bs", "--cuda-graph-max-bs-decode", "cuda_graph_max_bs_decode"),
+    ],
+)
+def test_renamed_flags(key: str, new_flag: str, fix_word: str) -> None:
+    value = "extra_buffer" if "mamba" in key else 64
+    result = validate_host(ref_host({key: value}))
+    problem = the_error(result, "schema.renamed")
+    assert problem.variable == f"sglang_args.{key}"
+    assert "0.5.20" in problem.message and new_flag in problem.message and "0.5.23" in problem.message
+    assert fix_word in problem.fix
+    assert not any("scheduler-strategy" in w or w == "--cuda-graph-max-bs" for w in result.argv)
+
+
+@pytest.mark.parametrize(
+    ("key", "fix_words"),
+    [
+        ("enable_dp_attention", ["attn_dp_size"]),
+        ("disable_cuda_graph", ["cuda_graph_backend_decode: disabled", "cuda_graph_backend_prefill: disabled"]),
+    ],
+)
+def test_deprecated_flags(key: str, fix_words: list[str]) -> None:
+    result = validate_host(ref_host({key: True}))
+    problem = the_error(result, "schema.deprecated")
+    assert problem.variable == f"sglang_args.{key}"
+    assert "deprecated" in problem.message
+    assert all(word in problem.fix for word in fix_words)
+    assert "--" + key.replace("_", "-") not in result.argv
+
+
+@pytest.mark.parametrize("key", ["enable_dp_attention", "disable_cuda_graph"])
+def test_deprecated_switch_set_to_false_is_harmless(key: str) -> None:
+    result = validate_host(ref_host({key: False}))
+    assert result.ok
+    assert "--" + key.replace("_", "-") not in result.argv
+
+
+# --- schema: secrets ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "var"), [("api_key", "sglang_api_key"), ("admin_api_key", "sglang_admin_api_key"), ("api-key", "sglang_api_key")]
+)
+def test_secret_in_sglang_args_is_refused(key: str, var: str) -> None:
+    result = validate_host(ref_host({key: "s3cr3t-value"}))
+    problem = the_error(result, "host.secret")
+    assert problem.variable == f"sglang_args.{key}"
+    assert "secret" in problem.message and var in problem.fix and "Vault" in problem.fix
+    assert "s3cr3t-value" not in result.argv
+    assert not any("api-key" in w for w in result.argv)
+    assert result.config == {}
+
+
+def test_secret_in_sglang_args_is_not_echoed_in_the_report() -> None:
+    result = validate_host(ref_host({"api_key": "s3cr3t-value"}))
+    assert not result.ok
+    assert "s3cr3t-value" not in format_report("blackwell-01", result)
+    assert "s3cr3t-value" not in json.dumps(result.as_dict())
+
+
+@pytest.mark.parametrize(("var", "config_key", "dest"), [("sglang_api_key", "api-key", "api_key"),
+                                                         ("sglang_admin_api_key", "admin-api-key", "admin_api_key")])
+def test_secret_host_var_goes_to_config_only(var: str, config_key: str, dest: str) -> None:
+    result = validate_host(ref_host(**{var: "vault-secret-123"}))
+    assert result.ok
+    assert result.config == {config_key: "vault-secret-123"}
+    assert result.args[dest] == "vault-secret-123"
+    assert not any("vault-secret-123" in w for w in result.argv)
+    assert "--" + config_key not in result.argv
+    public = result.as_dict()
+    assert "vault-secret-123" not in json.dumps(public)
+    assert public["args"][dest] == "<secret>"
+    assert public["config_keys"] == [config_key]
+
+
+def test_empty_secret_host_var_is_ignored() -> None:
+    result = validate_host(ref_host(sglang_api_key=""))
+    assert result.ok and result.config == {} and "api_key" not in result.args
+
+
+# --- host facts ---------------------------------------------------------------------------------
+
+
+def test_missing_gpu_count() -> None:
+    result = validate_host(ref_host({"tp_size": 64}, nvidia_gpu_count=MISSING))
+    problem = the_error(result, "host.hardware")  # and no parallel.gpus: nothing to check against
+    assert problem.variable == "nvidia_gpu_count"
+    assert "not declared" in problem.message and "nvidia_gpu_count: 8" in problem.fix
+
+
+@pytest.mark.parametrize("count", ["eight", "8.0", True])
+def test_invalid_gpu_count(count: Any) -> None:
+    problem = the_error(validate_host(ref_host(nvidia_gpu_count=count)), "host.hardware")
+    assert problem.variable == "nvidia_gpu_count" and "positive integer" in problem.message
+
+
+@pytest.mark.parametrize("count", [0, -8])
+def test_non_positive_gpu_count_is_refused(count: int) -> None:
+    result = validate_host(ref_host(nvidia_gpu_count=count))
+    problem = find(result.errors, "host.hardware")
+    assert problem.variable == "nvidia_gpu_count" and "positive integer" in problem.message
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4},
+        {"speculative_num_steps": 3, "speculative_eagle_topk": 1},
+        {"speculative_num_steps": 5, "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8},
+        {"speculative_num_steps": 2, "speculative_eagle_topk": 2},
+    ],
+    ids=["all-three", "steps-topk", "topk4", "topk2-no-draft"],
+)
+def test_valid_speculative_settings(args: dict[str, int]) -> None:
+    result = validate_host(ref_host(args))
+    assert result.ok and result.warnings == [], format_report("host", result)
+    for dest, value in args.items():
+        assert flag_values(result.argv, "--" + dest.replace("_", "-")) == [str(value)]
+
+
+def test_steps_without_topk() -> None:
+    problem = the_error(validate_host(ref_host({"speculative_num_steps": 3})), "spec.steps_without_topk")
+    assert problem.variable == "sglang_args.speculative_eagle_topk"
+    assert "TypeError" in problem.message and "speculative_eagle_topk" in problem.fix and "= 4" in problem.fix
+
+
+def test_topk_1_with_draft_other_than_steps_plus_1_is_only_a_warning() -> None:
+    result = validate_host(ref_host({"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2}))
+    assert result.ok
+    (warning,) = result.warnings
+    assert warning.rule == "spec.topk1_draft" and warning.level == "warning"
+    assert warning.variable == "sglang_args.speculative_num_draft_tokens" and warning.value == 2
+    assert "speculative_num_draft_tokens: 4" in warning.fix
+
+
+@pytest.mark.parametrize("dest", ["speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"])
+def test_speculative_values_below_1(dest: str) -> None:
+    args = {**TRIPLE_AUTO_QWEN, dest: 0}
+    result = validate_host(ref_host(args))
+    problem = the_error(result, "spec.values")
+    assert problem.variable == f"sglang_args.{dest}" and problem.value == 0
+    assert "at least 1" in problem.message and ">= 1" in problem.fix
+
+
+def test_unknown_speculative_algorithm() -> None:
+    problem = the_error(validate_host(ref_host({"speculative_algorithm": "MEDUSA"})), "spec.algorithm")
+    assert problem.variable == "sglang_args.speculative_algorithm" and problem.value == "MEDUSA"
+    assert "'MEDUSA'" in problem.message and "NEXTN" in problem.fix and "EAGLE3" in problem.fix
+
+
+def test_lower_case_nextn_is_accepted_and_still_checked() -> None:
+    assert validate_host(ref_host({"speculative_algorithm": "nextn"})).ok
+    assert rules(validate_host(ref_host({"speculative_algorithm": "nextn", **INCIDENT}))) == ["spec.triple"]
+
+
+def test_triple_without_algorithm_is_a_warning() -> None:
+    result = validate_host(ref_host({"speculative_algorithm": None, "speculative_num_steps": 3}))
+    assert result.ok
+    (warning,) = result.warnings
+    assert warning.rule == "spec.algorithm" and "speculative_algorithm" in warning.fix
+
+
+@pytest.mark.parametrize("dest", ["attention_backend", "decode_attention_backend", "prefill_attention_backend"])
+def test_trtllm_mha_with_topk_above_1(dest: str) -> None:
+    tree = {"speculative_num_steps": 3, "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8}
+    problem = the_error(validate_host(ref_host({**tree, dest: "trtllm_mha"})), "spec.backend")
+    assert problem.variable == f"sglang_args.{dest}" and "eagle_topk" in problem.message
+    assert "speculative_eagle_topk: 1" in problem.fix
+    assert validate_host(ref_host({**TRIPLE_AUTO_QWEN, dest: "trtllm_mha"})).ok
+
+
+@pytest.mark.parametrize("algorithm", ["NGRAM", "STANDALONE"])
+def test_ngram_and_standalone_refuse_attention_dp(algorithm: str) -> None:
+    problem = the_error(validate_host(ref_host({"speculative_algorithm": algorithm, "attn_dp_size": 2})), "spec.attn_dp")
+    assert problem.variable == "sglang_args.speculative_algorithm"
+    assert algorithm in problem.message and "attn_dp_size=2" in problem.message and "attn_dp_size: 1" in problem.fix
+
+
+@pytest.mark.parametrize("algorithm", ["NEXTN", "EAGLE"])
+def test_eagle_family_allows_attention_dp(algorithm: str) -> None:
+    assert validate_host(ref_host({"speculative_algorithm": algorithm, "attn_dp_size": 2})).ok
+
+
+# --- speculative modes (spec=keep|auto|off|explicit) ---------------------------------------------
+
+
+@pytest.mark.parametrize("args", [INCIDENT, TRIPLE_AUTO_QWEN, {"speculative_num_steps": 3}])
+def test_spec_auto_strips_the_triple(args: dict[str, int]) -> None:
+    result = validate_host(ref_host(args), spec="auto")
+    assert result.ok, format_report("host", result)
+    assert not any(dest in result.args for dest in TRIPLE_AUTO_QWEN)
+    assert not any(w in result.argv for w in ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens"))
+    assert flag_values(result.argv, "--speculative-algorithm") == ["NEXTN"]
+
+
+@pytest.mark.parametrize("mode", [" Auto ", "AUTO"])
+def test_spec_mode_is_case_insensitive(mode: str) -> None:
+    assert validate_host(ref_host(INCIDENT), spec=mode).ok
+
+
+def test_spec_auto_without_algorithm() -> None:
+    problem = the_error(validate_host(ref_host({"speculative_algorithm": None}), spec="auto"), "spec.mode")
+    assert problem.variable == "spec" and "speculative_algorithm" in problem.message and "spec=keep" in problem.fix
+
+
+def test_spec_off_strips_every_speculative_arg() -> None:
+    extra = {**INCIDENT, "speculative_draft_attention_backend": "triton", "speculative_moe_runner_backend": "flashinfer_trtllm"}
+    result = validate_host(ref_host(extra), spec="off")
+    assert result.ok, format_report("host", result)
+    assert not any(dest.startswith("speculative_") for dest in result.args)
+    assert not any(w.startswith("--speculative") for w in result.argv)
+
+
+def test_spec_explicit_requires_all_three() -> None:
+    result = validate_host(ref_host(INCIDENT), spec="explicit")
+    problem = find(result.errors, "spec.mode")
+    assert problem.variable == "spec" and "missing: speculative_num_steps" in problem.message and "spec=auto" in problem.fix
+    assert "spec.triple" in rules(result)  # the keep-mode check still applies
+
+
+def test_spec_explicit_without_algorithm() -> None:
+    problem = the_error(validate_host(ref_host({"speculative_algorithm": None, **TRIPLE_AUTO_QWEN}), spec="explicit"), "spec.mode")
+    assert "speculative_algorithm" in problem.message
+
+
+def test_spec_explicit_with_all_three() -> None:
+    result = validate_host(ref_host(TRIPLE_AUTO_QWEN), spec="explicit")
+    assert result.ok
+    assert flag_values(result.argv, "--speculative-num-steps") == ["3"]
+
+
+def test_bogus_spec_mode() -> None:
+    problem = the_error(validate_host(ref_host(), spec="sometimes"), "spec.mode")
+    assert problem.variable == "spec" and "'sometimes'" in problem.message
+    assert all(mode in problem.fix for mode in ("keep", "auto", "off", "explicit"))
+
+
+@pytest.mark.parametrize("spec", [None, "", "keep"])
+def test_spec_defaults_to_keep(spec: Any) -> None:
+    assert rules(validate_host(ref_host(INCIDENT), spec=spec)) == ["spec.triple"]
+
+
+# --- compute capability 12.x ----------------------------------------------------------------------
+
+SM12X_CASES = [
+    pytest.param({"attention_backend": "fa3"}, "sm12x.attention", "attention_backend", id="fa3"),
+    pytest.param({"attention_backend": "hpc_ops"}, "sm12x.attention", "attention_backend", id="hpc_ops"),
+    pytest.param({"prefill_attention_backend": "cutedsl_mla"}, "sm12x.attention", "prefill_attention_backend", id="cutedsl_mla-prefill"),
+    pytest.param({"decode_attention_backend": "trtllm_mla"}, "sm12x.attention", "decode_attention_backend", id="trtllm_mla-decode"),
+    pytest.param({"prefill_attention_backend": "trtllm_mla"}, "sm12x.attention", "prefill_attention_backend", id="trtllm_mla-prefill"),
+    pytest.param({"speculative_draft_attention_backend": "fa3"}, "sm12x.attention", "speculative_draft_attention_backend", id="fa3-draft"),
+    pytest.param({"attention_backend": "fa4"}, "sm12x.hybrid_attention", "attention_backend", id="hybrid-fa4"),
+    pytest.param({"decode_attention_backend": "flex_attention"}, "sm12x.hybrid_attention", "decode_attention_backend", id="hybrid-flex"),
+    pytest.param({"attention_backend": "trtllm_mha", "kv_cache_dtype": "fp8_e4m3"}, "sm12x.trtllm_mha_kv", "kv_cache_dtype",
+                 id="trtllm_mha-fp8"),
+    pytest.param({"attention_backend": "trtllm_mha", "mamba_radix_cache_strategy": "no_buffer"}, "sm12x.trtllm_mha_mamba",
+                 "mamba_radix_cache_strategy", id="trtllm_mha-no_buffer"),
+    pytest.param({"moe_runner_backend": "flashinfer_trtllm"}, "sm12x.moe", "moe_runner_backend", id="moe-flashinfer_trtllm"),
+    pytest.param({"moe_runner_backend": "flashinfer_trtllm_routed"}, "sm12x.moe", "moe_runner_backend", id="moe-trtllm_routed"),
+    pytest.param({"moe_runner_backend": "experimental_sgl_trtllm"}, "sm12x.moe", "moe_runner_backend", id="moe-sgl_trtllm"),
+    pytest.param({"speculative_moe_runner_backend": "flashinfer_trtllm"}, "sm12x.moe", "speculative_moe_runner_backend", id="spec-moe"),
+    pytest.param({"quantization": "nvfp4_online"}, "sm12x.quantization", "quantization", id="nvfp4_online"),
+]
+
+
+@pytest.mark.parametrize(("args", "rule", "dest"), SM12X_CASES)
+def test_sm12x_rejects(args: dict[str, str], rule: str, dest: str) -> None:
+    problem = the_error(validate_host(ref_host(args)), rule)
+    assert problem.variable == f"sglang_args.{dest}" and problem.value == args.get(dest, problem.value)
+    assert "12.0" in problem.message
+    assert problem.fix
+
+
+@pytest.mark.parametrize(("args", "rule", "dest"), SM12X_CASES)
+def test_same_configs_on_compute_capability_10_are_not_sm12x_errors(args: dict[str, str], rule: str, dest: str) -> None:
+    result = validate_host(ref_host(args, nvidia_gpu_compute_capability="10.0"))
+    assert not [p for p in result.errors if p.rule.startswith("sm12x")]
+    assert result.ok, format_report("host", result)
+
+
+def test_sm121_is_sm12x_too() -> None:
+    problem = the_error(validate_host(ref_host({"attention_backend": "fa3"}, nvidia_gpu_compute_capability="12.1")), "sm12x.attention")
+    assert "12.1" in problem.message
+
+
+def test_sm12x_attention_fix_for_hybrid_models_mentions_trtllm_mha() -> None:
+    problem = the_error(validate_host(ref_host({"attention_backend": "fa3"})), "sm12x.attention")
+    assert "triton" in problem.fix and "trtllm_mha" in problem.fix and "FlashAttention 3" in problem.message
+
+
+@pytest.mark.parametrize("backend", ["triton", "flashinfer", "trtllm_mha"])
+def test_hybrid_model_allowed_backends(backend: str) -> None:
+    assert validate_host(ref_host({"attention_backend": backend, "decode_attention_backend": backend})).ok
+
+
+def test_hybrid_rule_does_not_apply_to_the_draft_backend() -> None:
+    assert validate_host(ref_host({"speculative_draft_attention_backend": "fa4"})).ok
+
+
+def test_non_hybrid_model_is_not_limited_to_hybrid_backends() -> None:
+    assert validate_host(llama_host({"attention_backend": "fa4"})).ok
+    assert rules(validate_host(llama_host({"attention_backend": "fa3"}))) == ["sm12x.attention"]
+
+
+@pytest.mark.parametrize("kv", ["auto", "bf16", "fp8_e5m2"])
+def test_trtllm_mha_with_other_kv_dtypes(kv: str) -> None:
+    assert validate_host(ref_host({"attention_backend": "trtllm_mha", "kv_cache_dtype": kv})).ok
+
+
+def test_fp8_e4m3_kv_without_trtllm_mha() -> None:
+    assert validate_host(ref_host({"kv_cache_dtype": "fp8_e4m3"})).ok
+
+
+@pytest.mark.parametrize("runner", ["flashinfer_cutlass", "triton", "auto"])
+def test_sm120_capable_moe_runners(runner: str) -> None:
+    assert validate_host(ref_host({"moe_runner_backend": runner})).ok
+
+
+def test_nvfp4_checkpoint_needs_modelopt_fp4_or_flashinfer_cutlass() -> None:
+    result = validate_host(ref_host(drop=("quantization", "moe_runner_backend")))
+    problem = the_error(result, "sm12x.nvfp4")
+    assert problem.variable == "sglang_args.quantization"
+    assert REFERENCE_MODEL in problem.message and "NVFP4" in problem.message
+    assert "modelopt_fp4" in problem.fix and "flashinfer_cutlass" in problem.fix
+
+
+@pytest.mark.parametrize("drop", [("quantization",), ("moe_runner_backend",)], ids=["runner-only", "quantization-only"])
+def test_either_nvfp4_setting_is_enough(drop: tuple[str, ...]) -> None:
+    assert validate_host(ref_host(drop=drop)).ok
+
+
+def test_nvfp4_rule_follows_declared_quantization() -> None:
+    host = llama_host(sglang_model_path="/models/private-nvfp4", sglang_model_quantization="modelopt_fp4")
+    assert rules(validate_host(host)) == ["sm12x.nvfp4"]
+    assert validate_host(llama_host(sglang_model_path="/models/private-bf16", sglang_model_quantization="none")).ok
+
+
+# --- parallelism ----------------------------------------------------------------------------------
+
+
+def test_tp_larger_than_the_gpu_count() -> None:
+    problem = the_error(validate_host(ref_host({"tp_size": 16})), "parallel.gpus")
+    assert problem.variable == "sglang_args.tp_size" and problem.value == 16
+    assert "16 GPU(s)" in problem.message and "nvidia_gpu_count=8" in problem.message
+    assert "tp_size: 8" in problem.fix
+
+
+@pytest.mark.parametrize(
+    ("args", "ok"),
+    [
+        ({"tp_size": 4, "base_gpu_id": 4}, True),  # GPUs 4..7
+        ({"tp_size": 4, "base_gpu_id": 5}, False),  # GPUs 5..8
+        ({"tp_size": 4, "gpu_id_step": 2}, True),  # GPUs 0, 2, 4, 6 (SGLang: base + tp_rank * step)
+        ({"tp_size": 4, "gpu_id_step": 3}, False),  # GPUs 0, 3, 6, 9
+        ({"tp_size": 8, "gpu_id_step": 2}, False),  # GPUs 0..14
+        ({"tp_size": 2, "gpu_id_step": 2, "base_gpu_id": 1}, True),  # GPUs 1, 3
+        ({"tp_size": 4, "pp_size": 2}, True),
+        ({"tp_size": 8, "pp_size": 2}, False),
+        ({"tp_size": 4, "dp_size": 2}, True),
+        ({"tp_size": 8, "dp_size": 2}, False),
+    ],
+)
+def test_gpu_placement(args: dict[str, int], ok: bool) -> None:
+    result = validate_host(ref_host(args))
+    if ok:
+        assert result.ok, format_report("host", result)
+    else:
+        problem = the_error(result, "parallel.gpus")
+        assert "nvidia_gpu_count=8" in problem.message and "base_gpu_id" in problem.fix
+
+
+def test_gpu_placement_message_shows_ids_and_step() -> None:
+    problem = the_error(validate_host(ref_host({"tp_size": 4, "gpu_id_step": 3})), "parallel.gpus")
+    assert "GPU ids 0..9 (step 3)" in problem.message
+    problem = the_error(validate_host(ref_host({"tp_size": 4, "base_gpu_id": 5})), "parallel.gpus")
+    assert "GPU ids 5..8" in problem.message
+
+
+def test_tp_pp_not_divisible_by_nnodes() -> None:
+    problem = the_error(validate_host(ref_host({"tp_size": 3, "nnodes": 2, "dist_init_addr": "10.0.0.1:5000"})), "parallel.nnodes")
+    assert problem.variable == "sglang_args.nnodes" and "nnodes = 2" in problem.message
+
+
+def test_dp_across_nodes() -> None:
+    args = {"tp_size": 8, "dp_size": 2, "nnodes": 2, "dist_init_addr": "10.0.0.1:5000"}
+    problem = find(validate_host(ref_host(args)).errors, "parallel.dp_multinode")
+    assert problem.variable == "sglang_args.dp_size" and "attn_dp_size" in problem.fix
+
+
+def test_dp_with_attention_dp() -> None:
+    problem = the_error(validate_host(ref_host({"tp_size": 4, "dp_size": 2, "attn_dp_size": 2})), "parallel.dp_attn_dp")
+    assert problem.variable == "sglang_args.attn_dp_size" and "dp_size: 1" in problem.fix
+
+
+@pytest.mark.parametrize(("attn_dp", "ok"), [(2, True), (4, True), (8, True), (3, False), (16, False)])
+def test_tp_divisible_by_attn_dp(attn_dp: int, ok: bool) -> None:
+    result = validate_host(ref_host({"attn_dp_size": attn_dp}))
+    if ok:
+        assert result.ok
+    else:
+        problem = the_error(result, "parallel.tp_attn_dp")
+        assert problem.variable == "sglang_args.attn_dp_size" and f"attn_dp_size={attn_dp}" in problem.message
+
+
+def test_multi_node_needs_dist_init_addr() -> None:
+    problem = the_error(validate_host(ref_host({"tp_size": 16, "nnodes": 2})), "parallel.dist_init_addr")
+    assert problem.variable == "sglang_args.dist_init_addr" and "nnodes=2" in problem.message
+
+
+def test_node_rank_out_of_range() -> None:
+    args = {"tp_size": 16, "nnodes": 2, "node_rank": 2, "dist_init_addr": "10.0.0.1:5000"}
+    problem = the_error(validate_host(ref_host(args)), "parallel.node_rank")
+    assert problem.variable == "sglang_args.node_rank" and "0..1" in problem.message
+
+
+def test_node_rank_on_a_single_node() -> None:
+    problem = the_error(validate_host(ref_host({"node_rank": 1})), "parallel.node_rank")
+    assert "nnodes=1" in problem.message
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_two_nodes_tp16_with_8_gpus_each(rank: int) -> None:
+    args = {"tp_size": 16, "nnodes": 2, "node_rank": rank, "dist_init_addr": "10.0.0.1:5000"}
+    result = validate_host(ref_host(args))
+    assert result.ok, format_report("host", result)
+    assert flag_values(result.argv, "--dist-init-addr") == ["10.0.0.1:5000"]
+
+
+@pytest.mark.parametrize(("args", "rule", "dest"), [
+    ({"tp_size": 0}, "parallel.size", "tp_size"),
+    ({"pp_size": -1}, "parallel.size", "pp_size"),
+    ({"base_gpu_id": -1}, "parallel.gpu_ids", "base_gpu_id"),
+    ({"gpu_id_step": 0}, "parallel.gpu_ids", "gpu_id_step"),
+])
+def test_parallel_values_out_of_range(args: dict[str, int], rule: str, dest: str) -> None:
+    problem = the_error(validate_host(ref_host(args)), rule)
+    assert problem.variable == f"sglang_args.{dest}"
+
+
+# --- numbers --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "ok"), [(0, False), (1, False), (1.2, False), (-0.1, False), (0.85, True), (0.5, True), ("0.9", True)])
+def test_mem_fraction_static(value: Any, ok: bool) -> None:
+    result = validate_host(ref_host({"mem_fraction_static": value}))
+    if ok:
+        assert result.ok
+    else:
+        problem = the_error(result, "numeric.mem_fraction_static")
+        assert problem.variable == "sglang_args.mem_fraction_static" and "between 0 and 1" in problem.message
+        assert "0.85" in problem.fix
+
+
+@pytest.mark.parametrize("dest", ["max_running_requests", "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill"])
+def test_counts_at_least_1(dest: str) -> None:
+    problem = the_error(validate_host(ref_host({dest: 0})), f"numeric.{dest}")
+    assert problem.variable == f"sglang_args.{dest}" and problem.value == 0 and "at least 1" in problem.message
+    assert validate_host(ref_host({dest: 1})).ok
+
+
+@pytest.mark.parametrize(("chunk", "page", "ok"), [(8100, 64, False), (8192, 64, True), (-1, 64, True), (8100, 1, True), (100, 64, False)])
+def test_chunked_prefill_multiple_of_page_size(chunk: int, page: int, ok: bool) -> None:
+    result = validate_host(ref_host({"chunked_prefill_size": chunk, "page_size": page}))
+    if ok:
+        assert result.ok
+    else:
+        problem = the_error(result, "numeric.chunked_prefill_size")
+        assert f"page_size={page}" in problem.message
+        assert f"{chunk - chunk % page or page}" in problem.fix
+
+
+def test_context_length_over_the_model_maximum() -> None:
+    problem = the_error(validate_host(ref_host({"context_length": 300000})), "numeric.context_length")
+    assert problem.variable == "sglang_args.context_length" and problem.value == 300000
+    assert "262144" in problem.message
+    assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in problem.fix
+
+
+@pytest.mark.parametrize("allow", ["1", 1, "true", True, " yes "])
+def test_longer_context_allowed_by_env(allow: Any) -> None:
+    env = {**REFERENCE.get("sglang_env", {}), "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": allow}
+    result = validate_host(ref_host({"context_length": "512Ki"}, sglang_env=env))
+    assert result.ok, format_report("host", result)
+    assert flag_values(result.argv, "--context-length") == ["524288"]
+
+
+def test_longer_context_env_set_to_0_does_not_allow() -> None:
+    result = validate_host(ref_host({"context_length": 300000}, sglang_env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "0"}))
+    assert rules(result) == ["numeric.context_length"]
+
+
+def test_declared_max_context_overrides_the_table() -> None:
+    assert validate_host(ref_host({"context_length": 300000}, sglang_model_max_context=1048576)).ok
+
+
+def test_llama_context_maximum() -> None:
+    problem = the_error(validate_host(llama_host({"context_length": "256Ki"})), "numeric.context_length")
+    assert "131072" in problem.message
+
+
+def test_served_model_name_with_colon() -> None:
+    problem = the_error(validate_host(ref_host({"served_model_name": "qwen3.5:397b"})), "numeric.served_model_name")
+    assert problem.variable == "sglang_args.served_model_name" and "':'" in problem.message
+    assert "'qwen3.5-397b'" in problem.fix
+
+
+@pytest.mark.parametrize(
+    ("args", "ok"),
+    [
+        ({"grpc_port": 30000}, False),  # equals the default port
+        ({"grpc_port": 31000, "port": 31000}, False),  # equals the explicit port
+        ({"grpc_port": 31000}, True),
+        ({"grpc_port": 30000, "port": 8000}, True),
+        ({"grpc_port": 30000, "smg_grpc_mode": True}, True),
+    ],
+)
+def test_grpc_port(args: dict[str, Any], ok: bool) -> None:
+    result = validate_host(ref_host(args))
+    if ok:
+        assert result.ok
+    else:
+        problem = the_error(result, "numeric.grpc_port")
+        assert problem.variable == "sglang_args.grpc_port" and str(args["grpc_port"]) in problem.message
+
+
+# --- all problems at once -----------------------------------------------------------------------
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    args = {
+        "tp_szie": 8,
+        **INCIDENT,
+        "attention_backend": "fa3",
+        "mem_fraction_static": 1.2,
+        "tp_size": 16,
+        "served_model_name": "a:b",
+        "mamba_scheduler_strategy": "extra_buffer",
+        "enable_metrics": "maybe",
+        "grpc_port": 30000,
+    }
+    result = validate_host(ref_host(args, drop=("mamba_radix_cache_strategy",), nvidia_gpu_compute_capability="12.0"))
+    assert sorted(rules(result)) == sorted([
+        "schema.unknown",
+        "schema.renamed",
+        "schema.type",
+        "spec.triple",
+        "sm12x.attention",
+        "parallel.gpus",
+        "numeric.mem_fraction_static",
+        "numeric.served_model_name",
+        "numeric.grpc_port",
+    ])
+    report = format_report("blackwell-01", result)
+    assert report.splitlines()[0] == "blackwell-01: 9 error(s), 0 warning(s) (SGLang 0.5.23)"
+
+
+def test_host_fact_problems_and_arg_problems_together() -> None:
+    result = validate_host(ref_host({"tp_size": "eight"}, nvidia_gpu_count=MISSING, sglang_model_path=MISSING))
+    assert sorted(rules(result)) == ["host.hardware", "host.model_path", "schema.type"]
+
+
+def test_type_error_carries_the_offending_value() -> None:
+    result = validate_host(ref_host({"tp_size": "eight"}))
+    problem = the_error(result, "schema.type")
+    assert problem.value == "eight"
+    assert "sglang_args.tp_size = 'eight'" in format_report("host", result)
+
+
+# --- argv rendering -----------------------------------------------------------------------------
+
+
+def test_argv_model_path_first_then_flags_sorted() -> None:
+    result = validate_host(ref_host({"cuda_graph_bs_decode": [1, 2], "dllm_fdfo": False, "port": 8000}))
+    assert result.argv[:2] == ["--model-path", REFERENCE_MODEL]
+    flags = [w for w in result.argv[2:] if w.startswith("--")]
+    # Ordered by the canonical flag; a BooleanOptionalAction false renders as --no-X in X's place.
+    canonical = [SCHEMA.lookup(f).flag for f in flags]
+    assert canonical == sorted(canonical)
+    assert flags[canonical.index("--dllm-fdfo")] == "--no-dllm-fdfo"
+
+
+def test_argv_uses_full_canonical_flag_names_only() -> None:
+    canonical = {spec.flag for spec in SCHEMA.arguments.values()} | {
+        spec.negation for spec in SCHEMA.arguments.values() if spec.negation
+    }
+    args = {"tensor-parallel-size": 8, "dllm_fdfo": False, "--nccl-init-addr": "10.0.0.1:5000"}
+    result = validate_host(ref_host(args, drop=("tp_size",)))
+    assert result.ok
+    flags = [w for w in result.argv if w.startswith("--")]
+    assert flags and set(flags) <= canonical
+    assert "--tp-size" in flags and "--dist-init-addr" in flags and "--no-dllm-fdfo" in flags
+
+
+def test_render_argv_directly() -> None:
+    args = {
+        "tp_size": 8,
+        "model_path": "/models/m",
+        "enable_metrics": True,
+        "enable_flashinfer_allreduce_fusion": False,
+        "cuda_graph_bs_decode": [1, 2, 4],
+        "mem_fraction_static": 0.85,
+        "enable_tf32_matmul": False,
+        "served_model_name": None,
+    }
+    assert render_argv(SCHEMA, args) == [
+        "--model-path", "/models/m",
+        "--cuda-graph-bs-decode", "1", "2", "4",
+        "--enable-metrics",
+        "--no-enable-tf32-matmul",
+        "--mem-fraction-static", "0.85",
+        "--tp-size", "8",
+    ]
+
+
+def test_argv_false_switch_is_omitted() -> None:
+    result = validate_host(ref_host({"enable_metrics": False}))
+    assert result.ok and not any("metrics" in w for w in result.argv)
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+
+def test_format_report_contains_every_variable_value_rule_and_fix() -> None:
+    args = {**INCIDENT, "tp_size": 16, "speculative_algorithm": "nextn", "served_model_name": "a:b"}
+    result = validate_host(ref_host(args))
+    report = format_report("blackwell-01", result)
+    lines = report.splitlines()
+    assert lines[0] == f"blackwell-01: {len(result.errors)} error(s), 0 warning(s) (SGLang 0.5.23)"
+    for problem in result.errors:
+        assert f"ERROR {problem.variable}" in report
+        assert f"[{problem.rule}]" in report
+        assert problem.message in report
+        assert f"fix: {problem.fix}" in report
+        if problem.source:
+            assert f"source: {problem.source}" in report
+    assert "sglang_args.tp_size = 16  [parallel.gpus]" in report
+    assert "sglang_args.served_model_name = 'a:b'  [numeric.served_model_name]" in report
+
+
+def test_format_report_lists_warnings() -> None:
+    result = validate_host(ref_host({"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2}))
+    report = format_report("h1", result)
+    assert report.startswith("h1: 0 error(s), 1 warning(s)")
+    assert "WARN  sglang_args.speculative_num_draft_tokens = 2  [spec.topk1_draft]" in report
+
+
+def test_as_dict_is_json_serialisable() -> None:
+    result = validate_host(ref_host({**INCIDENT, "tp_size": 16}))
+    data = json.loads(json.dumps(result.as_dict()))
+    assert data["ok"] is False and {e["rule"] for e in data["errors"]} == {"spec.triple", "parallel.gpus"}
+    assert data["model"]["architecture"] == "Qwen3_5MoeForConditionalGeneration"
