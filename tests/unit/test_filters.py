@@ -265,7 +265,10 @@ def render_unit(hostvars: dict[str, Any], spec: str | None = None) -> tuple[str,
     if spec is not None:
         context["spec"] = spec
     for name, value in yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8")).items():
-        context[name] = _evaluate(env, value, context)
+        try:
+            context[name] = _evaluate(env, value, context)
+        except jinja2.TemplateError:
+            continue  # uses Ansible-only filters and is not needed to render the unit
     template = env.from_string((REPO / "templates" / "sglang.service.j2").read_text(encoding="utf-8"))
     return template.render(**context), context
 

@@ -606,8 +606,6 @@ SM12X_CASES = [
     pytest.param({"decode_attention_backend": "flex_attention"}, "sm12x.hybrid_attention", "decode_attention_backend", id="hybrid-flex"),
     pytest.param({"attention_backend": "trtllm_mha", "kv_cache_dtype": "fp8_e4m3"}, "sm12x.trtllm_mha_kv", "kv_cache_dtype",
                  id="trtllm_mha-fp8"),
-    pytest.param({"attention_backend": "trtllm_mha", "mamba_radix_cache_strategy": "no_buffer"}, "sm12x.trtllm_mha_mamba",
-                 "mamba_radix_cache_strategy", id="trtllm_mha-no_buffer"),
     pytest.param({"moe_runner_backend": "flashinfer_trtllm"}, "sm12x.moe", "moe_runner_backend", id="moe-flashinfer_trtllm"),
     pytest.param({"moe_runner_backend": "flashinfer_trtllm_routed"}, "sm12x.moe", "moe_runner_backend", id="moe-trtllm_routed"),
     pytest.param({"moe_runner_backend": "experimental_sgl_trtllm"}, "sm12x.moe", "moe_runner_backend", id="moe-sgl_trtllm"),
@@ -707,8 +705,8 @@ def test_tp_larger_than_the_gpu_count() -> None:
         ({"tp_size": 4, "gpu_id_step": 3}, False),  # GPUs 0, 3, 6, 9
         ({"tp_size": 8, "gpu_id_step": 2}, False),  # GPUs 0..14
         ({"tp_size": 2, "gpu_id_step": 2, "base_gpu_id": 1}, True),  # GPUs 1, 3
-        ({"tp_size": 4, "pp_size": 2}, True),
-        ({"tp_size": 8, "pp_size": 2}, False),
+        ({"tp_size": 4, "pp_size": 2, "speculative_algorithm": None}, True),
+        ({"tp_size": 8, "pp_size": 2, "speculative_algorithm": None}, False),
         ({"tp_size": 4, "dp_size": 2}, True),
         ({"tp_size": 8, "dp_size": 2}, False),
     ],
@@ -1002,3 +1000,27 @@ def test_as_dict_is_json_serialisable() -> None:
     data = json.loads(json.dumps(result.as_dict()))
     assert data["ok"] is False and {e["rule"] for e in data["errors"]} == {"spec.triple", "parallel.gpus"}
     assert data["model"]["architecture"] == "Qwen3_5MoeForConditionalGeneration"
+
+
+def test_pipeline_parallel_with_mtp_is_refused() -> None:
+    problem = the_error(validate_host(ref_host({"tp_size": 4, "pp_size": 2})), "spec.pipeline")
+    assert problem.variable == "sglang_args.pp_size" and "validation_hook.py:161" in problem.source
+
+
+def test_no_buffer_needs_the_overlap_scheduler_off() -> None:
+    problem = the_error(validate_host(ref_host({"mamba_radix_cache_strategy": "no_buffer"})), "mamba.no_buffer")
+    assert "disable_overlap_schedule: true" in problem.fix
+    assert validate_host(ref_host({"mamba_radix_cache_strategy": "no_buffer", "disable_overlap_schedule": True})).ok
+
+
+@pytest.mark.parametrize("page_size", [0, -1])
+def test_page_size_must_be_positive(page_size: int) -> None:
+    problem = the_error(validate_host(ref_host({"page_size": page_size})), "numeric.page_size")
+    assert problem.value == page_size
+
+
+@pytest.mark.parametrize("cc", ["12.0", "10.0"])
+def test_trtllm_mha_refuses_no_buffer_on_any_gpu(cc: str) -> None:
+    args = {"attention_backend": "trtllm_mha", "mamba_radix_cache_strategy": "no_buffer", "disable_overlap_schedule": True}
+    problem = the_error(validate_host(ref_host(args, nvidia_gpu_compute_capability=cc)), "mamba.trtllm_mha")
+    assert problem.variable == "sglang_args.mamba_radix_cache_strategy" and "mamba_hook.py:161" in problem.source

@@ -81,6 +81,8 @@ NOT_ON_SM12X_ATTENTION = {
     "intel_amx": "intel_amx is a CPU backend",
     "intel_xpu": "intel_xpu is an Intel GPU backend",
 }
+# Where SGLang itself refuses a backend on SM120 at argument time (the others fail only at run time).
+SGLANG_SOURCE_SM12X_ATTENTION = {"cutedsl_mla": "sglang/srt/arg_groups/overrides.py:1245"}
 # Full-attention backends that work for hybrid linear-attention models (Qwen3.5, Qwen3-Next) on SM120.
 HYBRID_SM12X_ATTENTION = ("triton", "trtllm_mha", "flashinfer")
 SM100_ONLY_MOE_RUNNERS = {"flashinfer_trtllm", "flashinfer_trtllm_routed", "experimental_sgl_trtllm"}
@@ -215,13 +217,41 @@ def _spec_backend(ctx: Context) -> None:
                 ctx.error("spec.backend", dest,
                           f"{dest} trtllm_mha supports speculative decoding with eagle_topk 1 only; eagle_topk is {topk}.",
                           "set speculative_eagle_topk: 1, or use the triton or flashinfer attention backend",
-                          "sglang/srt/arg_groups/speculative_hook.py:1177")
+                          "sglang/srt/arg_groups/speculative_hook.py:1178")
     attn_dp = _int(ctx, "attn_dp_size", 1)
     if attn_dp > 1 and algo in ("NGRAM", "STANDALONE"):
-        line = "1370" if algo == "NGRAM" else "1083"
+        line = "1369" if algo == "NGRAM" else "1082"
         ctx.error("spec.attn_dp", "speculative_algorithm",
                   f"{algo} speculative decoding does not support attention data parallelism (attn_dp_size={attn_dp}).",
                   "set attn_dp_size: 1, or use EAGLE/NEXTN", f"sglang/srt/arg_groups/speculative_hook.py:{line}")
+
+
+@rule("spec.pipeline")
+def _spec_pipeline(ctx: Context) -> None:
+    algo = str(ctx.args.get("speculative_algorithm") or "").upper()
+    if algo in EAGLE_FAMILY and _int(ctx, "pp_size", 1) > 1 and ctx.get("disaggregation_mode", "null") != "prefill":
+        ctx.error("spec.pipeline", "pp_size",
+                  f"pipeline parallelism (pp_size={_int(ctx, 'pp_size', 1)}) with {algo} speculative decoding: SGLang "
+                  f"{ctx.schema.version} supports PP + MTP only on prefill nodes of a disaggregated deployment.",
+                  "use tp_size instead of pp_size, or turn speculative decoding off (-e spec=off)",
+                  "sglang/srt/arg_groups/validation_hook.py:161")
+
+
+@rule("mamba.no_buffer")
+def _mamba_no_buffer(ctx: Context) -> None:
+    if str(ctx.args.get("mamba_radix_cache_strategy") or "") != "no_buffer":
+        return
+    if any(b == "trtllm_mha" for d, b in _attention_backends(ctx) if d != "speculative_draft_attention_backend"):
+        ctx.error("mamba.trtllm_mha", "mamba_radix_cache_strategy",
+                  "trtllm_mha does not support mamba_radix_cache_strategy no_buffer.",
+                  "use mamba_radix_cache_strategy extra_buffer, or the triton backend",
+                  "sglang/srt/arg_groups/mamba_hook.py:161")
+    if ctx.is_set("disable_overlap_schedule") or (ctx.model.known and not ctx.model.hybrid_linear_attention):
+        return
+    ctx.error("mamba.no_buffer", "mamba_radix_cache_strategy",
+              "mamba_radix_cache_strategy no_buffer needs the overlap scheduler off; SGLang asserts otherwise.",
+              "use extra_buffer (recommended), or also set disable_overlap_schedule: true",
+              "sglang/srt/arg_groups/mamba_hook.py:158")
 
 
 # --- compute capability 12.x (RTX PRO 6000 / RTX 50xx Blackwell) --------------------------------------
@@ -236,7 +266,8 @@ def _sm12x_attention(ctx: Context) -> None:
         why = NOT_ON_SM12X_ATTENTION.get(backend)
         if why:
             ctx.error("sm12x.attention", dest, f"{dest} {backend!r} does not work on compute capability {cc}: {why}.",
-                      "use triton or flashinfer" + (" (trtllm_mha for hybrid models)" if ctx.model.hybrid_linear_attention else ""))
+                      "use triton or flashinfer" + (" (trtllm_mha for hybrid models)" if ctx.model.hybrid_linear_attention else ""),
+                      SGLANG_SOURCE_SM12X_ATTENTION.get(backend))
         elif ctx.model.hybrid_linear_attention and dest != "speculative_draft_attention_backend" and backend not in HYBRID_SM12X_ATTENTION:
             ctx.error("sm12x.hybrid_attention", dest,
                       f"{ctx.model.architecture} mixes linear and full attention; on compute capability {cc} its full-attention "
@@ -247,12 +278,10 @@ def _sm12x_attention(ctx: Context) -> None:
         kv = str(ctx.args.get("kv_cache_dtype") or "")
         if kv == "fp8_e4m3":
             ctx.error("sm12x.trtllm_mha_kv", "kv_cache_dtype",
-                      f"trtllm_mha with kv_cache_dtype fp8_e4m3 is not supported on compute capability {cc}.",
-                      "use kv_cache_dtype auto (or bf16), or the triton / flashinfer backend")
-        if str(ctx.args.get("mamba_radix_cache_strategy") or "") == "no_buffer":
-            ctx.error("sm12x.trtllm_mha_mamba", "mamba_radix_cache_strategy",
-                      f"trtllm_mha with mamba_radix_cache_strategy no_buffer is not supported on compute capability {cc}.",
-                      "use mamba_radix_cache_strategy extra_buffer, or the triton backend")
+                      f"trtllm_mha with kv_cache_dtype fp8_e4m3 is not supported on compute capability {cc} "
+                      "(TRTLLM FMHAv2 prefill on SM120).",
+                      "use kv_cache_dtype auto (or bf16), or the triton / flashinfer backend",
+                      "sglang/srt/arg_groups/attention_hook.py:218")
 
 
 @rule("sm12x.moe")
@@ -275,7 +304,8 @@ def _sm12x_moe(ctx: Context) -> None:
     if quant in SM100_ONLY_QUANTIZATION:
         ctx.error("sm12x.quantization", "quantization",
                   f"quantization {quant!r} is SM100-only; it fails on compute capability {cc}.",
-                  "use a pre-quantized NVFP4 checkpoint with quantization modelopt_fp4")
+                  "use a pre-quantized NVFP4 checkpoint with quantization modelopt_fp4",
+                  "sglang/srt/arg_groups/overrides.py:1458")
     if ctx.model.quantization == "nvfp4" and quant != "modelopt_fp4" and ctx.args.get("moe_runner_backend") != "flashinfer_cutlass":
         ctx.error("sm12x.nvfp4", "quantization",
                   f"{ctx.args.get('model_path')} is an NVFP4 checkpoint; on compute capability {cc} SGLang then picks "
@@ -308,7 +338,8 @@ def _parallel(ctx: Context) -> None:
     if dp > 1 and attn_dp > 1:
         ctx.error("parallel.dp_attn_dp", "attn_dp_size",
                   f"dp_size={dp} together with attn_dp_size={attn_dp}: choose data-parallel replicas or attention DP, not both.",
-                  "set dp_size: 1 (attention DP inside one TP group) or attn_dp_size: 1")
+                  "set dp_size: 1 (attention DP inside one TP group) or attn_dp_size: 1",
+                  "sglang/srt/arg_groups/parallel_hook.py:288")
     if tp % attn_dp:
         ctx.error("parallel.tp_attn_dp", "attn_dp_size", f"tp_size={tp} is not divisible by attn_dp_size={attn_dp}.",
                   "pick attn_dp_size dividing tp_size (e.g. 2, 4 or 8 for tp 8)",
@@ -354,6 +385,10 @@ def _numeric(ctx: Context) -> None:
         value = ctx.args.get(dest)
         if isinstance(value, int) and value < 1:
             ctx.error(f"numeric.{dest}", dest, f"{dest}={value} must be at least 1.", f"set {ctx.var(dest)} >= 1, or remove it (auto)")
+    page_size = ctx.args.get("page_size")
+    if isinstance(page_size, int) and page_size < 1:
+        ctx.error("numeric.page_size", "page_size", f"page_size={page_size} must be at least 1 (SGLang divides by it).",
+                  "remove page_size (auto) or set 1, 16, 64 ...", "sglang/srt/arg_groups/validation_hook.py:244")
     chunk, page = ctx.args.get("chunked_prefill_size"), ctx.get("page_size", 1)
     if isinstance(chunk, int) and chunk > 0 and isinstance(page, int) and page > 1 and chunk % page:
         ctx.error("numeric.chunked_prefill_size", "chunked_prefill_size",
@@ -376,4 +411,4 @@ def _numeric(ctx: Context) -> None:
     grpc, port = ctx.args.get("grpc_port"), ctx.get("port", 30000)
     if grpc is not None and grpc == port and not ctx.is_set("smg_grpc_mode") and not ctx.is_set("grpc_mode"):
         ctx.error("numeric.grpc_port", "grpc_port", f"grpc_port {grpc} equals the HTTP port {port}.",
-                  "give the gRPC listener its own port", "sglang/srt/arg_groups/validation_hook.py:359")
+                  "give the gRPC listener its own port", "sglang/srt/arg_groups/validation_hook.py:360")

@@ -1,0 +1,81 @@
+#!/usr/bin/python
+"""Ansible module: one look at an SGLang server: its health endpoint, its systemd unit, its last log line."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: server_probe
+short_description: Probe an SGLang server once (HTTP health, systemd state, last log lines)
+description:
+  - Fetches O(url) once and reads the unit's state and the last O(log_lines) journal lines.
+    Never fails for a server that is down; the caller (the C(wait_ready) action) decides.
+options:
+  url:
+    description: Health URL, e.g. http://127.0.0.1:30000/health.
+    type: str
+    required: true
+  unit:
+    description: systemd unit of the server.
+    type: str
+    required: true
+  timeout:
+    description: HTTP timeout in seconds.
+    type: float
+    default: 5
+  log_lines:
+    description: How many of the unit's last journal lines to return.
+    type: int
+    default: 1
+"""
+
+RETURN = r"""
+status:
+  description: HTTP status, or -1 when nothing answered.
+  type: int
+  returned: always
+unit_state:
+  description: ActiveState, SubState, Result, NRestarts and MainPID of the unit.
+  type: dict
+  returned: always
+log:
+  description: The last journal lines of the unit.
+  type: list
+  returned: always
+"""
+
+import urllib.error
+import urllib.request
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "url": {"type": "str", "required": True},
+            "unit": {"type": "str", "required": True},
+            "timeout": {"type": "float", "default": 5},
+            "log_lines": {"type": "int", "default": 1},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    status, error = -1, ""
+    try:
+        with urllib.request.urlopen(params["url"], timeout=params["timeout"]) as response:  # noqa: S310
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except (OSError, ValueError) as exc:
+        error = str(exc)
+    props = "ActiveState,SubState,Result,NRestarts,MainPID"
+    _, out, _ = module.run_command(["systemctl", "show", "-p", props, params["unit"]])
+    state = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    _, log, _ = module.run_command(
+        ["journalctl", "-u", params["unit"], "-n", str(params["log_lines"]), "-o", "cat", "--no-pager"]
+    )
+    module.exit_json(changed=False, status=status, error=error, unit_state=state, log=log.splitlines()[-params["log_lines"]:])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+"""Support code of the conformance tier (imported by conftest.py and the tests).
+
+Runs SGLang 0.5.23's own argument handling (sglang_probe.py in .venv-conformance) over
+tests/conformance/cases.yaml once per session, runs our validator over the same cases,
+and builds the agreement table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+PROBE = HERE / "sglang_probe.py"
+CASES_FILE = HERE / "cases.yaml"
+REPORT_MD = REPO / "build" / "conformance-report.md"
+PROBE_JSON = REPO / "build" / "conformance-probe.json"
+SGLANG_VERSION = "0.5.23"
+
+# Where the variant fed with OUR rendered argv is reported.
+OURS_ARGV_SUFFIX = "@ours-argv"
+
+
+def conformance_venv() -> Path:
+    return Path(os.environ.get("CONFORMANCE_VENV", REPO / ".venv-conformance"))
+
+
+def load_cases() -> tuple[list[dict], dict]:
+    """The cases with defaults applied, and the model table."""
+    data = yaml.safe_load(CASES_FILE.read_text())
+    defaults = data.get("defaults") or {}
+    models = data.get("models") or {}
+    cases = []
+    for raw in data["cases"]:
+        case = {**defaults, **raw}
+        case.setdefault("args", {})
+        case.setdefault("env", {})
+        cases.append(case)
+    return cases, models
+
+
+def _import_validator():
+    """Our validator, imported lazily: the probe side works without it."""
+    collections = str(REPO / "collections")
+    if collections not in sys.path:
+        sys.path.insert(0, collections)
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import (  # noqa: E501
+        validate_host,
+    )
+
+    return validate_host
+
+
+def host_vars(case: dict, models: dict) -> dict:
+    """A case as an inventory host's variables, for validate_host()."""
+    model = models[case["model"]]
+    hv: dict[str, Any] = {
+        "sglang_version": SGLANG_VERSION,
+        "sglang_model_path": model["hf_id"],
+        "sglang_args": dict(case.get("args") or {}),
+        "sglang_env": dict(case.get("env") or {}),
+        "nvidia_gpu_count": int(case.get("gpu_count", 8)),
+        "nvidia_gpu_compute_capability": str(case.get("compute_capability", "12.0")),
+    }
+    # What the fixture's config.json says, so both sides know the same model facts.
+    for key, var in (
+        ("architecture", "sglang_model_architecture"),
+        ("quantization", "sglang_model_quantization"),
+        ("max_context", "sglang_model_max_context"),
+    ):
+        if model.get(key) is not None:
+            hv[var] = model[key]
+    return hv
+
+
+def _probe_input(case: dict, **extra) -> dict:
+    out = {
+        "id": case["id"],
+        "model": case["model"],
+        "args": case.get("args") or {},
+        "env": case.get("env") or {},
+        "gpu_count": int(case.get("gpu_count", 8)),
+        "compute_capability": str(case.get("compute_capability", "12.0")),
+    }
+    out.update(extra)
+    return out
+
+
+class Conformance:
+    """Results of one session: SGLang's verdicts and ours."""
+
+    def __init__(self) -> None:
+        self.cases, self.models = load_cases()
+        self.by_id = {c["id"]: c for c in self.cases}
+        self.sglang: dict[str, dict] = {}
+        self.ours: dict[str, Any] = {}  # id -> Result, or an Exception
+        self.validator_error: str | None = None
+        self.probe_meta: dict = {}
+        self.rows: dict[str, dict] = {}
+
+    # ---- our side ------------------------------------------------------------
+    def run_ours(self) -> None:
+        try:
+            validate_host = _import_validator()
+        except Exception as exc:  # noqa: BLE001 - reported by every agreement test
+            self.validator_error = f"{type(exc).__name__}: {exc}"
+            return
+        for case in self.cases:
+            try:
+                self.ours[case["id"]] = validate_host(host_vars(case, self.models), spec="keep")
+            except Exception as exc:  # noqa: BLE001 - a crash is a finding
+                self.ours[case["id"]] = exc
+
+    # ---- SGLang's side -------------------------------------------------------
+    def run_probe(self) -> None:
+        venv = conformance_venv()
+        python = venv / "bin" / "python"
+        if not python.exists():
+            pytest.fail(
+                f"the conformance venv {venv} is missing: run tests/conformance/setup-venv.sh "
+                "(creates .venv-conformance with sglang==0.5.23, a few minutes, PyPI only)",
+                pytrace=False,
+            )
+        payload = [_probe_input(c) for c in self.cases]
+        for case in self.cases:
+            res = self.ours.get(case["id"])
+            argv = getattr(res, "argv", None)
+            if getattr(res, "ok", False) and argv:
+                payload.append(
+                    _probe_input(case, id=case["id"] + OURS_ARGV_SUFFIX, argv=list(argv))
+                )
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("SGLANG_", "SGL_", "PYTHON", "VIRTUAL_ENV"))
+        }
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [str(python), str(PROBE), "--timeout", "180"],
+            input=json.dumps(payload),
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env=env,
+            cwd=str(REPO),
+        )
+        if proc.returncode != 0:
+            pytest.fail(
+                f"sglang_probe.py failed (exit {proc.returncode}) in {venv}:\n"
+                f"{proc.stderr[-4000:]}\n(rebuild with tests/conformance/setup-venv.sh --force)",
+                pytrace=False,
+            )
+        try:
+            out = json.loads(proc.stdout)
+        except ValueError:
+            pytest.fail(
+                f"sglang_probe.py printed no JSON:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}",
+                pytrace=False,
+            )
+        self.probe_meta = {k: v for k, v in out.items() if k != "results"}
+        self.probe_meta["wall_seconds"] = round(time.monotonic() - t0, 1)
+        self.probe_meta["cases"] = len(payload)
+        for r in out["results"]:
+            self.sglang[r["id"]] = r
+        PROBE_JSON.parent.mkdir(parents=True, exist_ok=True)
+        PROBE_JSON.write_text(json.dumps(out, indent=1) + "\n")
+
+    # ---- report ---------------------------------------------------------------
+    def record(self, case_id: str, **fields) -> None:
+        self.rows.setdefault(case_id, {}).update(fields)
+
+
+_STATE: dict[str, Conformance] = {}
+
+
+def session_conformance() -> Conformance:
+    """The session's results, computed on first use."""
+    if "c" not in _STATE:
+        c = Conformance()
+        c.run_ours()
+        c.run_probe()
+        _STATE["c"] = c
+    return _STATE["c"]
+
+
+# --------------------------------------------------------------------------
+# Agreement table.
+# --------------------------------------------------------------------------
+
+
+def _sglang_cell(r: dict | None) -> str:
+    if not r:
+        return "not run"
+    if r.get("status") == "accepted":
+        res = r.get("resolved") or {}
+        extra = ""
+        if res.get("speculative_algorithm"):
+            extra = " spec={}({},{},{})".format(
+                res.get("speculative_algorithm"),
+                res.get("speculative_num_steps"),
+                res.get("speculative_eagle_topk"),
+                res.get("speculative_num_draft_tokens"),
+            )
+        return "accept" + extra
+    if r.get("status") == "rejected":
+        msg = (r.get("message") or "").replace("\n", " ").replace("|", "\\|")
+        if len(msg) > 70:
+            msg = msg[:67] + "..."
+        return f"reject {r.get('exception')} @ {r.get('where')}: \"{msg}\""
+    return f"PROBE ERROR {r.get('exception')}: {(r.get('message') or '')[:80]}"
+
+
+def _ours_cell(res: Any) -> str:
+    if res is None:
+        return "n/a"
+    if isinstance(res, Exception):
+        return f"CRASH {type(res).__name__}: {str(res)[:60]}"
+    if res.ok:
+        warn = sorted({p.rule for p in res.warnings})
+        return "accept" + (f" (warn: {', '.join(warn)})" if warn else "")
+    return "reject: " + ", ".join(sorted({p.rule for p in res.errors}))
+
+
+def _agreement(r: dict | None, res: Any) -> str:
+    if not r or r.get("status") not in ("accepted", "rejected"):
+        return "PROBE ERROR"
+    if res is None or isinstance(res, Exception):
+        return "n/a"
+    s_ok = r["status"] == "accepted"
+    if s_ok == res.ok:
+        return "agree"
+    if s_ok and not res.ok:
+        return "stricter (ok)"
+    return "VIOLATION"
+
+
+def build_report(c: Conformance) -> str:
+    lines = [
+        f"# Conformance report: our validator vs SGLang {SGLANG_VERSION}",
+        "",
+        "SGLang side: `prepare_server_args -> resolve_once -> check_server_args` inside "
+        ".venv-conformance, pretending to be the reference host (SM120, 97887 MiB GPUs).",
+        "Requirement (one-directional): SGLang rejects => we reject; we accept => SGLang accepts.",
+        "",
+    ]
+    if c.validator_error:
+        lines += [f"**Our validator could not be imported:** `{c.validator_error}`", ""]
+    meta = c.probe_meta
+    if meta:
+        lines += [
+            f"Probe: {meta.get('cases')} runs in {meta.get('wall_seconds')} s "
+            f"(warm-up {meta.get('warmup_seconds')} s; stubbed: {', '.join(meta.get('stubbed_modules') or [])}).",
+            "",
+        ]
+    lines += [
+        "| case | family | SGLang | ours | agreement |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    counts: dict[str, int] = {}
+    for case in c.cases:
+        cid = case["id"]
+        r = c.sglang.get(cid)
+        res = c.ours.get(cid)
+        agree = _agreement(r, res)
+        counts[agree] = counts.get(agree, 0) + 1
+        ours = _ours_cell(res)
+        variant = c.sglang.get(cid + OURS_ARGV_SUFFIX)
+        if variant is not None and variant.get("status") != "accepted":
+            ours += f" / OUR ARGV: {_sglang_cell(variant)}"
+            if agree == "agree":
+                agree = "VIOLATION (our argv)"
+        lines.append(
+            f"| {cid} | {case.get('family', '')} | {_sglang_cell(r)} | {ours} | {agree} |"
+        )
+    lines += ["", "Totals: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), ""]
+    return "\n".join(lines)
