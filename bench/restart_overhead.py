@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Restart overhead and time-to-reject on a simulated Blackwell host.
+
+Measures, in one run, on one simulated host (tests/fixtures/simhost) whose stand-in SGLang takes
+LOAD seconds to "load the model" and DRAIN seconds to drain:
+
+* restart.yml wall time, minus the stand-in's own stop + start time = the project's overhead
+  (validation, preflight, GPU release, health wait, report, last-known-good save);
+* the baseline a user gets without the project: `systemctl restart` + a curl loop on /health,
+  minus the same stop + start time;
+* time to reject the incident's flags: restart.yml from start to non-zero exit, server untouched.
+
+Usage: bench/restart_overhead.py [--runs 3] [--load 5] [--drain 1]
+Needs: make venv simhost wheelhouse (the README's `make bench` does it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HOST = "bsa-bench-restart"
+SIMHOST = REPO / "tests" / "fixtures" / "simhost" / "simhost.sh"
+PLAYBOOK = REPO / ".venv" / "bin" / "ansible-playbook"
+
+
+def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, check=check, text=True, capture_output=True)
+
+
+def dexec(script: str, check: bool = True) -> str:
+    return sh("docker", "exec", HOST, "sh", "-c", script, check=check).stdout.strip()
+
+
+def inventory(tmp: Path) -> Path:
+    """inventory/sim's group variables with this host as the only GPU host."""
+    inv = tmp / "inventory"
+    (inv / "group_vars").mkdir(parents=True)
+    group = (REPO / "inventory" / "sim" / "group_vars" / "sglang_servers.yml").read_text()
+    group += "\n# bench: poll health as often as the baseline's curl loop does\nsglang_server_ready_poll_interval: 0.5\n"
+    (inv / "group_vars" / "sglang_servers.yml").write_text(group)
+    (inv / "hosts.yml").write_text(json.dumps({"all": {
+        "children": {"sglang_servers": {"hosts": {HOST: {}}}},
+        "vars": {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"},
+    }}))
+    return inv
+
+
+def playbook(inv: Path, name: str, extra: dict) -> tuple[float, int]:
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}
+    start = time.monotonic()
+    proc = subprocess.run([str(PLAYBOOK), "-i", str(inv), str(REPO / "playbooks" / name), "-e", json.dumps(extra)],
+                          env=env, text=True, capture_output=True)
+    return time.monotonic() - start, proc.returncode
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--load", type=float, default=5.0)
+    parser.add_argument("--drain", type=float, default=1.0)
+    args = parser.parse_args()
+    sh(str(SIMHOST), "up", HOST, "--gpus", "8")
+    try:
+        dexec("mkdir -p /srv")
+        sh("docker", "cp", str(REPO / "build" / "wheelhouse"), f"{HOST}:/srv/wheelhouse")
+        with tempfile.TemporaryDirectory() as tmp:
+            inv = inventory(Path(tmp))
+            env = {"NCCL_IB_DISABLE": "1", "SGLANG_STANDIN_LOAD_SECONDS": str(args.load),
+                   "SGLANG_STANDIN_DRAIN_SECONDS": str(args.drain)}
+            _, rc = playbook(inv, "deploy.yml", {"sglang_env": env})
+            if rc:
+                print("deploy failed", file=sys.stderr)
+                return 1
+            own = args.load + args.drain
+            ours, base = [], []
+            for _ in range(args.runs):
+                wall, rc = playbook(inv, "restart.yml", {"sglang_env": env})
+                assert rc == 0, "restart.yml failed"
+                ours.append(wall - own)
+                start = time.monotonic()
+                dexec("systemctl restart sglang && until curl -fs -o /dev/null http://127.0.0.1:30000/health; "
+                      "do sleep 0.5; done")
+                base.append(time.monotonic() - start - own)
+            pid = dexec("systemctl show -p MainPID --value sglang")
+            incident = {"sglang_env": env, "sglang_args": {"speculative_algorithm": "NEXTN", "tp_size": 8,
+                        "quantization": "modelopt_fp4", "attention_backend": "triton",
+                        "speculative_num_draft_tokens": 2, "speculative_eagle_topk": 1}}
+            reject, rc = playbook(inv, "restart.yml", incident)
+            untouched = dexec("systemctl show -p MainPID --value sglang") == pid
+    finally:
+        sh(str(SIMHOST), "down", HOST, check=False)
+    print(f"stand-in stop + start: {args.drain:.1f} s + {args.load:.1f} s; {args.runs} runs each; median shown")
+    print(f"{'measure':44} {'seconds':>8}")
+    print(f"{'restart.yml overhead beyond stop + start':44} {statistics.median(ours):8.2f}")
+    print(f"{'baseline (systemctl restart + curl loop)':44} {statistics.median(base):8.2f}")
+    print(f"{'overhead ratio (ours / baseline)':44} {statistics.median(ours) / max(statistics.median(base), 0.01):8.1f}x")
+    print(f"{'reject incident flags (restart.yml, exit ' + str(rc) + ')':44} {reject:8.2f}")
+    print(f"{'running server untouched by the rejection':44} {str(untouched):>8}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

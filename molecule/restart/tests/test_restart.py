@@ -1,0 +1,278 @@
+"""The restart chain, case by case, on one simulated Blackwell host (molecule scenario `restart`).
+
+Each case drives playbooks/restart.yml or deploy.yml through ansible-runner against the scenario's
+container and asserts on the runner's events and on the host: PIDs, device holders, health,
+what SGLang resolved. The cases run in file order and each leaves a healthy server behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+import pytest
+
+REPO = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
+HOST = "bsa-mol-restart"
+SERVICE = "sglang.service"
+BASE_ARGS = {
+    "tp_size": 8,
+    "quantization": "modelopt_fp4",
+    "moe_runner_backend": "flashinfer_cutlass",
+    "attention_backend": "triton",
+    "mamba_radix_cache_strategy": "extra_buffer",
+    "mem_fraction_static": 0.85,
+    "served_model_name": "qwen3.5-397b",
+    "enable_metrics": True,
+    "speculative_algorithm": "NEXTN",
+}
+BASE_ENV = {"NCCL_IB_DISABLE": "1"}
+# Short timeouts so failing cases fail fast; they are ordinary role variables.
+FAST = {"sglang_server_ready_timeout": 60, "sglang_server_ready_poll_interval": 1, "sglang_server_ready_progress_every": 5}
+
+
+@pytest.fixture(scope="module")
+def inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """inventory/sim's group variables with the scenario's container as the only GPU host."""
+    inv = tmp_path_factory.mktemp("inventory")
+    shutil.copytree(REPO / "inventory" / "sim" / "group_vars", inv / "group_vars")
+    (inv / "hosts.yml").write_text(
+        json.dumps(
+            {
+                "all": {
+                    "children": {"sglang_servers": {"hosts": {HOST: {}}}},
+                    "vars": {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"},
+                }
+            }
+        )
+    )
+    return inv
+
+
+def play(inventory: Path, tmp_path: Path, playbook: str, **extravars: Any) -> ansible_runner.Runner:
+    """Run a project playbook against the container; quiet, events kept."""
+    private = tmp_path / f"runner-{playbook}-{time.monotonic_ns()}"
+    private.mkdir()
+    return ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=str(REPO),
+        playbook=str(REPO / "playbooks" / playbook),
+        inventory=str(inventory),
+        extravars={**FAST, **extravars},
+        envvars={
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
+        quiet=True,
+    )
+
+
+def failures(runner: ansible_runner.Runner) -> list[dict[str, Any]]:
+    """event_data of failed tasks (rescued ones included)."""
+    return [e["event_data"] for e in runner.events if e.get("event") == "runner_on_failed"]
+
+
+def final_failure(runner: ansible_runner.Runner) -> str:
+    """The message of the last failed task."""
+    found = failures(runner)
+    assert found, "expected a failure"
+    return str(found[-1]["res"].get("msg", ""))
+
+
+def task_result(runner: ansible_runner.Runner, task: str) -> dict[str, Any]:
+    """res of the last ok/failed event of a task."""
+    found = [
+        e["event_data"]["res"]
+        for e in runner.events
+        if e.get("event") in ("runner_on_ok", "runner_on_failed") and e["event_data"].get("task") == task
+    ]
+    assert found, f"task {task!r} did not run"
+    return found[-1]
+
+
+def main_pid(host) -> int:
+    return int(host.check_output(f"systemctl show -p MainPID --value {SERVICE}"))
+
+
+def started_at(host) -> str:
+    return host.check_output(f"systemctl show -p ExecMainStartTimestampMonotonic --value {SERVICE}")
+
+
+def server_info(host) -> dict[str, Any]:
+    return json.loads(host.check_output("curl -fsS http://127.0.0.1:30000/server_info"))
+
+
+def healthy(host) -> bool:
+    return host.run("curl -fsS -o /dev/null http://127.0.0.1:30000/health").rc == 0
+
+
+def device_holders(host) -> set[int]:
+    out = host.run("fuser /dev/nvidia[0-9]* 2>/dev/null").stdout
+    return {int(p.rstrip("cemfr")) for p in out.split() if p.rstrip("cemfr").isdigit()}
+
+
+def compute_apps(host) -> set[int]:
+    out = host.check_output("nvidia-smi --query-compute-apps=pid --format=csv,noheader")
+    return {int(line) for line in out.split()}
+
+
+@pytest.fixture(scope="module")
+def persistenced(host) -> int:
+    """PID of the nvidia-persistenced stand-in before any case; it must never change."""
+    return int(host.check_output("systemctl show -p MainPID --value nvidia-persistenced"))
+
+
+def assert_clean_and_healthy(host, persistenced: int) -> None:
+    assert healthy(host)
+    schedulers = {int(p) for p in host.check_output("pgrep -f '^sglang::scheduler_TP'").split()}
+    assert len(schedulers) == 8
+    assert compute_apps(host) == schedulers, "nvidia-smi must list exactly the running schedulers"
+    assert device_holders(host) == schedulers | {persistenced}
+    assert int(host.check_output("systemctl show -p MainPID --value nvidia-persistenced")) == persistenced
+
+
+def test_deploy_without_changes_does_not_restart(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
+    pid = main_pid(host)
+    runner = play(inventory, tmp_path, "deploy.yml")
+    assert runner.rc == 0
+    assert runner.stats["changed"] == {}
+    assert main_pid(host) == pid
+    assert_clean_and_healthy(host, persistenced)
+
+
+def test_restart_of_an_unchanged_config_runs_the_whole_chain(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
+    pid = main_pid(host)
+    runner = play(inventory, tmp_path, "restart.yml")
+    assert runner.rc == 0, final_failure(runner)
+    assert main_pid(host) != pid
+    for task in ("Stop the server (drain; the cgroup is SIGKILLed after sglang_server_drain_timeout)",
+                 "Start the server", "Show what SGLang resolved"):
+        task_result(runner, task)
+    assert_clean_and_healthy(host, persistenced)
+
+
+def test_spec_auto_replaces_explicit_speculative_settings(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
+    explicit = {**BASE_ARGS, "speculative_num_steps": 2, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 3}
+    runner = play(inventory, tmp_path, "restart.yml", sglang_args=explicit)
+    assert runner.rc == 0, final_failure(runner)
+    info = server_info(host)
+    assert (info["speculative_num_steps"], info["speculative_eagle_topk"], info["speculative_num_draft_tokens"]) == (2, 1, 3)
+    runner = play(inventory, tmp_path, "restart.yml", sglang_args=explicit, spec="auto")
+    assert runner.rc == 0, final_failure(runner)
+    info = server_info(host)
+    assert (info["speculative_num_steps"], info["speculative_eagle_topk"], info["speculative_num_draft_tokens"]) == (3, 1, 4)
+    resolved = task_result(runner, "Keep the resolved speculative and backend settings")["ansible_facts"]["sglang_server_resolved"]
+    assert resolved["speculative_num_steps"] == 3
+    assert "--speculative-num-steps" not in host.file("/etc/systemd/system/sglang.service").content_string
+    assert_clean_and_healthy(host, persistenced)
+
+
+def test_incident_arguments_are_rejected_and_the_server_is_untouched(host, inventory: Path, tmp_path: Path) -> None:
+    pid, since, unit = main_pid(host), started_at(host), host.file("/etc/systemd/system/sglang.service").content_string
+    incident = {**BASE_ARGS, "speculative_num_draft_tokens": 2, "speculative_eagle_topk": 1}
+    start = time.monotonic()
+    runner = play(inventory, tmp_path, "restart.yml", sglang_args=incident)
+    elapsed = time.monotonic() - start
+    assert runner.rc != 0
+    [failed] = failures(runner)
+    assert failed["task"] == "Validate every host's SGLang arguments against the pinned release"
+    assert "speculative_num_steps" in failed["res"]["msg"] and "spec=auto" in failed["res"]["msg"]
+    assert (main_pid(host), started_at(host)) == (pid, since)
+    assert host.file("/etc/systemd/system/sglang.service").content_string == unit
+    assert healthy(host)
+    print(f"incident rejected in {elapsed:.1f}s")
+
+
+def test_sigterm_ignored_is_killed_after_the_drain_timeout(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
+    host.run("printf 'IGNORE_SIGTERM=1\\n' > /etc/sglang-standin/faults.env")
+    try:
+        runner = play(inventory, tmp_path, "restart.yml", sglang_server_drain_timeout=3)
+        assert runner.rc == 0, final_failure(runner)  # the new server now ignores SIGTERM
+        stubborn = main_pid(host)
+        start = time.monotonic()
+        runner = play(inventory, tmp_path, "restart.yml", sglang_server_drain_timeout=3)
+        assert runner.rc == 0, final_failure(runner)
+        assert time.monotonic() - start >= 3
+        assert host.run(f"test -d /proc/{stubborn}").rc != 0
+        journal = host.check_output(f"journalctl -u {SERVICE} --no-pager -o cat | grep -c 'timed out. Killing' || true")
+        assert int(journal or 0) >= 1
+    finally:
+        host.run("rm -f /etc/sglang-standin/faults.env")
+    runner = play(inventory, tmp_path, "restart.yml")
+    assert runner.rc == 0, final_failure(runner)
+    assert_clean_and_healthy(host, persistenced)
+
+
+def test_a_leftover_sglang_process_outside_the_unit_is_killed_and_reported(host, inventory: Path, tmp_path: Path,
+                                                                           persistenced: int) -> None:
+    # A scheduler left behind by a server launched by hand: titled like SGLang's, holding GPU 0,
+    # in another cgroup than the unit's, so systemd's KillMode cannot reach it.
+    host.run("systemd-run --unit=stray-sglang -p User=sglang /bin/bash -c 'exec -a sglang::scheduler_TP0 sleep 600 < /dev/nvidia0'")
+    time.sleep(1)
+    stray = int(host.check_output("systemctl show -p MainPID --value stray-sglang"))
+    assert stray in device_holders(host)
+    runner = play(inventory, tmp_path, "restart.yml")
+    assert runner.rc == 0, final_failure(runner)
+    released = task_result(runner, "Release the GPUs still held by the service, never touching allow-listed processes")
+    assert stray in [h["pid"] for h in released["killed"]]
+    assert host.run(f"test -d /proc/{stray}").rc != 0
+    task_result(runner, "Report the leftovers that had to be killed")
+    assert_clean_and_healthy(host, persistenced)
+
+
+def test_a_foreign_gpu_holder_fails_the_host_and_is_left_alive(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
+    host.run("systemd-run --unit=foreign-job -p User=nobody /bin/bash -c 'exec sleep 600 < /dev/nvidia3'")
+    time.sleep(1)
+    foreign = int(host.check_output("systemctl show -p MainPID --value foreign-job"))
+    pid = main_pid(host)
+    try:
+        runner = play(inventory, tmp_path, "restart.yml")
+        assert runner.rc != 0
+        message = final_failure(runner)
+        assert f"pid {foreign}" in message and "/dev/nvidia3" in message and "sleep" in message
+        assert host.run(f"test -d /proc/{foreign}").rc == 0
+        assert main_pid(host) == pid  # found in preflight: the running server was not stopped
+        assert healthy(host)
+    finally:
+        host.run("systemctl stop foreign-job")
+    assert_clean_and_healthy(host, persistenced)
+
+
+def test_a_server_that_never_becomes_ready_is_rolled_back(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
+    host.run("printf 'NEVER_READY=1\\n' > /etc/sglang-standin/never-ready.env")
+    bad_env = {**BASE_ENV, "SGLANG_STANDIN_FAULTS": "/etc/sglang-standin/never-ready.env"}
+    runner = play(inventory, tmp_path, "restart.yml", sglang_env=bad_env, sglang_server_ready_timeout=8)
+    assert runner.rc != 0
+    message = final_failure(runner)
+    assert "not healthy after 8s" in message
+    assert "Rolled back to the last known good configuration: it is healthy again" in message
+    assert "SGLANG_STANDIN_FAULTS" not in host.file("/etc/sglang/sglang.env").content_string
+    assert_clean_and_healthy(host, persistenced)
+
+
+def test_a_crash_loop_hits_the_start_limit_and_is_rolled_back(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
+    host.run("printf 'EXIT_AT_START=1\\nLOAD_SECONDS=0\\n' > /etc/sglang-standin/crash.env")
+    bad_env = {**BASE_ENV, "SGLANG_STANDIN_FAULTS": "/etc/sglang-standin/crash.env"}
+    runner = play(inventory, tmp_path, "restart.yml", sglang_env=bad_env, sglang_server_restart_sec=1,
+                  sglang_server_start_limit_burst=2)
+    assert runner.rc != 0
+    message = final_failure(runner)
+    assert "start-limit-hit" in message or "failed" in message
+    assert "CUDA error: out of memory" in message
+    assert "healthy again" in message
+    assert "StartLimitBurst=3" in host.file("/etc/systemd/system/sglang.service").content_string
+    assert_clean_and_healthy(host, persistenced)
+
+
+def test_deploy_puts_the_inventory_configuration_back(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
+    runner = play(inventory, tmp_path, "deploy.yml")
+    assert runner.rc == 0, final_failure(runner)
+    runner = play(inventory, tmp_path, "deploy.yml")
+    assert runner.stats["changed"] == {}
+    assert_clean_and_healthy(host, persistenced)
