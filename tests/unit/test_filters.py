@@ -288,7 +288,7 @@ def exec_start(unit: str) -> list[str]:
 def test_unit_has_one_flag_per_line_with_continuations() -> None:
     unit, context = render_unit(ref_host())
     lines = exec_start(unit)
-    assert lines[0] == "ExecStart=/opt/sglang/current/bin/python -m sglang.launch_server \\"
+    assert lines[0] == "ExecStart=/opt/sglang/current/bin/python /usr/local/libexec/sglang/sglang-launch.py \\"
     body = lines[1:]
     assert body == [f"    {line} \\" for line in context["__sglang_server_exec_lines"][:-1]] + [
         f"    {context['__sglang_server_exec_lines'][-1]}"
@@ -299,7 +299,7 @@ def test_unit_has_one_flag_per_line_with_continuations() -> None:
     # What systemd would execute is exactly python -m sglang.launch_server + the validated argv.
     joined = " ".join(line.removesuffix("\\").strip() for line in lines).removeprefix("ExecStart=")
     argv = context["__sglang_server_plan"]["argv"]
-    assert systemd_split(joined) == ["/opt/sglang/current/bin/python", "-m", "sglang.launch_server", *argv]
+    assert systemd_split(joined) == ["/opt/sglang/current/bin/python", "/usr/local/libexec/sglang/sglang-launch.py", *argv]
     # The directives after ExecStart= are still there (the continuation ends where it should).
     assert lines[-1] in unit and "KillMode=mixed" in unit.split(lines[-1], 1)[1]
 
@@ -331,9 +331,9 @@ def test_unit_refuses_to_render_an_invalid_plan() -> None:
 def test_unit_quotes_a_venv_path_with_spaces() -> None:
     unit, context = render_unit(ref_host(sglang_server_venv="/opt/sglang envs/100%/current"))
     lines = exec_start(unit)
-    assert lines[0].startswith('ExecStart="/opt/sglang envs/100%%/current/bin/python" -m sglang.launch_server')
+    assert lines[0].startswith('ExecStart="/opt/sglang envs/100%%/current/bin/python" /usr/local/libexec/sglang/sglang-launch.py')
     joined = " ".join(line.removesuffix("\\").strip() for line in lines).removeprefix("ExecStart=")
-    assert systemd_split(joined)[:3] == ["/opt/sglang envs/100%/current/bin/python", "-m", "sglang.launch_server"]
+    assert systemd_split(joined)[:2] == ["/opt/sglang envs/100%/current/bin/python", "/usr/local/libexec/sglang/sglang-launch.py"]
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")

@@ -1024,3 +1024,25 @@ def test_trtllm_mha_refuses_no_buffer_on_any_gpu(cc: str) -> None:
     args = {"attention_backend": "trtllm_mha", "mamba_radix_cache_strategy": "no_buffer", "disable_overlap_schedule": True}
     problem = the_error(validate_host(ref_host(args, nvidia_gpu_compute_capability=cc)), "mamba.trtllm_mha")
     assert problem.variable == "sglang_args.mamba_radix_cache_strategy" and "mamba_hook.py:161" in problem.source
+
+
+@pytest.mark.parametrize(("listen", "extra", "ok"), [
+    ("0.0.0.0", {}, False),
+    ("0.0.0.0", {"sglang_api_key": "k3y-value"}, True),
+    ("0.0.0.0", {"sglang_allow_unauthenticated": True}, True),
+    ("127.0.0.1", {}, True),
+    ("::1", {}, True),
+])
+def test_listening_beyond_loopback_needs_an_api_key(listen: str, extra: dict[str, Any], ok: bool) -> None:
+    result = validate_host(ref_host(sglang_listen_host=listen, **extra))
+    assert result.ok is ok, format_report("host", result)
+    if ok:
+        assert result.argv[result.argv.index("--host") + 1] == listen
+    else:
+        assert [p.rule for p in result.errors] == ["security.unauthenticated"]
+        assert result.errors[0].variable == "sglang_listen_host" and "sglang_api_key" in result.errors[0].fix
+
+
+def test_host_inside_sglang_args_is_refused() -> None:
+    result = validate_host(ref_host({"host": "0.0.0.0"}))
+    assert "host.managed" in [p.rule for p in result.errors]

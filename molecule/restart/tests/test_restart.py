@@ -8,18 +8,15 @@ what SGLang resolved. The cases run in file order and each leaves a healthy serv
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import ansible_runner
 import pytest
+import simrun
+from simrun import failures, final_failure, task_result
 
-REPO = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
-HOST = "bsa-mol-restart"
 SERVICE = "sglang.service"
 BASE_ARGS = {
     "tp_size": 8,
@@ -37,63 +34,9 @@ BASE_ENV = {"NCCL_IB_DISABLE": "1"}
 FAST = {"sglang_server_ready_timeout": 60, "sglang_server_ready_poll_interval": 1, "sglang_server_ready_progress_every": 5}
 
 
-@pytest.fixture(scope="module")
-def inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """inventory/sim's group variables with the scenario's container as the only GPU host."""
-    inv = tmp_path_factory.mktemp("inventory")
-    shutil.copytree(REPO / "inventory" / "sim" / "group_vars", inv / "group_vars")
-    (inv / "hosts.yml").write_text(
-        json.dumps(
-            {
-                "all": {
-                    "children": {"sglang_servers": {"hosts": {HOST: {}}}},
-                    "vars": {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"},
-                }
-            }
-        )
-    )
-    return inv
-
-
 def play(inventory: Path, tmp_path: Path, playbook: str, **extravars: Any) -> ansible_runner.Runner:
-    """Run a project playbook against the container; quiet, events kept."""
-    private = tmp_path / f"runner-{playbook}-{time.monotonic_ns()}"
-    private.mkdir()
-    return ansible_runner.run(
-        private_data_dir=str(private),
-        project_dir=str(REPO),
-        playbook=str(REPO / "playbooks" / playbook),
-        inventory=str(inventory),
-        extravars={**FAST, **extravars},
-        envvars={
-            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        },
-        quiet=True,
-    )
-
-
-def failures(runner: ansible_runner.Runner) -> list[dict[str, Any]]:
-    """event_data of failed tasks (rescued ones included)."""
-    return [e["event_data"] for e in runner.events if e.get("event") == "runner_on_failed"]
-
-
-def final_failure(runner: ansible_runner.Runner) -> str:
-    """The message of the last failed task."""
-    found = failures(runner)
-    assert found, "expected a failure"
-    return str(found[-1]["res"].get("msg", ""))
-
-
-def task_result(runner: ansible_runner.Runner, task: str) -> dict[str, Any]:
-    """res of the last ok/failed event of a task."""
-    found = [
-        e["event_data"]["res"]
-        for e in runner.events
-        if e.get("event") in ("runner_on_ok", "runner_on_failed") and e["event_data"].get("task") == task
-    ]
-    assert found, f"task {task!r} did not run"
-    return found[-1]
+    """A project playbook against the container, with the fast timeouts."""
+    return simrun.play(inventory, tmp_path, playbook, **{**FAST, **extravars})
 
 
 def main_pid(host) -> int:

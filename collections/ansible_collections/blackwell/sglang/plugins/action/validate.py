@@ -71,6 +71,8 @@ HOST_VARS = (
     "sglang_model_max_context",
     "sglang_api_key",
     "sglang_admin_api_key",
+    "sglang_listen_host",
+    "sglang_allow_unauthenticated",
 )
 
 

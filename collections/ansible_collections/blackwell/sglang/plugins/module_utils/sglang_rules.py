@@ -316,6 +316,14 @@ def _sm12x_moe(ctx: Context) -> None:
 # --- parallelism against the declared hardware -----------------------------------------------------
 
 
+def gpu_ids(ctx: Context) -> list[int]:
+    """The GPU indices this node's ranks use: tp*pp/nnodes*dp of them, from base_gpu_id every gpu_id_step."""
+    tp, pp, dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "dp_size", 1)
+    nnodes, base, step = max(_int(ctx, "nnodes", 1), 1), _int(ctx, "base_gpu_id", 0), _int(ctx, "gpu_id_step", 1)
+    per_node = max(tp * pp // nnodes * dp, 1)
+    return [base + k * step for k in range(per_node)]
+
+
 @rule("parallel")
 def _parallel(ctx: Context) -> None:
     tp, pp, dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "dp_size", 1)
@@ -360,8 +368,8 @@ def _parallel(ctx: Context) -> None:
                   "base_gpu_id must be >= 0 and gpu_id_step >= 1.", "fix the value",
                   "sglang/srt/arg_groups/validation_hook.py:204")
         return
-    per_node = tp * pp // nnodes * dp
-    last = base + (per_node - 1) * step
+    ids = gpu_ids(ctx)
+    per_node, last = len(ids), ids[-1]
     if ctx.gpu_count is not None and last >= ctx.gpu_count:
         layout = f"tp {tp} x pp {pp}" + (f" / nnodes {nnodes}" if nnodes > 1 else "") + (f" x dp {dp}" if dp > 1 else "")
         ids = f"GPU ids {base}..{last}" + (f" (step {step})" if step != 1 else "")
@@ -412,3 +420,20 @@ def _numeric(ctx: Context) -> None:
     if grpc is not None and grpc == port and not ctx.is_set("smg_grpc_mode") and not ctx.is_set("grpc_mode"):
         ctx.error("numeric.grpc_port", "grpc_port", f"grpc_port {grpc} equals the HTTP port {port}.",
                   "give the gRPC listener its own port", "sglang/srt/arg_groups/validation_hook.py:360")
+
+
+# --- safe defaults ----------------------------------------------------------------------------------
+
+LOOPBACK = ("127.", "::1", "localhost")
+
+
+@rule("security")
+def _security(ctx: Context) -> None:
+    listen = str(ctx.get("host", "127.0.0.1"))
+    if listen.startswith(LOOPBACK) or ctx.is_set("api_key") or ctx.allow_unauthenticated:
+        return
+    ctx.error("security.unauthenticated", "sglang_listen_host",
+              f"the server would listen on {listen} without an API key: anyone who reaches the port can use the model "
+              "(and the admin endpoints).",
+              "set sglang_api_key (from Ansible Vault), or sglang_allow_unauthenticated: true if a firewall or the "
+              "router is the only way in")

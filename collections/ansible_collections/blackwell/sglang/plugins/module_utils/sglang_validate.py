@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_models import ModelFacts, lookup_model
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_rules import RENAMED, run_rules
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_rules import RENAMED, gpu_ids, run_rules
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import (
     ArgSpec,
     Schema,
@@ -33,7 +33,11 @@ SPEC_TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_n
 SECRET_ARGS = {"api_key": "sglang_api_key", "admin_api_key": "sglang_admin_api_key"}
 SECRET_MARKER = "<secret>"
 # Arguments the roles manage themselves.
-MANAGED_ARGS = {"model_path": "sglang_model_path", "config": "the role (it holds the secret arguments)"}
+MANAGED_ARGS = {
+    "model_path": "sglang_model_path",
+    "host": "sglang_listen_host",
+    "config": "the role (it holds the secret arguments)",
+}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _TRUE = {"true", "yes", "on", "1"}
@@ -74,6 +78,7 @@ class Result:
     args: dict[str, Any] = field(default_factory=dict)
     argv: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
+    gpu_ids: list[int] = field(default_factory=list)
     model: ModelFacts | None = None
     version: str = ""
 
@@ -92,6 +97,7 @@ class Result:
             "args": {k: (SECRET_MARKER if k in SECRET_ARGS else v) for k, v in self.args.items()},
             "argv": list(self.argv),
             "config_keys": sorted(self.config),
+            "gpu_ids": list(self.gpu_ids),
             "model": None if self.model is None else self.model.__dict__.copy(),
         }
 
@@ -109,6 +115,7 @@ class Context:
     compute_capability: tuple[int, int] | None
     model: ModelFacts
     spec: str
+    allow_unauthenticated: bool = False
     problems: list[Problem] = field(default_factory=list)
 
     def get(self, dest: str, default: Any = None) -> Any:
@@ -519,6 +526,10 @@ def validate_host(hostvars: Mapping[str, Any], spec: str = "keep") -> Result:
             ctx.error("host.managed", dest, f"{dest} is set by {owner}, not inside sglang_args.",
                       f"remove it from sglang_args{'; set ' + owner if owner.startswith('sglang_') else ''}")
             ctx.args.pop(dest)
+    listen = hostvars.get("sglang_listen_host")
+    if listen not in (None, ""):
+        ctx.args["host"] = str(listen)
+    ctx.allow_unauthenticated = str(hostvars.get("sglang_allow_unauthenticated", False)).strip().lower() in _TRUE
     if not model_path:
         ctx.error("host.model_path", "sglang_model_path", "sglang_model_path is required (the --model-path of the server).",
                   "set sglang_model_path to a Hugging Face id or a local directory")
@@ -540,6 +551,7 @@ def validate_host(hostvars: Mapping[str, Any], spec: str = "keep") -> Result:
     public = {k: v for k, v in ctx.args.items() if k not in SECRET_ARGS}
     result.argv = render_argv(schema, public)
     result.config = config_file_data(schema, ctx.args)
+    result.gpu_ids = gpu_ids(ctx)
     return result
 
 

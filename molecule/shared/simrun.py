@@ -1,0 +1,72 @@
+"""Helpers for molecule verify tests that drive the project's playbooks through ansible-runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+
+REPO = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[2]))
+
+
+def scenario_host() -> str:
+    """The scenario's container: bsa-mol-<scenario>."""
+    return f"bsa-mol-{os.environ.get('MOLECULE_SCENARIO_NAME', 'default')}"
+
+
+def make_inventory(directory: Path, host: str) -> Path:
+    """inventory/sim's group variables with the scenario's container as the only GPU host."""
+    shutil.copytree(REPO / "inventory" / "sim" / "group_vars", directory / "group_vars")
+    (directory / "hosts.yml").write_text(json.dumps({"all": {
+        "children": {"sglang_servers": {"hosts": {host: {}}}},
+        "vars": {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"},
+    }}))
+    return directory
+
+
+def play(inventory: Path, workdir: Path, playbook: str, verbosity: int = 0, **extravars: Any) -> ansible_runner.Runner:
+    """Run a project playbook against the container with the project's ansible.cfg; events kept."""
+    private = workdir / f"runner-{playbook}-{time.monotonic_ns()}"
+    private.mkdir(parents=True)
+    return ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=str(REPO),
+        playbook=str(REPO / "playbooks" / playbook),
+        inventory=str(inventory),
+        extravars=extravars or None,
+        verbosity=verbosity,
+        envvars={
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
+        quiet=True,
+    )
+
+
+def failures(runner: ansible_runner.Runner) -> list[dict[str, Any]]:
+    """event_data of failed tasks (rescued ones included)."""
+    return [e["event_data"] for e in runner.events if e.get("event") == "runner_on_failed"]
+
+
+def final_failure(runner: ansible_runner.Runner) -> str:
+    """The message of the last failed task."""
+    found = failures(runner)
+    assert found, "expected a failure"
+    return str(found[-1]["res"].get("msg", ""))
+
+
+def task_result(runner: ansible_runner.Runner, task: str) -> dict[str, Any]:
+    """res of the last ok/failed event of a task."""
+    found = [
+        e["event_data"]["res"]
+        for e in runner.events
+        if e.get("event") in ("runner_on_ok", "runner_on_failed") and e["event_data"].get("task") == task
+    ]
+    assert found, f"task {task!r} did not run"
+    return found[-1]

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Run `python -m sglang.launch_server ARGS` with the service's secrets redacted from its output.
+
+SGLang logs its server_args, API keys included, when it starts. The unit runs this launcher
+instead of SGLang directly: it reads the secret values from the --config file named in ARGS
+(the file only holds secrets) and HF_TOKEN from the environment, starts SGLang with stdout and
+stderr on one pipe, and copies every line to its own stdout (the journal) with each secret
+replaced by "<redacted>". SIGTERM, SIGINT and SIGHUP are passed on to SGLang; its exit status
+becomes the launcher's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+REDACTED = b"<redacted>"
+TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+
+def config_secrets(argv: list[str]) -> list[str]:
+    """Values of the --config YAML (flat `key: value` lines, values JSON-quoted by the role)."""
+    if "--config" not in argv or argv.index("--config") + 1 >= len(argv):
+        return []
+    values = []
+    with open(argv[argv.index("--config") + 1], encoding="utf-8") as handle:
+        for line in handle:
+            line = line.strip()
+            if not line or line.startswith("#") or ":" not in line:
+                continue
+            raw = line.split(":", 1)[1].strip()
+            try:
+                value = json.loads(raw) if raw.startswith('"') else raw
+            except ValueError:
+                value = raw
+            if str(value):
+                values.append(str(value))
+    return values
+
+
+def redact(line: bytes, secrets: list[bytes]) -> bytes:
+    """The line with every secret replaced."""
+    for secret in secrets:
+        line = line.replace(secret, REDACTED)
+    return line
+
+
+def main(argv: list[str]) -> int:
+    secrets = config_secrets(argv) + [os.environ[v] for v in TOKEN_VARIABLES if os.environ.get(v)]
+    # Longest first, so a secret containing another is replaced whole.
+    encoded = sorted({s.encode() for s in secrets if len(s) >= 4}, key=len, reverse=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sglang.launch_server", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
+    out = sys.stdout.buffer
+    assert proc.stdout is not None
+    for line in iter(proc.stdout.readline, b""):
+        out.write(redact(line, encoded))
+        out.flush()
+    code = proc.wait()
+    return 128 - code if code < 0 else code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
