@@ -66,7 +66,8 @@ demo: venv simhost wheelhouse ## Deploy to a local simulated Blackwell host, the
 demo-down: ## Remove the demo's simulated host
 	tests/fixtures/simhost/simhost.sh down bsa-demo-01
 
-bench: venv simhost wheelhouse ## Benchmarks (bench/): restart overhead and time to reject a bad config
+bench: venv simhost wheelhouse ## Benchmarks (bench/): validation at scale, restart overhead, time to reject
+	$(BIN)/python bench/validate_scale.py
 	$(BIN)/python bench/restart_overhead.py
 
 clean: ## Remove virtualenvs, caches and build output
