@@ -6,9 +6,10 @@ DOCUMENTATION = r"""
 module: wait_ready
 short_description: Wait until an SGLang server answers its health endpoint, with progress output
 description:
-  - Polls the host with the C(blackwell.sglang.server_probe) module every O(interval) seconds until O(url)
-    answers 200, printing elapsed time, the unit's state and the server's last log line every
-    O(progress_every) seconds, so a 397B model's minutes of loading are visible.
+  - Polls the host with the C(blackwell.sglang.server_probe) module, which checks O(url) every O(interval)
+    seconds on the host itself and returns when it answers 200, when the unit fails, or after
+    O(progress_every) seconds; then the elapsed time, the unit's state and the server's last log line are
+    printed, so a 397B model's minutes of loading are visible at little cost per round trip.
   - Fails early when the unit has failed (crash loop that hit the start limit) or exited, with the last
     journal lines; fails after O(timeout) otherwise.
 options:
@@ -25,9 +26,9 @@ options:
     type: int
     default: 3600
   interval:
-    description: Seconds between probes.
+    description: Seconds between health checks on the host (each round trip to the host waits up to O(progress_every)).
     type: float
-    default: 2
+    default: 0.5
   progress_every:
     description: Seconds between progress lines.
     type: float
@@ -57,7 +58,7 @@ class ActionModule(ActionBase):
                 "url": {"type": "str", "required": True},
                 "unit": {"type": "str", "required": True},
                 "timeout": {"type": "int", "default": 3600},
-                "interval": {"type": "float", "default": 2},
+                "interval": {"type": "float", "default": 0.5},
                 "progress_every": {"type": "float", "default": 15},
             }
         )
@@ -68,9 +69,12 @@ class ActionModule(ActionBase):
         probe: dict[str, Any] = {}
         while True:
             probes += 1
+            # One round trip waits on the host until healthy, failed, or the next progress line is due.
+            remaining = args["timeout"] - (time.monotonic() - start)
             probe = self._execute_module(
                 module_name="blackwell.sglang.server_probe",
-                module_args={"url": args["url"], "unit": args["unit"], "log_lines": 1},
+                module_args={"url": args["url"], "unit": args["unit"], "log_lines": 1, "interval": args["interval"],
+                             "wait": max(0.0, min(args["progress_every"], remaining))},
                 task_vars=task_vars,
             )
             elapsed = time.monotonic() - start
@@ -99,4 +103,3 @@ class ActionModule(ActionBase):
                     f"[{host}] waiting for {args['url']}: {elapsed:.0f}s, HTTP {probe.get('status')}, "
                     f"{args['unit']} {state.get('ActiveState')}/{state.get('SubState')}; last log: {line}"
                 )
-            time.sleep(args["interval"])

@@ -26,6 +26,16 @@ options:
     description: How many of the unit's last journal lines to return.
     type: int
     default: 1
+  wait:
+    description: >-
+      Keep probing on the host for up to this many seconds, every O(interval), and return as soon as the
+      server is healthy or its unit has failed or stopped (0 probes once).
+    type: float
+    default: 0
+  interval:
+    description: Seconds between probes while waiting.
+    type: float
+    default: 0.25
 """
 
 RETURN = r"""
@@ -43,10 +53,28 @@ log:
   returned: always
 """
 
+import time
 import urllib.error
 import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+
+
+def probe(url: str, timeout: float) -> tuple[int, str]:
+    """HTTP status of one GET (-1 and the error when nothing answered)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
+            return response.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+    except (OSError, ValueError) as exc:
+        return -1, str(exc)
+
+
+def unit_state(module: AnsibleModule, unit: str) -> dict[str, str]:
+    """ActiveState, SubState, Result, NRestarts and MainPID of the unit."""
+    _, out, _ = module.run_command(["systemctl", "show", "-p", "ActiveState,SubState,Result,NRestarts,MainPID", unit])
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
 def main() -> None:
@@ -56,21 +84,19 @@ def main() -> None:
             "unit": {"type": "str", "required": True},
             "timeout": {"type": "float", "default": 5},
             "log_lines": {"type": "int", "default": 1},
+            "wait": {"type": "float", "default": 0},
+            "interval": {"type": "float", "default": 0.25},
         },
         supports_check_mode=True,
     )
     params = module.params
-    status, error = -1, ""
-    try:
-        with urllib.request.urlopen(params["url"], timeout=params["timeout"]) as response:  # noqa: S310
-            status = response.status
-    except urllib.error.HTTPError as exc:
-        status = exc.code
-    except (OSError, ValueError) as exc:
-        error = str(exc)
-    props = "ActiveState,SubState,Result,NRestarts,MainPID"
-    _, out, _ = module.run_command(["systemctl", "show", "-p", props, params["unit"]])
-    state = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    deadline = time.monotonic() + params["wait"]
+    while True:
+        status, error = probe(params["url"], params["timeout"])
+        state = unit_state(module, params["unit"])
+        if status == 200 or state.get("ActiveState") in ("failed", "inactive") or time.monotonic() >= deadline:
+            break
+        time.sleep(params["interval"])
     _, log, _ = module.run_command(
         ["journalctl", "-u", params["unit"], "-n", str(params["log_lines"]), "-o", "cat", "--no-pager"]
     )
