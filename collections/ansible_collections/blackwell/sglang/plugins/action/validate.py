@@ -34,9 +34,10 @@ options:
 RETURN = r"""
 hosts:
   description: >-
-    Per host, C(ok), C(errors) and C(warnings). For a valid host the problems are complete records (rule, variable,
-    value, message, fix, source) and come with the effective C(args) (secrets masked), the rendered C(argv) and the keys
-    of the secret config file; for an invalid host they are C(variable: rule) lines, the readable report being C(msg).
+    Per host, C(ok), C(errors) and C(warnings). When every host is valid, the problems are complete records (rule,
+    variable, value, message, fix, source) and come with the effective C(args) (secrets masked), the rendered C(argv),
+    the GPU ids and the keys of the secret config file. When any host is invalid, the readable report is C(msg) and
+    each host carries only C(ok) and its problems as C(variable: rule) lines.
   type: dict
 invalid_hosts:
   description: Hostnames with at least one error.
@@ -123,6 +124,9 @@ class ActionModule(ActionBase):
             if outcome.errors or outcome.warnings:
                 blocks.append(format_report(host, outcome))
         invalid = [h for h, r in per_host.items() if not r["ok"]]
+        if invalid:  # the readable report is the point now; keep the per-host data small for big fleets
+            per_host = {h: r if not r["ok"] else {"ok": True, "warnings": [f"{w['variable']}: {w['rule']}" for w in r["warnings"]]}
+                        for h, r in per_host.items()}
         result.update(changed=False, hosts=per_host, invalid_hosts=invalid, spec=args["spec"])
         summary = f"{len(hosts) - len(invalid)} of {len(hosts)} host(s) valid, {warnings} warning(s), spec={args['spec']}"
         if invalid and args["fail_on_error"]:
