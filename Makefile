@@ -10,7 +10,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel lint unit conformance-venv conformance simhost wheelhouse molecule test demo demo-down schema bench clean
+.PHONY: help venv deps wheel lint unit conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema bench clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -53,20 +53,23 @@ simhost: ## Build the simulated Blackwell host image (cached by content hash)
 wheelhouse: ## Build the stand-in sglang wheel(s) into build/wheelhouse
 	tests/fixtures/sglang_standin/build-wheelhouse.sh
 
-molecule: venv simhost wheelhouse ## Every molecule scenario
+provision-fixtures: venv simhost ## Fixtures of the provisioning roles (bare host, signed apt repo, wheels)
+	tests/fixtures/simhost/build-provision-fixtures.sh
+
+molecule: venv simhost wheelhouse provision-fixtures ## Every molecule scenario
 	$(BIN)/molecule test --all
 
-test: deps lint simhost wheelhouse ## Everything: lint, unit, playbook, simulated-host, conformance and molecule tests
+test: deps lint simhost wheelhouse provision-fixtures ## Everything: lint, unit, playbook, simulated-host, conformance and molecule tests
 	$(BIN)/pytest -q tests/unit tests/integration tests/conformance
 	$(BIN)/molecule test --all
 
-demo: venv simhost wheelhouse ## Deploy to a local simulated Blackwell host, then restart with spec=auto
+demo: venv simhost wheelhouse provision-fixtures ## Deploy to a local simulated Blackwell host, then restart with spec=auto
 	tests/fixtures/simhost/demo.sh
 
 demo-down: ## Remove the demo's simulated host
 	tests/fixtures/simhost/simhost.sh down bsa-demo-01
 
-bench: venv simhost wheelhouse ## Benchmarks (bench/): validation at scale, restart overhead, time to reject
+bench: venv simhost wheelhouse provision-fixtures ## Benchmarks (bench/): validation at scale, restart overhead, time to reject
 	$(BIN)/python bench/validate_scale.py
 	$(BIN)/python bench/restart_overhead.py
 

@@ -30,7 +30,8 @@ def make_inventory(directory: Path, host: str) -> Path:
     return directory
 
 
-def play(inventory: Path, workdir: Path, playbook: str, verbosity: int = 0, **extravars: Any) -> ansible_runner.Runner:
+def play(inventory: Path, workdir: Path, playbook: str, verbosity: int = 0, skip_tags: str = "",
+         **extravars: Any) -> ansible_runner.Runner:
     """Run a project playbook against the container with the project's ansible.cfg; events kept."""
     private = workdir / f"runner-{playbook}-{time.monotonic_ns()}"
     private.mkdir(parents=True)
@@ -41,6 +42,7 @@ def play(inventory: Path, workdir: Path, playbook: str, verbosity: int = 0, **ex
         inventory=str(inventory),
         extravars=extravars or None,
         verbosity=verbosity,
+        skip_tags=skip_tags or None,
         envvars={
             "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",

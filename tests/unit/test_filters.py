@@ -260,8 +260,11 @@ def _evaluate(env: jinja2.Environment, value: Any, context: dict[str, Any]) -> A
 def render_unit(hostvars: dict[str, Any], spec: str | None = None) -> tuple[str, dict[str, Any]]:
     env = _jinja_env()
     context: dict[str, Any] = {"ansible_managed": "Ansible managed", "inventory_hostname": "blackwell-01"}
-    context.update(yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8")))
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
     context.update(hostvars)
+    for name, value in defaults.items():
+        if name not in hostvars:
+            context[name] = _evaluate(env, value, context)
     if spec is not None:
         context["spec"] = spec
     for name, value in yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8")).items():
@@ -293,7 +296,8 @@ def test_unit_has_one_flag_per_line_with_continuations() -> None:
     assert body == [f"    {line} \\" for line in context["__sglang_server_exec_lines"][:-1]] + [
         f"    {context['__sglang_server_exec_lines'][-1]}"
     ]
-    assert body[0] == "    --model-path nvidia/Qwen3.5-397B-A17B-NVFP4 \\"
+    # The sglang role stages the weights; the server loads them from there.
+    assert body[0] == "    --model-path /opt/sglang/models/nvidia/Qwen3.5-397B-A17B-NVFP4 \\"
     assert "    --tp-size 8" in [line.rstrip(" \\") for line in body]
     assert all(line.startswith("    --") for line in body)
     # What systemd would execute is exactly python -m sglang.launch_server + the validated argv.

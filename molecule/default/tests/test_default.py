@@ -18,7 +18,7 @@ def test_service_is_enabled_and_running(host) -> None:
 def test_unit_renders_one_full_flag_per_line(host) -> None:
     unit = host.file(UNIT).content_string
     assert ("ExecStart=/opt/sglang/current/bin/python /usr/local/libexec/sglang/sglang-launch.py \\\n"
-            "    --model-path nvidia/Qwen3.5-397B-A17B-NVFP4 \\\n") in unit
+            "    --model-path /opt/sglang/models/nvidia/Qwen3.5-397B-A17B-NVFP4 \\\n") in unit
     lines = unit.splitlines()
     for flag in ("    --tp-size 8", "    --speculative-algorithm NEXTN", "    --mamba-radix-cache-strategy extra_buffer"):
         assert flag in lines or f"{flag} \\" in lines, flag

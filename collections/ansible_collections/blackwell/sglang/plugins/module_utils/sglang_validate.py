@@ -534,7 +534,9 @@ def validate_host(hostvars: Mapping[str, Any], spec: str = "keep") -> Result:
         ctx.error("host.model_path", "sglang_model_path", "sglang_model_path is required (the --model-path of the server).",
                   "set sglang_model_path to a Hugging Face id or a local directory")
     else:
-        ctx.args = {"model_path": str(model_path), **ctx.args}
+        # The model's facts come from its id; the server may load it from a staged local copy.
+        local = hostvars.get("sglang_model_local_path")
+        ctx.args = {"model_path": str(local or model_path), **ctx.args}
     for dest, var in SECRET_ARGS.items():
         if dest in ctx.args:
             ctx.error("host.secret", dest, f"{dest} is a secret and must not be in sglang_args (it would land in the inventory "

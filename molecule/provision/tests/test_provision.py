@@ -1,0 +1,290 @@
+"""The provisioning roles on a bare simulated Blackwell host, case by case (molecule scenario `provision`).
+
+After molecule's converge and idempotence (driver 575.57.08, CUDA 12.9.1, SGLang 0.5.23, model
+revision 1), the tests check the host, then drive converge.yml through ansible-runner: a version change
+while a process holds a GPU (reboot pending, host failed), the same change with the GPU free (live
+reload), check mode, a missing GPU, Secure Boot, a full disk. They run in file order; each leaves the
+host provisioned at the newer versions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+import pytest
+
+SCENARIO = Path(__file__).resolve().parents[1]
+REPO = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", SCENARIO.parents[1]))
+HOST = "bsa-mol-provision"
+MODEL_DIR = "/opt/sglang/models/nvidia/Qwen3.5-397B-A17B-NVFP4"
+TOKEN = "hf_fixture_token_0123456789"
+REVISIONS = json.loads(
+    subprocess.run([sys.executable, str(REPO / "tests/fixtures/simhost/fakehub/fakehub.py"), "--print-revisions"],
+                   check=True, capture_output=True, text=True).stdout
+)
+OLD_DRIVER, NEW_DRIVER = "575.57.08", "580.95.05"
+UPGRADE = {
+    "nvidia_driver_branch": "580",
+    "nvidia_driver_version": NEW_DRIVER,
+    "cuda_toolkit_version": "13.0.2",
+    "sglang_version": "0.5.24",
+    "sglang_model_revision": REVISIONS["rev2"],
+}
+SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+
+
+def sh(script: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["docker", "exec", HOST, "bash", "-c", script], capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"`{script}` failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def out(script: str) -> str:
+    return sh(script).stdout.strip()
+
+
+def packages() -> dict[str, tuple[str, str]]:
+    """Installed packages: name -> (dpkg status abbreviation, version)."""
+    lines = out(r"dpkg-query --show --showformat='${db:Status-Abbrev}|${Package}|${Version}\n'").splitlines()
+    return {name: (status.strip(), version) for status, name, version in (line.split("|") for line in lines) if status[1:2] == "i"}
+
+
+@pytest.fixture(scope="module")
+def inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The scenario's group variables with its container as the only host."""
+    inv = tmp_path_factory.mktemp("inventory")
+    shutil.copytree(SCENARIO / "inventory" / "group_vars", inv / "group_vars")
+    (inv / "hosts.yml").write_text(json.dumps({
+        "all": {
+            "children": {"sglang_servers": {"hosts": {HOST: {}}}},
+            "vars": {"ansible_connection": "community.docker.docker_api", "ansible_python_interpreter": "/usr/bin/python3"},
+        }
+    }))
+    return inv
+
+
+class Run:
+    def __init__(self, runner: ansible_runner.Runner) -> None:
+        self.runner = runner
+        self.stats = runner.stats or {}
+        self.stdout = runner.stdout.read()
+
+    @property
+    def changed(self) -> int:
+        return sum(self.stats.get("changed", {}).values())
+
+    @property
+    def failed(self) -> bool:
+        return self.runner.rc != 0
+
+    def failures(self) -> list[str]:
+        return [
+            f"{e['event_data'].get('task')}: {e['event_data'].get('res', {}).get('msg', '')}"
+            for e in self.runner.events
+            if e.get("event") == "runner_on_failed" and not e["event_data"].get("ignore_errors")
+        ]
+
+    def changed_tasks(self) -> list[str]:
+        return [e["event_data"].get("task", "") for e in self.runner.events
+                if e.get("event") == "runner_on_ok" and e["event_data"].get("res", {}).get("changed")]
+
+
+def play(inventory: Path, tmp_path: Path, tags: str | None = None, check: bool = False, verbosity: int = 0,
+         **extravars: Any) -> Run:
+    private = tmp_path / f"runner-{time.monotonic_ns()}"
+    private.mkdir()
+    runner = ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=str(REPO),
+        playbook=str(SCENARIO / "converge.yml"),
+        inventory=str(inventory),
+        extravars=extravars,
+        tags=tags,
+        cmdline="--check --diff" if check else None,
+        verbosity=verbosity,
+        envvars={
+            "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+            "ANSIBLE_PIPELINING": "True",
+            "ANSIBLE_GATHERING": "explicit",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
+        quiet=True,
+    )
+    return Run(runner)
+
+
+# --- after converge + idempotence: driver 575, CUDA 12.9, SGLang 0.5.23, model revision 1 -------------
+
+
+def test_repository_is_signed_and_pinned() -> None:
+    source = out("cat /etc/apt/sources.list.d/cuda.sources")
+    assert "URIs: http://127.0.0.1:8080/cuda/repos/debian12/x86_64/" in source
+    assert "Suites: /" in source
+    assert "Signed-By: /etc/apt/keyrings/cuda-archive-keyring.asc" in source
+    assert out("head -c 36 /etc/apt/keyrings/cuda-archive-keyring.asc") == "-----BEGIN PGP PUBLIC KEY BLOCK-----"
+    assert sh("test -e /etc/apt/trusted.gpg", check=False).returncode != 0, "apt-key's keyring must not be used"
+    pref = out("cat /etc/apt/preferences.d/nvidia-driver")
+    assert f"Pin: version {OLD_DRIVER}-*" in pref and "Pin-Priority: 1001" in pref
+    # The metapackage's ">=" dependencies would pull the newer branch without the pin.
+    assert "Candidate: 575.57.08-1" in out("apt-cache policy nvidia-smi")
+
+
+def test_open_driver_installed_held_and_loaded() -> None:
+    pkgs = packages()
+    for name in ("nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "nvidia-persistenced", "libcuda1",
+                 "libnvidia-ml1", "libnvidia-gpucomp"):
+        assert pkgs[name] == ("hi", f"{OLD_DRIVER}-1"), (name, pkgs.get(name))
+    assert "nvidia-kernel-dkms" not in pkgs
+    assert not [p for p in pkgs if p.startswith("nvidia-fabricmanager")], "no fabric manager on a PCIe host"
+    kernel = out("uname -r")
+    assert pkgs[f"linux-headers-{kernel}"][0] == "ii"
+    assert out("modinfo -F license nvidia") == "Dual MIT/GPL"
+    assert out("modinfo -F version nvidia") == OLD_DRIVER
+    gpus = out("nvidia-smi --query-gpu=index,compute_cap,driver_version,persistence_mode --format=csv,noheader").splitlines()
+    assert gpus == [f"{i}, 12.0, {OLD_DRIVER}, Enabled" for i in range(8)]
+    assert "--no-persistence-mode" not in out("systemctl show -p ExecStart nvidia-persistenced")
+    assert out("systemctl is-enabled nvidia-persistenced") == "enabled"
+    assert "blacklist nouveau" in out("cat /etc/modprobe.d/blacklist-nouveau.conf")
+    assert out("grep -c 'update-initramfs -u' /var/log/update-initramfs.log") == "1"
+    assert sh("test -e /run/reboot-required", check=False).returncode != 0
+
+
+def test_cuda_toolkit_held_with_nvcc_on_the_service_path() -> None:
+    pkgs = packages()
+    assert pkgs["cuda-toolkit-12-9"] == ("hi", "12.9.1-1")
+    assert pkgs["cuda-nvcc-12-9"][0] == "hi"
+    dropin = out("cat /etc/systemd/system/sglang.service.d/cuda-toolkit.conf")
+    assert '"CUDA_HOME=/usr/local/cuda-12.9"' in dropin and '"PATH=/usr/local/cuda-12.9/bin:' in dropin
+    assert "release 12.9," in out("bash -lc 'nvcc --version'")
+
+
+def test_sglang_installed_with_uv_into_a_versioned_venv() -> None:
+    target = out("readlink /opt/sglang/current")
+    assert re.fullmatch(r"/opt/sglang/venvs/0\.5\.23-[0-9a-f]{12}", target)
+    assert out("/opt/sglang/current/bin/python -c 'import importlib.metadata as m; print(m.version(\"sglang\"))'") == "0.5.23"
+    assert "uv" in out("cat /opt/sglang/current/pyvenv.cfg"), "the venv is made by uv"
+    assert out("/opt/sglang/tools/bin/uv --version").startswith("uv 0.13.8")
+    assert out("getent passwd sglang").endswith(":/var/lib/sglang:/usr/sbin/nologin")
+
+
+def test_model_staged_at_the_pinned_revision() -> None:
+    stamp = json.loads(out(f"cat {MODEL_DIR}/.sglang-model.json"))
+    assert stamp["revision"] == REVISIONS["rev1"]
+    assert "Qwen3_5MoeForConditionalGeneration" in out(f"cat {MODEL_DIR}/config.json")
+    assert out(f"stat -c '%U %s' {MODEL_DIR}/model-00002-of-00002.safetensors").startswith("sglang ")
+    assert out("stat -c '%U %a' /opt/sglang/models/.huggingface/token") == "sglang 600"
+    log = out("cat /var/log/fakehub.log")
+    assert " 401" not in log, "every request carried the token"
+    # converge downloaded each file once; idempotence asked the hub nothing (revision marker).
+    assert len(re.findall(r"^GET /nvidia/\S+/resolve/", log, re.M)) == 8
+
+
+# --- a version change -------------------------------------------------------------------------------
+
+
+def test_version_change_with_a_gpu_in_use_fails_with_reboot_pending(inventory: Path, tmp_path: Path) -> None:
+    sh("systemd-run --unit=bsa-gpu-holder /bin/sh -c 'exec 3</dev/nvidia0; exec sleep infinity'")
+    try:
+        run = play(inventory, tmp_path, tags="driver", **UPGRADE)
+        assert run.failed
+        failures = run.failures()
+        assert len(failures) == 1 and "reboot required" in failures[0], failures
+        assert "Module nvidia is in use" in failures[0] and "nvidia_driver_reboot is never" in failures[0]
+        # Installed and held before the host was failed; the old branch is gone.
+        pkgs = packages()
+        for name in ("nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "nvidia-persistenced"):
+            assert pkgs[name] == ("hi", f"{NEW_DRIVER}-1"), (name, pkgs.get(name))
+        assert "libnvidia-gpucomp" not in pkgs
+        assert not [p for p, (_, v) in pkgs.items() if v.startswith(OLD_DRIVER)]
+        assert out("cat /run/reboot-required") == "*** System restart required ***"
+        smi = sh("nvidia-smi", check=False)
+        assert smi.returncode == 18 and "Driver/library version mismatch" in smi.stdout
+        assert out("systemctl is-active nvidia-persistenced") == "active", "stopped for the reload, started again"
+    finally:
+        sh("systemctl stop bsa-gpu-holder", check=False)
+
+
+def test_version_change_reloads_the_module_live(inventory: Path, tmp_path: Path) -> None:
+    sh("rm -f /run/sglang-server-restart-requested && : > /var/log/fakehub.log")
+    run = play(inventory, tmp_path, verbosity=2, **UPGRADE)
+    assert not run.failed, run.failures()
+    assert TOKEN not in run.stdout, "hf_token leaked into the output"
+    pkgs = packages()
+    assert pkgs["nvidia-driver-cuda"] == ("hi", f"{NEW_DRIVER}-1")
+    assert f"Pin: version {NEW_DRIVER}-*" in out("cat /etc/apt/preferences.d/nvidia-driver")
+    gpus = out("nvidia-smi --query-gpu=driver_version,persistence_mode --format=csv,noheader").splitlines()
+    assert gpus == [f"{NEW_DRIVER}, Enabled"] * 8
+    # CUDA: the new series held, the old one removed.
+    assert pkgs["cuda-toolkit-13-0"] == ("hi", "13.0.2-1")
+    assert not [p for p in pkgs if p.endswith("-12-9")]
+    assert "release 13.0," in out("PATH=/usr/local/cuda-13.0/bin:/usr/bin:/bin nvcc --version")
+    assert '"CUDA_HOME=/usr/local/cuda-13.0"' in out("cat /etc/systemd/system/sglang.service.d/cuda-toolkit.conf")
+    # SGLang: current switched, the previous venv kept for a rollback.
+    assert re.fullmatch(r"/opt/sglang/venvs/0\.5\.24-[0-9a-f]{12}", out("readlink /opt/sglang/current"))
+    venvs = out("ls /opt/sglang/venvs").split()
+    assert [v.split("-")[0] for v in venvs if not v.endswith(".txt")] == ["0.5.23", "0.5.24"]
+    # Model: only the files that changed between the revisions were downloaded.
+    assert json.loads(out(f"cat {MODEL_DIR}/.sglang-model.json"))["revision"] == REVISIONS["rev2"]
+    fetched = sorted(re.findall(r"^GET /nvidia/\S+/resolve/\w+/(\S+) 200$", out("cat /var/log/fakehub.log"), re.M))
+    assert fetched == ["README.md", "generation_config.json"]
+    assert out("cat /run/sglang-server-restart-requested") == "restart requested"
+
+
+def test_check_mode_reports_no_changes(inventory: Path, tmp_path: Path) -> None:
+    run = play(inventory, tmp_path, check=True, **UPGRADE)
+    assert not run.failed, run.failures()
+    assert run.changed == 0, run.changed_tasks()
+
+
+# --- failures: each fails the host with a message, and changes nothing that it should not -------------
+
+
+def test_missing_gpu_fails_the_host(inventory: Path, tmp_path: Path) -> None:
+    sh("echo 7 > /etc/fake-nvidia/gpu_count")
+    try:
+        run = play(inventory, tmp_path, tags="driver", **UPGRADE)
+        assert run.failed
+        failures = run.failures()
+        assert len(failures) == 1, failures
+        assert "nvidia-smi shows 7 GPU(s) (index 0, 1, 2, 3, 4, 5, 6) but nvidia_gpu_count is 8" in failures[0]
+        assert run.changed == 0, run.changed_tasks()
+    finally:
+        sh("rm -f /etc/fake-nvidia/gpu_count")
+
+
+def test_secure_boot_with_unsigned_modules_fails_before_any_change(inventory: Path, tmp_path: Path) -> None:
+    sh(f"mount -t tmpfs efi /sys/firmware && mkdir -p {os.path.dirname(SECURE_BOOT_VAR)}"
+       f" && printf '\\006\\000\\000\\000\\001' > {SECURE_BOOT_VAR}")
+    try:
+        # A downgrade would change everything: nothing may happen.
+        run = play(inventory, tmp_path, tags="driver")
+        assert run.failed
+        failures = run.failures()
+        assert len(failures) == 1 and "Secure Boot is enabled" in failures[0], failures
+        assert "nvidia_driver_secure_boot_mok_enrolled" in failures[0]
+        assert run.changed == 0, run.changed_tasks()
+        assert packages()["nvidia-smi"][1] == f"{NEW_DRIVER}-1"
+    finally:
+        sh("umount /sys/firmware", check=False)
+
+
+def test_full_disk_stops_the_model_download(inventory: Path, tmp_path: Path) -> None:
+    sh(": > /var/log/fakehub.log")
+    run = play(inventory, tmp_path, tags="model",
+               **{**UPGRADE, "sglang_model_revision": REVISIONS["rev1"], "sglang_model_disk_headroom_bytes": 10**18})
+    assert run.failed
+    failures = run.failures()
+    assert len(failures) == 1 and "not enough disk space" in failures[0], failures
+    assert "2 file(s) of 8 still to download" in failures[0] and "Nothing was downloaded" in failures[0]
+    assert not re.findall(r"^GET /nvidia/\S+/resolve/", out("cat /var/log/fakehub.log"), re.M)
+    assert json.loads(out(f"cat {MODEL_DIR}/.sglang-model.json"))["revision"] == REVISIONS["rev2"]
