@@ -10,7 +10,11 @@ from simrun import play
 CANARY = "canary-4f1d9e7b2c"
 HF_CANARY = "hf_canary_8a6c3e1f"
 SECRET_FILES = {"/etc/sglang/sglang.yaml", "/etc/sglang/sglang.env",
-                "/etc/sglang/last-good/config", "/etc/sglang/last-good/env"}
+                "/etc/sglang/last-good/config", "/etc/sglang/last-good/env",
+                # the sglang role's token for model downloads, owned by the service user
+                "/opt/sglang/models/.huggingface/token"}
+# (owner, group, mode) a file holding a secret may have: root only, or readable by the service.
+SECRET_MODES = {("root", "root", 0o600), ("root", "sglang", 0o640), ("sglang", "sglang", 0o600)}
 
 
 def test_systemd_exposure_is_at_most_2_5(host) -> None:
@@ -55,7 +59,6 @@ def test_canary_secret_appears_only_in_the_secret_files(host, inventory: Path, t
             assert found and found <= SECRET_FILES, found
         for path in SECRET_FILES:
             secret_file = host.file(path)
-            assert secret_file.user == "root"
-            assert (secret_file.group, secret_file.mode) in (("root", 0o600), ("sglang", 0o640)), path
+            assert (secret_file.user, secret_file.group, secret_file.mode) in SECRET_MODES, path
     finally:
         assert play(inventory, tmp_path, "deploy.yml").rc == 0
