@@ -53,8 +53,9 @@ simhost: ## Build the simulated Blackwell host image (cached by content hash)
 wheelhouse: ## Build the stand-in sglang wheel(s) into build/wheelhouse
 	tests/fixtures/sglang_standin/build-wheelhouse.sh
 
-provision-fixtures: venv simhost ## Fixtures of the provisioning roles (bare host, signed apt repo, wheels)
+provision-fixtures: venv simhost ## Fixtures of the provisioning roles and the router (bare host, signed apt repo, wheels)
 	tests/fixtures/simhost/build-provision-fixtures.sh
+	tests/fixtures/router/build-wheelhouse.sh
 
 molecule: venv simhost wheelhouse provision-fixtures ## Every molecule scenario
 	$(BIN)/molecule test --all

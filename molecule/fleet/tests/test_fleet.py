@@ -1,0 +1,265 @@
+"""A fleet behind the real sglang-router (molecule scenario `fleet`).
+
+Four simulated Blackwell hosts serve through a gateway running the pinned sglang-router. Each case
+drives playbooks/rollout.yml (or deploy.yml with --limit) through ansible-runner and
+asserts on the hosts (PIDs, what SGLang resolved), on the router (its /workers, polled during the
+run) and on a stream of requests sent through the router. The cases run in file order.
+Only the docker network of the scenario's own containers is addressed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+import pytest
+import simrun
+from simrun import REPO, final_failure
+
+GPUS = [f"bsa-fleet-gpu{i}" for i in range(1, 5)]
+SPARE = "bsa-fleet-gpu5"
+GATEWAY = "bsa-fleet-gw"
+NETWORK = "bsa-fleet"
+SERVICE = "sglang.service"
+BASE_ARGS = {
+    "tp_size": 8,
+    "quantization": "modelopt_fp4",
+    "moe_runner_backend": "flashinfer_cutlass",
+    "attention_backend": "triton",
+    "mamba_radix_cache_strategy": "extra_buffer",
+    "mem_fraction_static": 0.85,
+    "served_model_name": "qwen3.5-397b",
+    "enable_metrics": True,
+    "speculative_algorithm": "NEXTN",
+}
+BASE_ENV = {"NCCL_IB_DISABLE": "1"}
+FAST = {"sglang_server_ready_timeout": 60, "sglang_server_ready_poll_interval": 1,
+        "sglang_server_ready_progress_every": 5, "rollout_confirm": "yes"}
+
+
+def sh(container: str, command: str, check: bool = True) -> str:
+    done = subprocess.run(["docker", "exec", container, "bash", "-c", command], capture_output=True, text=True, check=False)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{container}: {command}: {done.stderr}")
+    return done.stdout.strip()
+
+
+def main_pid(container: str) -> int:
+    return int(sh(container, f"systemctl show -p MainPID --value {SERVICE}"))
+
+
+def server_info(container: str) -> dict[str, Any]:
+    return json.loads(sh(container, "curl -fsS http://127.0.0.1:30000/server_info"))
+
+
+def make_inventory(directory: Path, gpus: list[str]) -> Path:
+    shutil.copytree(REPO / "inventory" / "fleet-sim" / "group_vars", directory / "group_vars")
+    (directory / "hosts.yml").write_text(json.dumps({"all": {
+        "children": {"sglang_servers": {"hosts": {h: {} for h in gpus}},
+                     "sglang_routers": {"hosts": {GATEWAY: {}}}},
+        "vars": {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"},
+    }}))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_inventory(tmp_path_factory.mktemp("fleet"), GPUS)
+
+
+@pytest.fixture(scope="module")
+def router() -> str:
+    fmt = '{{(index .NetworkSettings.Networks "' + NETWORK + '").IPAddress}}'
+    address = subprocess.run(["docker", "inspect", "-f", fmt, GATEWAY], capture_output=True, text=True, check=True).stdout.strip()
+    assert address, "the gateway has no address on the scenario's network"
+    return f"http://{address}:30000"
+
+
+def get_json(url: str, timeout: float = 5) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (the scenario's own container)
+        return json.load(resp)
+
+
+def healthy_workers(router: str) -> list[str]:
+    return sorted(w["url"] for w in get_json(f"{router}/workers")["workers"] if w["is_healthy"])
+
+
+def rollout(inventory: Path, tmp_path: Path, **extravars: Any) -> ansible_runner.Runner:
+    return simrun.play(inventory, tmp_path, "rollout.yml", skip_tags="driver,cuda", **{**FAST, **extravars})
+
+
+class Traffic:
+    """Polls the router's healthy workers and sends chat requests through it while a playbook runs."""
+
+    def __init__(self, router: str, max_requests: int = 5000) -> None:
+        self.router, self.max_requests = router, max_requests
+        self.stop = threading.Event()
+        self.healthy_counts: list[int] = []
+        self.sent, self.failed = 0, []
+        self.threads = [threading.Thread(target=self._poll, daemon=True), threading.Thread(target=self._send, daemon=True)]
+
+    def _poll(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.healthy_counts.append(len(healthy_workers(self.router)))
+            except (OSError, ValueError) as exc:
+                self.healthy_counts.append(-1)
+                self.failed.append(f"router /workers: {exc}")
+            time.sleep(0.2)
+
+    def _send(self) -> None:
+        body = json.dumps({"model": "qwen3.5-397b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}).encode()
+        while not self.stop.is_set() and self.sent < self.max_requests:
+            req = urllib.request.Request(f"{self.router}/v1/chat/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+            self.sent += 1
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
+                    answer = json.load(resp)
+                if not answer.get("choices"):
+                    self.failed.append(f"request {self.sent}: no choices in {answer}")
+            except (OSError, ValueError) as exc:
+                detail = exc.read().decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else ""
+                self.failed.append(f"request {self.sent}: {exc} {detail}")
+            time.sleep(0.05)
+
+    def __enter__(self) -> Traffic:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=60)
+
+
+def test_the_router_serves_through_every_gpu_host(router: str) -> None:
+    expected = sorted(f"http://{h}:30000" for h in GPUS)
+    assert healthy_workers(router) == expected
+    with Traffic(router) as traffic:
+        time.sleep(3)
+    assert traffic.sent >= 10 and traffic.failed == []
+    served = [int(sh(h, "curl -fsS http://127.0.0.1:30000/metrics | awk '/^sglang:num_requests_total/ {print $2}'")
+                  .split(".")[0]) for h in GPUS]
+    assert all(n > 0 for n in served), f"every worker takes requests through the router: {served}"
+
+
+def test_a_second_deploy_of_the_router_changes_nothing(fleet: Path, tmp_path: Path) -> None:
+    # The GPU hosts' own idempotence is the default scenario's; here: the router role and the joins.
+    private = tmp_path / "runner-again"
+    private.mkdir()
+    runner = ansible_runner.run(
+        private_data_dir=str(private), project_dir=str(REPO), playbook=str(REPO / "playbooks" / "deploy.yml"),
+        inventory=str(fleet), tags="router", envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, quiet=True)
+    assert runner.rc == 0, final_failure(runner)
+    assert runner.stats["changed"] == {}
+    assert set(runner.stats["ok"]) == {*GPUS, GATEWAY}
+
+
+def test_a_rollout_reaches_every_host_without_a_failed_request(router: str, fleet: Path, tmp_path: Path) -> None:
+    before = {h: main_pid(h) for h in GPUS}
+    with Traffic(router) as traffic:
+        runner = rollout(fleet, tmp_path, sglang_args={**BASE_ARGS, "mem_fraction_static": 0.8})
+        time.sleep(0.5)
+    assert runner.rc == 0, final_failure(runner)
+    for h in GPUS:
+        assert main_pid(h) != before[h], f"{h} was not restarted"
+        assert server_info(h)["mem_fraction_static"] == 0.8
+    assert traffic.failed == [], traffic.failed[:5]
+    assert traffic.sent >= 50, f"only {traffic.sent} requests were sent during the rollout"
+    assert min(traffic.healthy_counts) == len(GPUS) - 1, "each host left the router (drain), one at a time"
+    assert healthy_workers(router) == sorted(f"http://{h}:30000" for h in GPUS)
+    print(f"rollout: {traffic.sent} requests, 0 failed; healthy workers {min(traffic.healthy_counts)}..{max(traffic.healthy_counts)}")
+
+
+def test_a_host_that_never_becomes_ready_stops_the_rollout(router: str, fleet: Path, tmp_path: Path) -> None:
+    sh(GPUS[1], "mkdir -p /etc/sglang-standin && printf 'NEVER_READY=1\\n' > /etc/sglang-standin/never-ready.env")
+    before = {h: main_pid(h) for h in GPUS}
+    bad_env = {**BASE_ENV, "SGLANG_STANDIN_FAULTS": "/etc/sglang-standin/never-ready.env"}
+    with Traffic(router) as traffic:
+        runner = rollout(fleet, tmp_path, sglang_args={**BASE_ARGS, "mem_fraction_static": 0.75}, sglang_env=bad_env,
+                         sglang_server_ready_timeout=6)
+    assert runner.rc != 0
+    assert f"Rollout stopped at {GPUS[1]}" in final_failure(runner)
+    assert "Rolled back to the last known good configuration: it is healthy again" in final_failure(runner)
+    assert server_info(GPUS[0])["mem_fraction_static"] == 0.75  # the canary went first
+    assert server_info(GPUS[1])["mem_fraction_static"] == 0.8  # rolled back
+    assert "SGLANG_STANDIN_FAULTS" not in sh(GPUS[1], "cat /etc/sglang/sglang.env")
+    for h in GPUS[2:]:
+        assert main_pid(h) == before[h], f"{h} was reached"
+        assert server_info(h)["mem_fraction_static"] == 0.8
+        assert "SGLANG_STANDIN_FAULTS" not in sh(h, "cat /etc/sglang/sglang.env")
+    assert traffic.failed == [], traffic.failed[:5]
+    assert min(traffic.healthy_counts) >= len(GPUS) - 1
+    assert healthy_workers(router) == sorted(f"http://{h}:30000" for h in GPUS), "the rolled-back host serves again"
+
+
+def test_a_failed_canary_touches_no_other_host(router: str, fleet: Path, tmp_path: Path) -> None:
+    sh(GPUS[0], "mkdir -p /etc/sglang-standin && printf 'NEVER_READY=1\\n' > /etc/sglang-standin/canary-bad.env")
+    before = {h: main_pid(h) for h in GPUS}
+    canary_mem = server_info(GPUS[0])["mem_fraction_static"]
+    bad_env = {**BASE_ENV, "SGLANG_STANDIN_FAULTS": "/etc/sglang-standin/canary-bad.env"}
+    runner = rollout(fleet, tmp_path, sglang_args={**BASE_ARGS, "mem_fraction_static": 0.7}, sglang_env=bad_env,
+                     sglang_server_ready_timeout=6)
+    assert runner.rc != 0
+    assert f"Rollout stopped at {GPUS[0]}" in final_failure(runner)
+    assert server_info(GPUS[0])["mem_fraction_static"] == canary_mem
+    for h in GPUS[1:]:
+        assert main_pid(h) == before[h], f"{h} was reached after a failed canary"
+        assert server_info(h)["mem_fraction_static"] != 0.7
+    stop = "Stop the server (drain; the cgroup is SIGKILLed after sglang_server_drain_timeout)"
+    stopped = {e["event_data"]["host"] for e in runner.events
+               if e.get("event") == "runner_on_ok" and e["event_data"].get("task") == stop}
+    assert stopped == {GPUS[0]}
+    assert healthy_workers(router) == sorted(f"http://{h}:30000" for h in GPUS)
+
+
+def test_adding_a_host_restarts_nobody_else(router: str, tmp_path: Path) -> None:
+    before = {h: main_pid(h) for h in GPUS}
+    inventory = make_inventory(tmp_path / "grown", [*GPUS, SPARE])
+    private = tmp_path / "runner-add"
+    private.mkdir()
+    runner = ansible_runner.run(
+        private_data_dir=str(private), project_dir=str(REPO),
+        playbook=str(REPO / "playbooks" / "deploy.yml"), inventory=str(inventory), limit=SPARE, skip_tags="driver,cuda",
+        extravars={k: v for k, v in FAST.items() if k != "rollout_confirm"},
+        envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, quiet=True)
+    assert runner.rc == 0, final_failure(runner)
+    assert {h: main_pid(h) for h in GPUS} == before
+    assert sh(SPARE, f"systemctl is-active {SERVICE}") == "active"
+    assert healthy_workers(router) == sorted(f"http://{h}:30000" for h in [*GPUS, SPARE])
+    hosts = {e["event_data"].get("host") for e in runner.events if e.get("event") in ("runner_on_ok", "runner_on_failed")}
+    assert hosts <= {SPARE, GATEWAY}
+
+
+def test_without_a_router_the_rollout_skips_drain_and_join(tmp_path: Path) -> None:
+    # The same playbook on an inventory with no sglang_routers group; Ansible's list form of serial.
+    hosts = GPUS[2:]
+    inventory = tmp_path / "no-router"
+    shutil.copytree(REPO / "inventory" / "fleet-sim" / "group_vars", inventory / "group_vars")
+    (inventory / "hosts.yml").write_text(json.dumps({"all": {
+        "children": {"sglang_servers": {"hosts": {h: {} for h in hosts}}},
+        "vars": {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"},
+    }}))
+    before = {h: main_pid(h) for h in hosts}
+    runner = rollout(inventory, tmp_path, sglang_args={**BASE_ARGS, "mem_fraction_static": 0.65}, rollout_serial=[1, "100%"])
+    assert runner.rc == 0, final_failure(runner)
+    for h in hosts:
+        assert main_pid(h) != before[h]
+        assert server_info(h)["mem_fraction_static"] == 0.65
+    ran = {e["event_data"].get("task") for e in runner.events if e.get("event") == "runner_on_ok"}
+    stop = "Stop the server (drain; the cgroup is SIGKILLed after sglang_server_drain_timeout)"
+    assert {e["event_data"]["host"] for e in runner.events
+            if e.get("event") == "runner_on_ok" and e["event_data"].get("task") == stop} == set(hosts)
+    skipped = {e["event_data"].get("task") for e in runner.events if e.get("event") == "runner_on_skipped"}
+    assert "Take the server out of the routers and let it finish its requests" in skipped
+    assert not any(str(t).startswith("sglang_router") or "routers' workers" in str(t) for t in ran)
