@@ -11,8 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import ansible_runner
+import yaml
 
 REPO = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[2]))
+# The simulated GPU hosts' settings (inventory/sim): the arguments and environment cases start from.
+SIM_VARS = yaml.safe_load((REPO / "inventory" / "sim" / "group_vars" / "sglang_servers.yml").read_text())
+BASE_ARGS: dict[str, Any] = SIM_VARS["sglang_args"]
+BASE_ENV: dict[str, Any] = SIM_VARS["sglang_env"]
 
 
 def scenario_host() -> str:

@@ -22,20 +22,12 @@ import pytest
 import yaml
 from ansible.errors import AnsibleActionFail, AnsibleUndefinedVariable
 from ansible_collections.blackwell.sglang.plugins.action.validate import HOST_VARS, ActionModule, read_host_vars
+from reference import INCIDENT, SAMPLE, load_reference
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "inventory" / "sample"
-INCIDENT = {"speculative_num_draft_tokens": 2, "speculative_eagle_topk": 1}
 
 
-def _reference() -> dict[str, Any]:
-    hostvars: dict[str, Any] = {}
-    for path in (SAMPLE / "group_vars" / "sglang_servers.yml", SAMPLE / "host_vars" / "blackwell-01.yml"):
-        hostvars.update(yaml.safe_load(path.read_text(encoding="utf-8")))
-    return hostvars
-
-
-REFERENCE = _reference()
+REFERENCE = load_reference()
 
 
 def ref_host(args: dict[str, Any] | None = None, **hostvars: Any) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import load_schema
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import (
     Problem,
@@ -23,28 +22,19 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate i
     render_argv,
     validate_host,
 )
+from reference import INCIDENT, load_reference
 
 REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "inventory" / "sample"
 REFERENCE_MODEL = "nvidia/Qwen3.5-397B-A17B-NVFP4"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 SCHEMA = load_schema("0.5.23")
 
-# The incident: NEXTN with draft tokens and topk but no num_steps.
-INCIDENT = {"speculative_num_draft_tokens": 2, "speculative_eagle_topk": 1}
 TRIPLE_AUTO_QWEN = {"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
 
 MISSING = object()  # override value that removes a host variable
 
 
-def _load_reference() -> dict[str, Any]:
-    hostvars: dict[str, Any] = {}
-    for path in (SAMPLE / "group_vars" / "sglang_servers.yml", SAMPLE / "host_vars" / "blackwell-01.yml"):
-        hostvars.update(yaml.safe_load(path.read_text(encoding="utf-8")))
-    return hostvars
-
-
-REFERENCE = _load_reference()
+REFERENCE = load_reference()
 
 
 def ref_host(args: dict[str, Any] | None = None, *, drop: tuple[str, ...] = (), **hostvars: Any) -> dict[str, Any]:

@@ -15,21 +15,9 @@ from typing import Any
 import ansible_runner
 import pytest
 import simrun
-from simrun import failures, final_failure, task_result
+from simrun import BASE_ARGS, BASE_ENV, failures, final_failure, task_result
 
 SERVICE = "sglang.service"
-BASE_ARGS = {
-    "tp_size": 8,
-    "quantization": "modelopt_fp4",
-    "moe_runner_backend": "flashinfer_cutlass",
-    "attention_backend": "triton",
-    "mamba_radix_cache_strategy": "extra_buffer",
-    "mem_fraction_static": 0.85,
-    "served_model_name": "qwen3.5-397b",
-    "enable_metrics": True,
-    "speculative_algorithm": "NEXTN",
-}
-BASE_ENV = {"NCCL_IB_DISABLE": "1"}
 # Short timeouts so failing cases fail fast; they are ordinary role variables.
 FAST = {"sglang_server_ready_timeout": 60, "sglang_server_ready_poll_interval": 1, "sglang_server_ready_progress_every": 5}
 
