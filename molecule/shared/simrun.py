@@ -35,7 +35,7 @@ def make_inventory(directory: Path, host: str) -> Path:
     return directory
 
 
-def play(inventory: Path, workdir: Path, playbook: str, verbosity: int = 0, skip_tags: str = "",
+def play(inventory: Path, workdir: Path, playbook: str, verbosity: int = 0, skip_tags: str = "", limit: str = "",
          **extravars: Any) -> ansible_runner.Runner:
     """Run a project playbook against the container with the project's ansible.cfg; events kept."""
     private = workdir / f"runner-{playbook}-{time.monotonic_ns()}"
@@ -48,6 +48,7 @@ def play(inventory: Path, workdir: Path, playbook: str, verbosity: int = 0, skip
         extravars=extravars or None,
         verbosity=verbosity,
         skip_tags=skip_tags or None,
+        limit=limit or None,
         envvars={
             "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",

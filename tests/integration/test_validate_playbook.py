@@ -158,3 +158,40 @@ def test_unknown_spec_mode_is_rejected(tmp_path: Path, spec: str) -> None:
     assert runner.rc != 0
     [event] = task_results(runner, VALIDATE)
     assert "spec: spec.mode" in event["res"]["hosts"]["blackwell-01"]["errors"]
+
+
+def pair_inventory(tmp_path: Path, **pair_vars: Any) -> Path:
+    """gpu-a alone, and gpu-m1 + gpu-m2 as one multi-node instance (group pair, tp 16 over two 8-GPU hosts)."""
+    inv = make_inventory(tmp_path, {"gpu-a": {}, "gpu-m1": {"sglang_args": {"tp_size": 16}, "ansible_host": "10.1.2.3"},
+                                    "gpu-m2": {"sglang_args": {"tp_size": 16}}})
+    (inv / "group_vars" / "pair.yml").write_text(yaml.safe_dump({"sglang_multinode_group": "pair", **pair_vars}))
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {
+        "hosts": {"gpu-a": {}}, "children": {"pair": {"hosts": {"gpu-m1": {}, "gpu-m2": {}}}}}}}}))
+    return inv
+
+
+def test_a_multinode_group_renders_ranks_and_one_rendezvous(tmp_path: Path) -> None:
+    plan = tmp_path / "plan"
+    runner = run(tmp_path, pair_inventory(tmp_path, sglang_multinode_port=29500), render_dir=str(plan))
+    assert runner.rc == 0, runner.stdout.read()
+    for rank, host in enumerate(("gpu-m1", "gpu-m2")):
+        unit = (plan / host / "sglang.service").read_text()
+        assert "--nnodes 2" in unit and f"--node-rank {rank}" in unit
+        assert "--dist-init-addr 10.1.2.3:29500" in unit and "--tp-size 16" in unit
+        assert "DeviceAllow=/dev/nvidia7 rw" in unit  # tp 16 over two nodes: GPUs 0-7 on each
+    assert "--nnodes" not in (plan / "gpu-a" / "sglang.service").read_text()
+
+
+def test_a_limit_to_part_of_a_multinode_group_is_refused(tmp_path: Path) -> None:
+    inv = pair_inventory(tmp_path)
+    private = tmp_path / "runner-limit"
+    private.mkdir()
+    runner = ansible_runner.run(
+        private_data_dir=str(private), project_dir=str(REPO), playbook=str(REPO / "playbooks" / "validate.yml"),
+        inventory=str(inv), limit="gpu-a,gpu-m2", quiet=True,
+        envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
+    assert runner.rc == 2
+    [event] = task_results(runner, VALIDATE)
+    assert event["res"]["invalid_hosts"] == ["gpu-m2"]
+    assert "[multinode.partial]" in event["res"]["msg"] and "--limit pair" in event["res"]["msg"]

@@ -59,13 +59,15 @@ class HostView(Mapping):
         return len(self._data)
 
 
-def run_action(hostvars: dict[str, Any], args: dict[str, Any] | None = None, play_hosts: list[str] | None = None) -> dict[str, Any]:
+def run_action(hostvars: dict[str, Any], args: dict[str, Any] | None = None, play_hosts: list[str] | None = None,
+               groups: dict[str, list[str]] | None = None) -> dict[str, Any]:
     task = SimpleNamespace(args=dict(args or {}), async_val=0, check_mode=False, action="blackwell.sglang.validate")
     connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/nonexistent"))
     action = ActionModule(task, connection, SimpleNamespace(), loader=None, templar=None, shared_loader_obj=None)
     task_vars = {
         "hostvars": {name: view if isinstance(view, HostView) else HostView(view) for name, view in hostvars.items()},
         "ansible_play_hosts_all": list(hostvars) if play_hosts is None else play_hosts,
+        "groups": {"all": list(hostvars), **(groups or {})},
     }
     return action.run(task_vars=task_vars)
 

@@ -179,7 +179,8 @@ def test_systemd_env_quote(value: Any, quoted: str) -> None:
 
 
 def test_filters_are_registered() -> None:
-    assert set(FilterModule().filters()) == {"launch_plan", "systemd_quote", "systemd_exec_lines", "systemd_env_quote"}
+    assert set(FilterModule().filters()) == {"launch_plan", "systemd_quote", "systemd_exec_lines", "systemd_env_quote",
+                                             "multinode_layout", "rollout_plan"}
 
 
 def test_launch_plan_of_the_reference_host() -> None:
@@ -251,7 +252,8 @@ def _evaluate(env: jinja2.Environment, value: Any, context: dict[str, Any]) -> A
 
 def render_unit(hostvars: dict[str, Any], spec: str | None = None) -> tuple[str, dict[str, Any]]:
     env = _jinja_env()
-    context: dict[str, Any] = {"ansible_managed": "Ansible managed", "inventory_hostname": "blackwell-01"}
+    context: dict[str, Any] = {"ansible_managed": "Ansible managed", "inventory_hostname": "blackwell-01",
+                               "hostvars": {"blackwell-01": hostvars}, "groups": {"all": ["blackwell-01"]}}
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
     context.update(hostvars)
     for name, value in defaults.items():

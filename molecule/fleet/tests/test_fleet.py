@@ -26,6 +26,7 @@ from simrun import BASE_ARGS, BASE_ENV, REPO, final_failure
 
 GPUS = [f"bsa-fleet-gpu{i}" for i in range(1, 5)]
 SPARE = "bsa-fleet-gpu5"
+PAIR = ["bsa-fleet-mn1", "bsa-fleet-mn2"]  # one multi-node instance (group fleet_pair), node ranks 0 and 1
 GATEWAY = "bsa-fleet-gw"
 NETWORK = "bsa-fleet"
 SERVICE = "sglang.service"
@@ -48,10 +49,13 @@ def server_info(container: str) -> dict[str, Any]:
     return json.loads(sh(container, "curl -fsS http://127.0.0.1:30000/server_info"))
 
 
-def make_inventory(directory: Path, gpus: list[str]) -> Path:
+def make_inventory(directory: Path, gpus: list[str], pair: bool = False) -> Path:
     shutil.copytree(REPO / "inventory" / "fleet-sim" / "group_vars", directory / "group_vars")
+    servers: dict[str, Any] = {"hosts": {h: {} for h in gpus}}
+    if pair:
+        servers["children"] = {"fleet_pair": {"hosts": {h: {} for h in PAIR}}}
     (directory / "hosts.yml").write_text(json.dumps({"all": {
-        "children": {"sglang_servers": {"hosts": {h: {} for h in gpus}},
+        "children": {"sglang_servers": servers,
                      "sglang_routers": {"hosts": {GATEWAY: {}}}},
         "vars": {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"},
     }}))
@@ -80,8 +84,8 @@ def healthy_workers(router: str) -> list[str]:
     return sorted(w["url"] for w in get_json(f"{router}/workers")["workers"] if w["is_healthy"])
 
 
-def rollout(inventory: Path, tmp_path: Path, **extravars: Any) -> ansible_runner.Runner:
-    return simrun.play(inventory, tmp_path, "rollout.yml", skip_tags="driver,cuda", **{**FAST, **extravars})
+def rollout(inventory: Path, tmp_path: Path, limit: str = "", **extravars: Any) -> ansible_runner.Runner:
+    return simrun.play(inventory, tmp_path, "rollout.yml", skip_tags="driver,cuda", limit=limit, **{**FAST, **extravars})
 
 
 class Traffic:
@@ -251,3 +255,104 @@ def test_without_a_router_the_rollout_skips_drain_and_join(tmp_path: Path) -> No
     skipped = {e["event_data"].get("task") for e in runner.events if e.get("event") == "runner_on_skipped"}
     assert "Take the server out of the routers and let it finish its requests" in skipped
     assert not any(str(t).startswith("sglang_router") or "routers' workers" in str(t) for t in ran)
+
+
+# --- a multi-node instance: two hosts, one model, one unit of the rollout ----------------------------
+
+
+def unit_args(container: str) -> dict[str, str]:
+    """--nnodes, --node-rank and --dist-init-addr as the installed unit passes them."""
+    words = sh(container, f"systemctl show -p ExecStart --value {SERVICE}").split()
+    return {flag: words[words.index(flag) + 1] for flag in ("--nnodes", "--node-rank", "--dist-init-addr", "--tp-size")}
+
+
+def monotonic(container: str, prop: str) -> int:
+    """A systemd timestamp of the service; the containers share the kernel's monotonic clock."""
+    return int(sh(container, f"systemctl show -p {prop} --value {SERVICE}"))
+
+
+def schedulers(container: str) -> list[str]:
+    return sorted(sh(container, "ps -eo comm= | grep '^sglang::schedul' || true", check=False).split(), key=len)
+
+
+@pytest.fixture(scope="module")
+def paired(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_inventory(tmp_path_factory.mktemp("paired"), GPUS, pair=True)
+
+
+def test_a_two_host_instance_gets_node_ranks_and_one_rendezvous(router: str, paired: Path, tmp_path: Path) -> None:
+    before = {h: main_pid(h) for h in GPUS}
+    private = tmp_path / "runner-pair"
+    private.mkdir()
+    runner = ansible_runner.run(
+        private_data_dir=str(private), project_dir=str(REPO), playbook=str(REPO / "playbooks" / "deploy.yml"),
+        inventory=str(paired), limit="fleet_pair", skip_tags="driver,cuda",
+        extravars={k: v for k, v in FAST.items() if k != "rollout_confirm"},
+        envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, quiet=True)
+    assert runner.rc == 0, final_failure(runner)
+    first, second = (unit_args(h) for h in PAIR)
+    assert first == {"--nnodes": "2", "--node-rank": "0", "--dist-init-addr": f"{PAIR[0]}:20000", "--tp-size": "16"}
+    assert second == {**first, "--node-rank": "1"}
+    for h in PAIR:
+        assert sh(h, "curl -fsS -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health") == "200"
+    # 16 tensor-parallel ranks, eight on each host's own GPUs; only node 0 serves the API.
+    assert [s.split("_TP")[1] for s in sh(PAIR[0], "ps -eo args= | grep -o '^sglang::scheduler_TP[0-9]*'").split()] == \
+        [str(i) for i in range(8)]
+    assert [s.split("_TP")[1] for s in sh(PAIR[1], "ps -eo args= | grep -o '^sglang::scheduler_TP[0-9]*'").split()] == \
+        [str(i) for i in range(8, 16)]
+    assert server_info(PAIR[0])["tp_size"] == 16
+    assert sh(PAIR[1], "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/models", check=False) == "404"
+    workers = healthy_workers(router)
+    assert f"http://{PAIR[0]}:30000" in workers and f"http://{PAIR[1]}:30000" not in workers
+    assert {h: main_pid(h) for h in GPUS} == before
+
+
+def test_part_of_an_instance_is_refused_before_anything_changes(paired: Path, tmp_path: Path) -> None:
+    before = {h: main_pid(h) for h in PAIR}
+    runner = simrun.play(paired, tmp_path, "restart.yml", limit=PAIR[1], skip_tags="driver,cuda", **FAST)
+    assert runner.rc != 0
+    failure = final_failure(runner)
+    assert "[multinode.partial]" in failure and PAIR[0] in failure and "--limit fleet_pair" in failure
+    assert {h: main_pid(h) for h in PAIR} == before
+
+
+def test_the_instance_rolls_out_as_one_unit_node_0_first(router: str, paired: Path, tmp_path: Path) -> None:
+    hosts = [GPUS[3], *PAIR]
+    before = {h: main_pid(h) for h in hosts}
+    workers = len(healthy_workers(router))
+    with Traffic(router) as traffic:
+        runner = rollout(paired, tmp_path, limit=",".join(hosts), sglang_env={**BASE_ENV, "BSA_ROLLOUT_MARK": "pair-1"})
+        time.sleep(0.5)
+    assert runner.rc == 0, final_failure(runner)
+    for h in hosts:
+        assert main_pid(h) != before[h], f"{h} was not restarted"
+        assert "BSA_ROLLOUT_MARK" in sh(h, "cat /etc/sglang/sglang.env")
+    assert traffic.failed == [], traffic.failed[:5]
+    assert min(traffic.healthy_counts) == workers - 1, "one unit (one router worker) out at a time"
+    # The canary (gpu4) first, then the instance as one batch: node 0 stops first and starts first.
+    assert monotonic(GPUS[3], "ExecMainStartTimestampMonotonic") < monotonic(PAIR[0], "ActiveExitTimestampMonotonic")
+    # ActiveExit: the stop began (node 0 drains, then its shutdown broadcast ends node 1).
+    assert monotonic(PAIR[0], "ActiveExitTimestampMonotonic") < monotonic(PAIR[1], "ActiveExitTimestampMonotonic")
+    assert monotonic(PAIR[0], "ExecMainStartTimestampMonotonic") < monotonic(PAIR[1], "ExecMainStartTimestampMonotonic")
+    plays = [e["event_data"].get("play") for e in runner.events if e.get("event") == "playbook_on_play_start"]
+    assert plays.count("Roll out to the rest of the fleet in batches") == 1, "the two nodes went in one batch"
+    assert unit_args(PAIR[1])["--node-rank"] == "1"
+
+
+def test_node_0_never_ready_rolls_back_the_whole_instance(router: str, paired: Path, tmp_path: Path) -> None:
+    sh(PAIR[0], "mkdir -p /etc/sglang-standin && printf 'NEVER_READY=1\\n' > /etc/sglang-standin/pair-bad.env")
+    others = {h: main_pid(h) for h in GPUS}
+    bad_env = {**BASE_ENV, "BSA_ROLLOUT_MARK": "pair-2", "SGLANG_STANDIN_FAULTS": "/etc/sglang-standin/pair-bad.env"}
+    runner = rollout(paired, tmp_path, limit="fleet_pair", sglang_env=bad_env, sglang_server_ready_timeout=6)
+    assert runner.rc != 0
+    failure = final_failure(runner)
+    assert "Rollout stopped at" in failure and "Rolled back to the last known good configuration" in failure
+    for h in PAIR:
+        env = sh(h, "cat /etc/sglang/sglang.env")
+        assert "SGLANG_STANDIN_FAULTS" not in env and "pair-1" in env, f"{h} was not rolled back"
+        assert sh(h, "curl -fsS -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health") == "200"
+    rolled = {e["event_data"]["host"] for e in runner.events if e.get("event") == "runner_on_ok"
+              and e["event_data"].get("task") == "Start the other nodes of the multi-node instance"}
+    assert rolled == {PAIR[1]}, "node 1 was restarted with node 0's rollback"
+    assert {h: main_pid(h) for h in GPUS} == others
+    assert f"http://{PAIR[0]}:30000" in healthy_workers(router)

@@ -50,6 +50,14 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import (
+    ADDR_VAR,
+    GROUP_VAR,
+    PORT_VAR,
+    Layout,
+    LayoutError,
+    host_layout,
+)
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import (
     Problem,
     Result,
@@ -74,6 +82,7 @@ HOST_VARS = (
     "sglang_admin_api_key",
     "sglang_listen_host",
     "sglang_allow_unauthenticated",
+    GROUP_VAR,
 )
 
 
@@ -81,6 +90,74 @@ def read_host_vars(hostvars: Any, host: str) -> dict[str, Any]:
     """Template only the variables the validator needs from one host's hostvars."""
     host_vars = hostvars[host]
     return {name: host_vars[name] for name in HOST_VARS if name in host_vars}
+
+
+def hostvar_getter(hostvars: Any) -> Any:
+    """get(host, name) over Ansible's hostvars: the templated value, None when undefined or not a host."""
+
+    def get(host: str, name: str) -> Any:
+        if host not in hostvars:
+            return None
+        host_vars = hostvars[host]
+        return host_vars[name] if name in host_vars else None
+
+    return get
+
+
+# Effective arguments that may differ between the nodes of one instance.
+_PER_NODE_ARGS = {"node_rank", "host", "model_path"}
+
+
+def check_instances(layouts: dict[str, Layout], outcomes: dict[str, Result], hosts: list[str]) -> None:
+    """Problems that span the hosts of a multi-node instance; added to the outcomes of the hosts concerned.
+
+    Every node of the instance must be in this run (a partial run would restart one node of a running
+    instance), and its nodes must agree on the SGLang version and on every argument but the node rank.
+    """
+    in_run = set(hosts)
+    for host, layout in layouts.items():
+        missing = [m for m in layout.members if m not in in_run]
+        if missing:
+            outcomes[host].errors.append(Problem(
+                "multinode.partial", GROUP_VAR, layout.group,
+                f"{host} is node {layout.node_rank} of the multi-node instance {layout.group!r}, whose other node(s) "
+                f"{', '.join(missing)} are not part of this run: its nodes are validated, restarted and rolled back together.",
+                f"include the whole group (e.g. --limit {layout.group}) or none of it"))
+            continue
+        leader = layout.members[0]
+        if host == leader or not outcomes[leader].ok or not outcomes[host].ok:
+            continue
+        mine, theirs = outcomes[host], outcomes[leader]
+        if mine.version != theirs.version:
+            mine.errors.append(Problem("multinode.mismatch", "sglang_version", mine.version,
+                                       f"{host} runs SGLang {mine.version}, node 0 of {layout.group!r} ({leader}) {theirs.version}.",
+                                       f"set sglang_version for the whole group {layout.group}"))
+        keys = (set(mine.args) | set(theirs.args)) - _PER_NODE_ARGS
+        differ = sorted(k for k in keys if mine.args.get(k) != theirs.args.get(k))
+        if differ:
+            shown = ", ".join(f"{k}={mine.args.get(k)!r} vs {theirs.args.get(k)!r}" for k in differ[:6])
+            mine.errors.append(Problem("multinode.mismatch", "sglang_args", None,
+                                       f"{host} differs from node 0 of {layout.group!r} ({leader}): {shown}.",
+                                       f"set sglang_args once for the whole instance, in group_vars/{layout.group}.yml"))
+
+
+def check_manual_multinode(host: str, raw: dict[str, Any], outcome: Result) -> None:
+    """nnodes > 1 typed by hand, without a group: the rollout could not treat the nodes as one instance."""
+    args = raw.get("sglang_args") or {}
+    if not hasattr(args, "get") or raw.get(GROUP_VAR):
+        return
+    typed = {str(k).lstrip("-").replace("-", "_"): v for k, v in args.items()}
+    try:
+        nnodes = int(str(typed.get("nnodes") or 1))
+    except ValueError:
+        return  # the type rule reports it
+    if nnodes > 1:
+        outcome.errors.append(Problem(
+            "multinode.manual", "sglang_args.nnodes", nnodes,
+            f"{host} types nnodes/node_rank/dist_init_addr by hand: the playbooks would restart and roll out its nodes "
+            "one by one, which breaks a running multi-node instance.",
+            f"put the instance's hosts in one inventory group in node-rank order, set {GROUP_VAR}: <group> for them "
+            f"({PORT_VAR} / {ADDR_VAR} optional) and remove nnodes, node_rank and dist_init_addr from sglang_args"))
 
 
 class ActionModule(ActionBase):
@@ -102,19 +179,34 @@ class ActionModule(ActionBase):
         )
         hosts = list(dict.fromkeys(args["hosts"] if args["hosts"] is not None else task_vars.get("ansible_play_hosts_all", [])))
         hostvars = task_vars["hostvars"]
+        groups = task_vars.get("groups", {})
+        get = hostvar_getter(hostvars)
         per_host: dict[str, dict[str, Any]] = {}
         blocks: list[str] = []
         warnings = 0
+        outcomes: dict[str, Result] = {}
+        layouts: dict[str, Layout] = {}
         for host in hosts:
             if host not in hostvars:
-                outcome = Result(errors=[Problem("host.unknown", "hosts", host, f"{host!r} is not in the inventory.",
-                                                 "check the host name (ansible-inventory --list)")])
-            else:
-                try:
-                    outcome = validate_host(read_host_vars(hostvars, host), spec=args["spec"])
-                except AnsibleError as exc:  # a host variable that does not template (undefined, syntax)
-                    outcome = Result(errors=[Problem("host.template", "host variables", None, to_text(exc).splitlines()[0],
-                                                     "fix the variable's Jinja expression or define what it uses")])
+                outcomes[host] = Result(errors=[Problem("host.unknown", "hosts", host, f"{host!r} is not in the inventory.",
+                                                        "check the host name (ansible-inventory --list)")])
+                continue
+            try:
+                raw = read_host_vars(hostvars, host)
+                layout = host_layout(host, get, groups)
+                if layout is not None:
+                    layouts[host] = layout
+                    raw["sglang_multinode"] = layout.as_dict()
+                outcome = validate_host(raw, spec=args["spec"])
+                check_manual_multinode(host, raw, outcome)
+            except LayoutError as exc:
+                outcome = Result(errors=[Problem("multinode.layout", exc.variable, exc.value, exc.message, exc.fix)])
+            except AnsibleError as exc:  # a host variable that does not template (undefined, syntax)
+                outcome = Result(errors=[Problem("host.template", "host variables", None, to_text(exc).splitlines()[0],
+                                                 "fix the variable's Jinja expression or define what it uses")])
+            outcomes[host] = outcome
+        check_instances(layouts, outcomes, hosts)
+        for host, outcome in outcomes.items():
             per_host[host] = outcome.as_dict() if outcome.ok else {
                 "ok": False,
                 "errors": [f"{p.variable}: {p.rule}" for p in outcome.errors],

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import LayoutError, host_layout
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import rollout_plan as _rollout_plan
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import format_report, validate_host
 
 _SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
@@ -26,6 +28,43 @@ def launch_plan(hostvars: Mapping[str, Any], spec: str = "keep", host: str = "th
     plan = result.as_dict()
     plan["config"] = dict(result.config)
     return plan
+
+
+def _getter(hostvars: Any) -> Any:
+    def get(host: str, name: str) -> Any:
+        if host not in hostvars:
+            return None
+        host_vars = hostvars[host]
+        return host_vars[name] if name in host_vars else None
+
+    return get
+
+
+def multinode_layout(host: str, hostvars: Any, groups: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``host``'s place in its multi-node instance (group, members, nnodes, node_rank, dist_init_addr), or None.
+
+    Usage: ``inventory_hostname | blackwell.sglang.multinode_layout(hostvars, groups)``.
+    """
+    try:
+        layout = host_layout(str(host), _getter(hostvars), groups)
+    except LayoutError as exc:
+        raise AnsibleFilterError(f"{host}: {exc.variable}: {exc.message} Fix: {exc.fix}") from None
+    return None if layout is None else layout.as_dict()
+
+
+def rollout_plan(hosts: list[str], hostvars: Any, groups: Mapping[str, Any], canary: Any = 1, serial: Any = 1,
+                 within: list[str] | None = None) -> dict[str, Any]:
+    """Canary hosts, remaining hosts and batch sizes that keep each multi-node instance in one batch.
+
+    ``within``: only these hosts take part (the run's --limit); the order stays that of ``hosts``.
+    Usage: ``groups.sglang_servers | blackwell.sglang.rollout_plan(hostvars, groups, canary=1, serial=[1, "25%"])``.
+    """
+    keep = None if within is None else {str(h) for h in within}
+    ordered = [str(h) for h in hosts if keep is None or str(h) in keep]
+    try:
+        return _rollout_plan(ordered, _getter(hostvars), groups, canary, serial)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
 
 
 def systemd_quote(word: Any) -> str:
@@ -65,6 +104,8 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "launch_plan": launch_plan,
+            "multinode_layout": multinode_layout,
+            "rollout_plan": rollout_plan,
             "systemd_quote": systemd_quote,
             "systemd_exec_lines": systemd_exec_lines,
             "systemd_env_quote": systemd_env_quote,

@@ -526,6 +526,7 @@ def validate_host(hostvars: Mapping[str, Any], spec: str = "keep") -> Result:
             ctx.error("host.managed", dest, f"{dest} is set by {owner}, not inside sglang_args.",
                       f"remove it from sglang_args{'; set ' + owner if owner.startswith('sglang_') else ''}")
             ctx.args.pop(dest)
+    _apply_multinode(ctx, hostvars.get("sglang_multinode"))
     listen = hostvars.get("sglang_listen_host")
     if listen not in (None, ""):
         ctx.args["host"] = str(listen)
@@ -555,6 +556,39 @@ def validate_host(hostvars: Mapping[str, Any], spec: str = "keep") -> Result:
     result.config = config_file_data(schema, ctx.args)
     result.gpu_ids = gpu_ids(ctx)
     return result
+
+
+MULTINODE_ARGS = ("nnodes", "node_rank", "dist_init_addr")
+
+
+def _apply_multinode(ctx: Context, layout: Any) -> None:
+    """Put the node rank, node count and rendezvous address derived from the inventory group into the args.
+
+    ``layout`` is :meth:`sglang_multinode.Layout.as_dict` (or None for a single-node server).
+    """
+    if not layout:
+        return
+    if not isinstance(layout, Mapping):
+        ctx.error("multinode.layout", "sglang_multinode", "the multi-node layout must be a mapping.",
+                  "set sglang_multinode_group and let the roles derive the layout")
+        return
+    group = layout.get("group", "?")
+    for dest in MULTINODE_ARGS:
+        if dest in ctx.args:
+            ctx.error("multinode.derived", dest,
+                      f"{dest} is derived from the inventory group {group!r} (sglang_multinode_group): node ranks follow the "
+                      "order of the group's hosts, dist_init_addr is its first host and sglang_multinode_port.",
+                      "remove it from sglang_args")
+            ctx.args.pop(dest)
+    ctx.args["nnodes"] = int(layout["nnodes"])
+    ctx.args["node_rank"] = int(layout["node_rank"])
+    ctx.args["dist_init_addr"] = str(layout["dist_init_addr"])
+    dist_port = str(layout["dist_init_addr"]).rsplit(":", 1)[-1]
+    for dest in ("port", "grpc_port"):
+        if str(ctx.get(dest, "")) == dist_port:
+            ctx.error("multinode.port", dest,
+                      f"{dest} {dist_port} is also the rendezvous port of dist_init_addr {layout['dist_init_addr']}.",
+                      "set sglang_multinode_port (on the group's first host) to another free port")
 
 
 def _read_host_facts(ctx: Context, hostvars: Mapping[str, Any]) -> None:
