@@ -38,7 +38,7 @@ deps: venv wheel conformance-venv ## Everything the tests need besides Docker
 lint: venv ## yamllint, ansible-lint (production profile), ruff
 	$(BIN)/yamllint --strict .
 	$(BIN)/ansible-lint --profile production
-	$(BIN)/ruff check tools tests collections
+	$(BIN)/ruff check tools tests collections bench molecule
 
 unit: venv wheel ## Unit tests and playbook tests that need no container
 	$(BIN)/pytest -q tests/unit tests/integration/test_validate_playbook.py
@@ -70,9 +70,8 @@ demo: venv simhost wheelhouse provision-fixtures ## Deploy to a local simulated 
 demo-down: ## Remove the demo's simulated host
 	tests/fixtures/simhost/simhost.sh down bsa-demo-01
 
-bench: venv simhost wheelhouse provision-fixtures ## Benchmarks (bench/): validation at scale, restart overhead, time to reject
-	$(BIN)/python bench/validate_scale.py
-	$(BIN)/python bench/restart_overhead.py
+bench: venv simhost wheelhouse provision-fixtures ## All five benchmarks (bench/run_all.py) and one table: validation at scale, time to reject, restart overhead, no-op deploy, fleet rollout
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 clean: ## Remove virtualenvs, caches and build output
 	rm -rf $(VENV) .venv-conformance .cache build

@@ -13,8 +13,8 @@ LOAD seconds to "load the model" and DRAIN seconds to drain:
   server still serves; the report and the last-known-good save after the new one is up);
 * time to reject the incident's flags: restart.yml from start to non-zero exit, server untouched.
 
-Usage: bench/restart_overhead.py [--runs 3] [--load 5] [--drain 1]
-Needs: make venv simhost wheelhouse (the README's `make bench` does it).
+Usage: bench/restart_overhead.py [--runs 3] [--load 5] [--drain 1] [--json FILE]
+Needs: make venv simhost wheelhouse provision-fixtures (the README's `make bench` does it).
 """
 
 from __future__ import annotations
@@ -91,13 +91,20 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--load", type=float, default=5.0)
     parser.add_argument("--drain", type=float, default=1.0)
+    parser.add_argument("--json", type=Path, help="also write the results to this file as JSON")
     args = parser.parse_args()
     sh(str(SIMHOST), "up", HOST, "--gpus", "8")
     try:
-        dexec("mkdir -p /srv")
-        sh("docker", "cp", str(REPO / "build" / "wheelhouse"), f"{HOST}:/srv/wheelhouse")
         with tempfile.TemporaryDirectory() as tmp:
             inv = inventory(Path(tmp))
+            # inventory/sim's fixtures (apt repository, Hugging Face Hub, wheelhouse), as `make demo` serves them;
+            # the fixtures' tarball goes to a private TMPDIR.
+            fixtures = subprocess.run([str(PLAYBOOK), "-i", str(inv), str(REPO / "molecule" / "provision" / "fixtures.yml")],
+                                      env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "TMPDIR": tmp},
+                                      text=True, capture_output=True)
+            if fixtures.returncode:
+                print("fixtures failed", fixtures.stdout[-3000:], file=sys.stderr)
+                return 1
             env = {"NCCL_IB_DISABLE": "1", "SGLANG_STANDIN_LOAD_SECONDS": str(args.load),
                    "SGLANG_STANDIN_DRAIN_SECONDS": str(args.drain)}
             _, rc = playbook(inv, "deploy.yml", {"sglang_env": env})
@@ -140,6 +147,12 @@ def main() -> int:
     print(f"{'wall time beyond stop + start: by hand':44} {statistics.median(base):8.2f}")
     print(f"{'reject incident flags (restart.yml, exit ' + str(rc) + ')':44} {reject:8.2f}")
     print(f"{'running server untouched by the rejection':44} {str(untouched):>8}")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "benchmark": "restart_overhead", "runs": args.runs, "load_s": args.load, "drain_s": args.drain,
+            "downtime_ours_s": statistics.median(ours_down), "downtime_base_s": statistics.median(base_down),
+            "wall_ours_s": statistics.median(ours), "wall_base_s": statistics.median(base),
+            "reject_s": reject, "reject_rc": rc, "untouched": untouched}, indent=2))
     return 0
 
 

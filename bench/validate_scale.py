@@ -6,12 +6,13 @@ times `ansible-playbook playbooks/validate.yml` (one controller-side pass over a
 in the same run, the baseline: one `ansible.builtin.assert` task per rule per host (8 rules,
 connection local, the project's ansible.cfg). Prints a table with the ratio.
 
-Usage: bench/validate_scale.py [--sizes 10,100,1000,5000] [--baseline-max 1000]
+Usage: bench/validate_scale.py [--sizes 10,100,1000,5000] [--baseline-max 1000] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -83,7 +84,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,100,1000,5000")
     parser.add_argument("--baseline-max", type=int, default=1000, help="largest size the slow baseline runs at")
+    parser.add_argument("--json", type=Path, help="also write the rows to this file as JSON")
     args = parser.parse_args()
+    rows: list[dict[str, float | int | None]] = []
     print(f"{'hosts':>6} {'validate.yml s':>15} {'per host ms':>12} {'baseline s':>11} {'ratio':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         baseline = Path(tmp) / "baseline.yml"
@@ -96,8 +99,11 @@ def main() -> int:
                 base, _ = timed(baseline, inv)
                 row = f"{base:11.2f} {base / ours:6.1f}x"
             else:
-                row = f"{'-':>11} {'-':>7}"
+                base, row = None, f"{'-':>11} {'-':>7}"
             print(f"{size:6d} {ours:15.2f} {ours / size * 1000:12.2f} {row}", flush=True)
+            rows.append({"hosts": size, "ours_s": ours, "baseline_s": base, "ratio": base / ours if base else None})
+    if args.json:
+        args.json.write_text(json.dumps({"benchmark": "validate_scale", "rows": rows}, indent=2))
     return 0
 
 
