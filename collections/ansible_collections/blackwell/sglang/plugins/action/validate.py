@@ -57,6 +57,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode 
     Layout,
     LayoutError,
     host_layout,
+    hostvars_getter,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import (
     Problem,
@@ -90,18 +91,6 @@ def read_host_vars(hostvars: Any, host: str) -> dict[str, Any]:
     """Template only the variables the validator needs from one host's hostvars."""
     host_vars = hostvars[host]
     return {name: host_vars[name] for name in HOST_VARS if name in host_vars}
-
-
-def hostvar_getter(hostvars: Any) -> Any:
-    """get(host, name) over Ansible's hostvars: the templated value, None when undefined or not a host."""
-
-    def get(host: str, name: str) -> Any:
-        if host not in hostvars:
-            return None
-        host_vars = hostvars[host]
-        return host_vars[name] if name in host_vars else None
-
-    return get
 
 
 # Effective arguments that may differ between the nodes of one instance.
@@ -180,7 +169,7 @@ class ActionModule(ActionBase):
         hosts = list(dict.fromkeys(args["hosts"] if args["hosts"] is not None else task_vars.get("ansible_play_hosts_all", [])))
         hostvars = task_vars["hostvars"]
         groups = task_vars.get("groups", {})
-        get = hostvar_getter(hostvars)
+        get = hostvars_getter(hostvars)
         per_host: dict[str, dict[str, Any]] = {}
         blocks: list[str] = []
         warnings = 0

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import LayoutError, host_layout
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import LayoutError, host_layout, hostvars_getter
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import rollout_plan as _rollout_plan
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import format_report, validate_host
 
@@ -30,23 +30,13 @@ def launch_plan(hostvars: Mapping[str, Any], spec: str = "keep", host: str = "th
     return plan
 
 
-def _getter(hostvars: Any) -> Any:
-    def get(host: str, name: str) -> Any:
-        if host not in hostvars:
-            return None
-        host_vars = hostvars[host]
-        return host_vars[name] if name in host_vars else None
-
-    return get
-
-
 def multinode_layout(host: str, hostvars: Any, groups: Mapping[str, Any]) -> dict[str, Any] | None:
     """``host``'s place in its multi-node instance (group, members, nnodes, node_rank, dist_init_addr), or None.
 
     Usage: ``inventory_hostname | blackwell.sglang.multinode_layout(hostvars, groups)``.
     """
     try:
-        layout = host_layout(str(host), _getter(hostvars), groups)
+        layout = host_layout(str(host), hostvars_getter(hostvars), groups)
     except LayoutError as exc:
         raise AnsibleFilterError(f"{host}: {exc.variable}: {exc.message} Fix: {exc.fix}") from None
     return None if layout is None else layout.as_dict()
@@ -62,7 +52,7 @@ def rollout_plan(hosts: list[str], hostvars: Any, groups: Mapping[str, Any], can
     keep = None if within is None else {str(h) for h in within}
     ordered = [str(h) for h in hosts if keep is None or str(h) in keep]
     try:
-        return _rollout_plan(ordered, _getter(hostvars), groups, canary, serial)
+        return _rollout_plan(ordered, hostvars_getter(hostvars), groups, canary, serial)
     except ValueError as exc:
         raise AnsibleFilterError(str(exc)) from None
 

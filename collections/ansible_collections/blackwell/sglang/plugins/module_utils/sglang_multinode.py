@@ -27,6 +27,18 @@ ADDR_VAR = "sglang_multinode_addr"
 Getter = Callable[[str, str], Any]
 
 
+def hostvars_getter(hostvars: Any) -> Getter:
+    """A :data:`Getter` over Ansible's ``hostvars`` (or a plain mapping of mappings): undefined -> None."""
+
+    def get(host: str, name: str) -> Any:
+        if host not in hostvars:
+            return None
+        host_vars = hostvars[host]
+        return host_vars[name] if name in host_vars else None
+
+    return get
+
+
 class LayoutError(ValueError):
     """A multi-node declaration that cannot be turned into node ranks."""
 
