@@ -25,10 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,22 +34,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from simfleet import REPO, ansible_env, dexec, down, fail, sh, up, write_hosts
+from simfleet import playbook as run_playbook
 
-REPO = Path(__file__).resolve().parents[1]
 PREFIX = "bsa-bench-roll-"
-SIMHOST = REPO / "tests" / "fixtures" / "simhost" / "simhost.sh"
-PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 VALUES = (64, 96)  # sglang_args.max_running_requests, alternated: every rollout changes every host
 SERIALS = (1, 2)
 CANARY = 1
-
-
-def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, check=check, text=True, capture_output=True)
-
-
-def dexec(host: str, script: str) -> str:
-    return sh("docker", "exec", host, "sh", "-c", script, check=False).stdout.strip()
 
 
 def write_group_vars(inv: Path, value: int, load: float, drain: float) -> None:
@@ -69,43 +58,26 @@ def inventory(tmp: Path, hosts: list[str]) -> Path:
     """The bench's hosts as sglang_servers, no sglang_routers group."""
     inv = tmp / "inventory"
     (inv / "group_vars").mkdir(parents=True)
-    (inv / "hosts.yml").write_text(json.dumps({"all": {
-        "children": {"sglang_servers": {"hosts": {h: {} for h in hosts}}},
-        "vars": {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"},
-    }}))
-    return inv
+    return write_hosts(inv, hosts)
 
 
 def playbook(inv: Path, name: str, log: Path, *extra: str) -> tuple[float, int, str]:
     """(wall seconds, exit status, output) of one run with the project's ansible.cfg; output also written to ``log``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
-    env["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
-    env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = str(log.parent / "facts")  # not the repository's .cache/facts
-    start = time.monotonic()
-    proc = subprocess.run([str(PLAYBOOK), "-i", str(inv), str(REPO / "playbooks" / name), *extra], env=env,
-                          text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO)
-    wall = time.monotonic() - start
-    log.write_text(proc.stdout)
-    return wall, proc.returncode, proc.stdout
+    env = ansible_env(ANSIBLE_CACHE_PLUGIN_CONNECTION=str(log.parent / "facts"))  # not the repository's .cache/facts
+    return run_playbook(inv, f"playbooks/{name}", env, log, *extra)
 
 
 def served(hosts: list[str]) -> dict[str, tuple[Any, str]]:
     """Per host: (max_running_requests from /server_info, the service's MainPID)."""
     found = {}
     for host in hosts:
-        info = dexec(host, "curl -fsS http://127.0.0.1:30000/server_info")
+        info = dexec(host, "curl -fsS http://127.0.0.1:30000/server_info", check=False)
         try:
             value = json.loads(info).get("max_running_requests")
         except ValueError:
             value = None
-        found[host] = (value, dexec(host, "systemctl show -p MainPID --value sglang"))
+        found[host] = (value, dexec(host, "systemctl show -p MainPID --value sglang", check=False))
     return found
-
-
-def fail(what: str, output: str) -> int:
-    print(f"{what} failed; last lines of its output:", file=sys.stderr)
-    print("\n".join(output.splitlines()[-40:]), file=sys.stderr)
-    return 1
 
 
 def batches(hosts: int, serial: int) -> int:
@@ -128,8 +100,8 @@ def main() -> int:
     times: dict[int, list[float]] = {s: [] for s in SERIALS}
     problems: list[str] = []
     try:
+        up(hosts)
         for host in hosts:
-            sh(str(SIMHOST), "up", host, "--gpus", "8")
             sh("docker", "exec", host, "mkdir", "-p", "/srv")
             sh("docker", "cp", str(REPO / "build" / "wheelhouse"), f"{host}:/srv/wheelhouse")
         inv = inventory(tmp, hosts)
@@ -159,7 +131,7 @@ def main() -> int:
         if args.keep:
             print(f"kept: containers {', '.join(hosts)}; logs and inventory in {tmp}")
         else:
-            sh(str(SIMHOST), "down", *hosts, check=False)
+            down(hosts)
             shutil.rmtree(tmp, ignore_errors=True)
     median = {s: statistics.median(times[s]) for s in SERIALS}
     print(f"{args.hosts} simulated hosts, no router, canary {CANARY}; stand-in stop + start per host: "

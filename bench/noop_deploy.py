@@ -24,39 +24,28 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from simfleet import REPO, ansible_env, down, fail, playbook, serve_fixtures, up, write_hosts
+
 PREFIX = "bsa-bench-noop-"
-SIMHOST = REPO / "tests" / "fixtures" / "simhost" / "simhost.sh"
-PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 PROFILE_CALLBACK = "ansible.posix.profile_tasks"
 RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
 PROFILE_LINE = re.compile(r"^(?P<task>.+?) -+ (?P<seconds>\d+\.\d+)s$")
-
-
-def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, check=check, text=True, capture_output=True)
 
 
 def inventory(tmp: Path, hosts: list[str]) -> Path:
     """inventory/sim's group variables with the bench's hosts as the GPU hosts."""
     inv = tmp / "inventory"
     shutil.copytree(REPO / "inventory" / "sim" / "group_vars", inv / "group_vars")
-    (inv / "hosts.yml").write_text(json.dumps({"all": {
-        "children": {"sglang_servers": {"hosts": {h: {} for h in hosts}}},
-        "vars": {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"},
-    }}))
-    return inv
+    return write_hosts(inv, hosts)
 
 
 def stock_config(tmp: Path) -> Path:
@@ -65,22 +54,6 @@ def stock_config(tmp: Path) -> Path:
     cfg.parent.mkdir()
     cfg.write_text(f"[defaults]\nroles_path = {REPO / 'roles'}\ncollections_path = {REPO / 'collections'}\n")
     return cfg
-
-
-def environment(config: Path, **extra: str) -> dict[str, str]:
-    """The caller's environment without any ANSIBLE_* / PROFILE_TASKS_* setting, plus ANSIBLE_CONFIG and ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "PROFILE_TASKS_"))}
-    return {**env, "ANSIBLE_CONFIG": str(config), **extra}
-
-
-def playbook(inv: Path, name: str, env: dict[str, str], log: Path) -> tuple[float, int, str]:
-    """(wall seconds, exit status, output) of one ansible-playbook run; the output is also written to ``log``."""
-    start = time.monotonic()
-    proc = subprocess.run([str(PLAYBOOK), "-i", str(inv), str(REPO / name)], env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO)
-    wall = time.monotonic() - start
-    log.write_text(proc.stdout)
-    return wall, proc.returncode, proc.stdout
 
 
 def recap(output: str) -> dict[str, dict[str, int]]:
@@ -100,12 +73,6 @@ def profile(output: str) -> list[tuple[str, float]]:
     return sorted(((m.group("task"), float(m.group("seconds"))) for m in rows if m), key=lambda r: -r[1])
 
 
-def fail(what: str, output: str) -> int:
-    print(f"{what} failed; last lines of its output:", file=sys.stderr)
-    print("\n".join(output.splitlines()[-40:]), file=sys.stderr)
-    return 1
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="timed no-op runs of each configuration")
@@ -118,13 +85,11 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bsa-bench-noop."))
     started = time.monotonic()
     try:
-        for host in hosts:
-            sh(str(SIMHOST), "up", host, "--gpus", "8")
+        up(hosts)
         inv = inventory(tmp, hosts)
-        project = environment(REPO / "ansible.cfg", ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp / "facts"))
-        stock = environment(stock_config(tmp))
-        # The fixtures' tarball goes to TMPDIR: a private one, so a concurrent `make demo` cannot remove it.
-        _, rc, out = playbook(inv, "molecule/provision/fixtures.yml", {**project, "TMPDIR": str(tmp)}, tmp / "fixtures.log")
+        project = ansible_env(ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp / "facts"))
+        stock = ansible_env(stock_config(tmp))
+        rc, out = serve_fixtures(inv, project, tmp)
         if rc:
             return fail("molecule/provision/fixtures.yml", out)
         converge, rc, out = playbook(inv, "playbooks/deploy.yml", project, tmp / "converge.log")
@@ -157,7 +122,7 @@ def main() -> int:
         if args.keep:
             print(f"kept: containers {', '.join(hosts)}; logs and inventory in {tmp}")
         else:
-            sh(str(SIMHOST), "down", *hosts, check=False)
+            down(hosts)
             shutil.rmtree(tmp, ignore_errors=True)
     ours, base = statistics.median(times["project"]), statistics.median(times["stock"])
     print(f"{args.hosts} simulated hosts, playbooks/deploy.yml no-op after a converge ({converge:.1f} s, not compared); "

@@ -21,27 +21,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+import simfleet
+from simfleet import REPO, ansible_env, fail, serve_fixtures, sh, up, write_hosts
+
 HOST = "bsa-bench-restart"
-SIMHOST = REPO / "tests" / "fixtures" / "simhost" / "simhost.sh"
-PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
-
-
-def sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, check=check, text=True, capture_output=True)
 
 
 def dexec(script: str, check: bool = True) -> str:
-    return sh("docker", "exec", HOST, "sh", "-c", script, check=check).stdout.strip()
+    return simfleet.dexec(HOST, script, check=check)
 
 
 def inventory(tmp: Path) -> Path:
@@ -51,11 +45,7 @@ def inventory(tmp: Path) -> Path:
     group = (REPO / "inventory" / "sim" / "group_vars" / "sglang_servers.yml").read_text()
     group += "\n# bench: poll health as often as the baseline's curl loop does\nsglang_server_ready_poll_interval: 0.5\n"
     (inv / "group_vars" / "sglang_servers.yml").write_text(group)
-    (inv / "hosts.yml").write_text(json.dumps({"all": {
-        "children": {"sglang_servers": {"hosts": {HOST: {}}}},
-        "vars": {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"},
-    }}))
-    return inv
+    return write_hosts(inv, [HOST])
 
 
 def downtime(action: Callable[[], float]) -> tuple[float, float]:
@@ -79,11 +69,8 @@ def downtime(action: Callable[[], float]) -> tuple[float, float]:
 
 
 def playbook(inv: Path, name: str, extra: dict) -> tuple[float, int]:
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}
-    start = time.monotonic()
-    proc = subprocess.run([str(PLAYBOOK), "-i", str(inv), str(REPO / "playbooks" / name), "-e", json.dumps(extra)],
-                          env=env, text=True, capture_output=True)
-    return time.monotonic() - start, proc.returncode
+    wall, rc, _ = simfleet.playbook(inv, f"playbooks/{name}", ansible_env(), None, "-e", json.dumps(extra))
+    return wall, rc
 
 
 def main() -> int:
@@ -93,18 +80,13 @@ def main() -> int:
     parser.add_argument("--drain", type=float, default=1.0)
     parser.add_argument("--json", type=Path, help="also write the results to this file as JSON")
     args = parser.parse_args()
-    sh(str(SIMHOST), "up", HOST, "--gpus", "8")
+    up([HOST])
     try:
         with tempfile.TemporaryDirectory() as tmp:
             inv = inventory(Path(tmp))
-            # inventory/sim's fixtures (apt repository, Hugging Face Hub, wheelhouse), as `make demo` serves them;
-            # the fixtures' tarball goes to a private TMPDIR.
-            fixtures = subprocess.run([str(PLAYBOOK), "-i", str(inv), str(REPO / "molecule" / "provision" / "fixtures.yml")],
-                                      env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "TMPDIR": tmp},
-                                      text=True, capture_output=True)
-            if fixtures.returncode:
-                print("fixtures failed", fixtures.stdout[-3000:], file=sys.stderr)
-                return 1
+            rc, out = serve_fixtures(inv, ansible_env(), Path(tmp))
+            if rc:
+                return fail("molecule/provision/fixtures.yml", out)
             env = {"NCCL_IB_DISABLE": "1", "SGLANG_STANDIN_LOAD_SECONDS": str(args.load),
                    "SGLANG_STANDIN_DRAIN_SECONDS": str(args.drain)}
             _, rc = playbook(inv, "deploy.yml", {"sglang_env": env})
@@ -138,7 +120,7 @@ def main() -> int:
             reject, rc = playbook(inv, "restart.yml", incident)
             untouched = dexec("systemctl show -p MainPID --value sglang") == pid
     finally:
-        sh(str(SIMHOST), "down", HOST, check=False)
+        simfleet.down([HOST])
     print(f"stand-in stop + start: {args.drain:.1f} s + {args.load:.1f} s; {args.runs} runs each; median shown")
     print(f"{'measure':44} {'seconds':>8}")
     print(f"{'downtime beyond stop + start: restart.yml':44} {statistics.median(ours_down):8.2f}")

@@ -132,14 +132,9 @@ def check_instances(layouts: dict[str, Layout], outcomes: dict[str, Result], hos
 
 def check_manual_multinode(host: str, raw: dict[str, Any], outcome: Result) -> None:
     """nnodes > 1 typed by hand, without a group: the rollout could not treat the nodes as one instance."""
-    args = raw.get("sglang_args") or {}
-    if not hasattr(args, "get") or raw.get(GROUP_VAR):
+    if raw.get(GROUP_VAR):
         return
-    typed = {str(k).lstrip("-").replace("-", "_"): v for k, v in args.items()}
-    try:
-        nnodes = int(str(typed.get("nnodes") or 1))
-    except ValueError:
-        return  # the type rule reports it
+    nnodes = outcome.args.get("nnodes") or 1  # typed by the validator; absent when its value was rejected
     if nnodes > 1:
         outcome.errors.append(Problem(
             "multinode.manual", "sglang_args.nnodes", nnodes,

@@ -174,5 +174,4 @@ def rollout_plan(hosts: Sequence[str], get: Getter, groups: Mapping[str, Sequenc
         "canary": [h for u in first for h in u],
         "rest": [h for u in rest for h in u],
         "batches": batches,
-        "units": units,
     }
