@@ -10,7 +10,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel lint unit conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema bench clean
+.PHONY: help venv deps wheel lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema bench clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -42,6 +42,10 @@ lint: venv ## yamllint, ansible-lint (production profile), ruff
 
 unit: venv wheel ## Unit tests and playbook tests that need no container
 	$(BIN)/pytest -q tests/unit tests/integration/test_validate_playbook.py
+
+FUZZ_EXAMPLES ?= 10000
+fuzz: venv ## Property-based input-contract tests, long: FUZZ_EXAMPLES (10000) random cases per property (CI runs a fixed-seed sample)
+	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q tests/unit/test_input_contract.py
 
 conformance: venv conformance-venv ## Our validator against SGLang 0.5.23's own argument checks
 	$(BIN)/pytest -q tests/conformance

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ def task_results(runner: ansible_runner.Runner, task: str) -> list[dict[str, Any
 
 
 VALIDATE = "Validate every host's SGLang arguments against the pinned release"
+STOP = "Stop when any host is invalid"
 
 
 def test_sample_inventory_is_valid(tmp_path: Path) -> None:
@@ -85,14 +87,18 @@ def test_incident_flags_are_rejected_naming_the_keys(tmp_path: Path) -> None:
     runner = run(tmp_path, inv)
     assert runner.rc != 0
     [event] = task_results(runner, VALIDATE)
-    assert event["runner_event"] == "runner_on_failed"
+    assert event["runner_event"] == "runner_on_ok"  # the machine-readable result; the stop is a task of its own
     res = event["res"]
     assert res["invalid_hosts"] == ["blackwell-01"]
     assert res["hosts"]["blackwell-01"]["errors"] == ["sglang_args.speculative_num_steps: spec.triple"]
     for words in ("speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_num_steps", "spec=auto",
                   "num_steps=3, eagle_topk=1, num_draft_tokens=4", "speculative_hook.py:1160"):
-        assert words in res["msg"]
+        assert words in res["report"]
+    [stop] = task_results(runner, STOP)
+    assert stop["runner_event"] == "runner_on_failed" and "rejected for 1 of 1 host(s): blackwell-01" in stop["res"]["msg"]
     assert "blackwell-01" in runner.stats["failures"]
+    # The report is printed once: not again in the failure.
+    assert runner.stdout.read().count("speculative_hook.py:1160") == 1
 
 
 def test_spec_auto_accepts_the_incident_flags(tmp_path: Path) -> None:
@@ -127,18 +133,41 @@ def test_every_host_is_reported_at_once(tmp_path: Path) -> None:
         "sglang_args.mamba_scheduler_strategy: schema.renamed",
     ]
     # One readable block per bad host, none for the good ones.
-    assert res["msg"].count("error(s)") == 2
-    assert "gpu-a:" not in res["msg"]
+    assert res["report"].count("error(s)") == 2
+    assert "gpu-a:" not in res["report"]
     # The run stops before any other play: no host got further than validation.
-    assert not [e for e in runner.events if e.get("event") == "runner_on_ok" and e["event_data"].get("task") != VALIDATE]
+    assert not [e for e in runner.events if e.get("event") == "runner_on_ok"
+                and e["event_data"].get("task") not in (VALIDATE, "Report the problems found")]
+
+
+def test_identical_problems_of_many_hosts_are_printed_once(tmp_path: Path) -> None:
+    bad = {f"gpu-{i:03}": {"sglang_args": {"tp_size": 16}} for i in range(40)}
+    inv = make_inventory(tmp_path, {**bad, "gpu-odd": {"sglang_args": {"attention_backend": "fa3"}}, "gpu-ok": {}})
+    runner = run(tmp_path, inv)
+    assert runner.rc != 0
+    [event] = task_results(runner, VALIDATE)
+    res = event["res"]
+    assert len(res["invalid_hosts"]) == 41 and res["hosts"]["gpu-007"]["errors"] == ["sglang_args.tp_size: parallel.gpus"]
+    assert res["report"].startswith("40 hosts (gpu-000, gpu-001, gpu-002, gpu-003, gpu-004 and 35 more): 1 error(s)")
+    assert "\ngpu-odd: 1 error(s)" in res["report"]
+    out = runner.stdout.read()
+    assert out.count("[parallel.gpus]") == 1 and out.count("[sm12x.attention]") == 1
+    assert len(out.splitlines()) < 60, out
 
 
 def test_render_dir_writes_a_plan_with_secrets_masked(tmp_path: Path) -> None:
     canary = "canary-secret-7f3a9"
-    inv = make_inventory(tmp_path, {"gpu-a": {"sglang_api_key": canary, "hf_token": canary + "-hf"}, "gpu-b": {}})
+    inv = make_inventory(tmp_path, {"gpu-a": {"sglang_api_key": canary, "hf_token": canary + "-hf",
+                                              "sglang_env": {"WANDB_API_KEY": canary + "-env", "NCCL_IB_DISABLE": "1"}},
+                                    "gpu-b": {}})
     plan = tmp_path / "plan"
     runner = run(tmp_path, inv, render_dir=str(plan))
     assert runner.rc == 0, runner.stdout.read()
+    # Only its owner reads the plan.
+    assert [p for p in plan.rglob("*") if p.stat().st_mode & 0o777 != (0o700 if p.is_dir() else 0o600)] == []
+    assert plan.stat().st_mode & 0o777 == 0o700
+    env = (plan / "gpu-a" / "sglang.env").read_text()
+    assert 'NCCL_IB_DISABLE="1"' in env and "WANDB_API_KEY=\"<secret" in env and 'SGLANG_REDACT_ENV="HF_TOKEN,WANDB_API_KEY"' in env
     unit = (plan / "gpu-a" / "sglang.service").read_text()
     assert "--config /etc/sglang/sglang.yaml" in unit
     assert "--tp-size 8" in unit
@@ -194,4 +223,16 @@ def test_a_limit_to_part_of_a_multinode_group_is_refused(tmp_path: Path) -> None
     assert runner.rc == 2
     [event] = task_results(runner, VALIDATE)
     assert event["res"]["invalid_hosts"] == ["gpu-m2"]
-    assert "[multinode.partial]" in event["res"]["msg"] and "--limit pair" in event["res"]["msg"]
+    assert "[multinode.partial]" in event["res"]["report"] and "--limit pair" in event["res"]["report"]
+
+
+def test_a_relative_render_dir_is_taken_from_where_the_command_runs(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(SAMPLE),
+                           str(REPO / "playbooks" / "validate.yml"), "-e", "render_dir=plan"],
+                          cwd=work, capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (work / "plan" / "blackwell-01" / "sglang.service").is_file()
+    assert not (REPO / "playbooks" / "plan").exists()

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from ansible.errors import AnsibleActionFail, AnsibleUndefinedVariable
+from ansible_collections.blackwell.sglang.plugins.action import validate as validate_plugin
 from ansible_collections.blackwell.sglang.plugins.action.validate import HOST_VARS, ActionModule, read_host_vars
 from reference import INCIDENT, SAMPLE, load_reference
 
@@ -69,12 +70,29 @@ def run_action(hostvars: dict[str, Any], args: dict[str, Any] | None = None, pla
         "ansible_play_hosts_all": list(hostvars) if play_hosts is None else play_hosts,
         "groups": {"all": list(hostvars), **(groups or {})},
     }
-    return action.run(task_vars=task_vars)
+    shown: list[str] = []
+    original = validate_plugin.display.display
+    validate_plugin.display.display = lambda text, **_: shown.append(text)  # type: ignore[method-assign]
+    try:
+        result = action.run(task_vars=task_vars)
+    finally:
+        validate_plugin.display.display = original  # type: ignore[method-assign]
+    result["_shown"] = shown
+    return result
 
 
-def blocks(msg: str) -> list[str]:
-    """The per-host report blocks of a result message (the first paragraph is the summary line)."""
-    return msg.split("\n\n")[1:]
+def report(result: dict[str, Any]) -> str:
+    """The readable report: returned (fail_on_error false) or printed by the plugin itself, once (a failing task)."""
+    if "report" in result:
+        assert result["_shown"] in ([], [result["report"]])
+        return result["report"]
+    assert len(result["_shown"]) <= 1
+    return "".join(result["_shown"])
+
+
+def blocks(result: dict[str, Any]) -> list[str]:
+    """The report blocks of a result: one per distinct set of problems."""
+    return [b for b in report(result).split("\n\n") if b]
 
 
 # --- read_host_vars -------------------------------------------------------------------------------
@@ -85,6 +103,7 @@ def test_read_host_vars_reads_only_the_validator_inputs() -> None:
     data = read_host_vars({"h": view}, "h")
     assert set(data) == {"sglang_version", "sglang_model_path", "sglang_args", "sglang_env", "nvidia_gpu_count",
                          "nvidia_gpu_compute_capability", "sglang_api_key"}
+    assert {"hf_token", "sglang_ssl_keyfile_password", "sglang_server_user", "sglang_server_service_name"} <= set(HOST_VARS)
     assert set(view.read) <= set(HOST_VARS)  # nothing else is templated: an unrelated broken var is harmless
 
 
@@ -106,10 +125,10 @@ def test_one_invalid_host_among_three() -> None:
     result = run_action({"gpu-01": ref_host(), "gpu-02": ref_host(INCIDENT), "gpu-03": ref_host()})
     assert result["failed"] is True
     assert result["invalid_hosts"] == ["gpu-02"]
-    msg = result["msg"]
-    assert msg.splitlines()[0] == "SGLang configuration rejected for 1 host(s): gpu-02"
-    assert "gpu-01" not in msg and "gpu-03" not in msg
-    (block,) = blocks(msg)
+    assert result["msg"] == "SGLang configuration rejected for 1 of 3 host(s): gpu-02, 0 warning(s), spec=keep (report above)"
+    assert "report" not in result  # printed once by the plugin, not again in the failed result
+    assert "gpu-01" not in report(result) and "gpu-03" not in report(result)
+    (block,) = blocks(result)
     assert block.startswith("gpu-02: 1 error(s), 0 warning(s) (SGLang 0.5.23)")
     assert "[spec.triple]" in block and "spec=auto" in block
     assert result["hosts"]["gpu-02"] == {"ok": False, "errors": ["sglang_args.speculative_num_steps: spec.triple"], "warnings": []}
@@ -120,8 +139,8 @@ def test_one_block_per_bad_host_in_play_order() -> None:
     hostvars = {"gpu-01": ref_host({"tp_size": 16}), "gpu-02": ref_host(), "gpu-03": ref_host(INCIDENT, nvidia_gpu_count=None)}
     result = run_action(hostvars)
     assert result["failed"] is True and result["invalid_hosts"] == ["gpu-01", "gpu-03"]
-    assert result["msg"].splitlines()[0] == "SGLang configuration rejected for 2 host(s): gpu-01, gpu-03"
-    first, second = blocks(result["msg"])
+    assert result["msg"].startswith("SGLang configuration rejected for 2 of 3 host(s): gpu-01, gpu-03")
+    first, second = blocks(result)
     assert first.startswith("gpu-01: 1 error(s)") and "[parallel.gpus]" in first and "spec.triple" not in first
     assert second.startswith("gpu-03: 2 error(s)") and "[spec.triple]" in second and "[host.hardware]" in second
 
@@ -152,9 +171,9 @@ def test_fail_on_error_false_reports_without_failing() -> None:
     result = run_action({"gpu-01": ref_host(), "gpu-02": ref_host(INCIDENT)}, args={"fail_on_error": False})
     assert not result.get("failed")
     assert result["invalid_hosts"] == ["gpu-02"]
-    assert result["msg"].startswith("1 of 2 host(s) valid, 0 warning(s), spec=keep")
-    (block,) = blocks(result["msg"])
-    assert block.startswith("gpu-02:")
+    assert result["msg"] == "SGLang configuration rejected for 1 of 2 host(s): gpu-02, 0 warning(s), spec=keep"
+    (block,) = blocks(result)
+    assert block.startswith("gpu-02:") and result["_shown"] == []  # the caller shows the report
 
 
 def test_warnings_do_not_fail_but_are_reported() -> None:
@@ -162,7 +181,7 @@ def test_warnings_do_not_fail_but_are_reported() -> None:
     result = run_action({"gpu-01": ref_host(), "gpu-02": warned})
     assert not result.get("failed") and result["invalid_hosts"] == []
     assert result["msg"].startswith("2 of 2 host(s) valid, 1 warning(s), spec=keep")
-    (block,) = blocks(result["msg"])
+    (block,) = blocks(result)
     assert block.startswith("gpu-02: 0 error(s), 1 warning(s)") and "[spec.topk1_draft]" in block
     assert [w["rule"] for w in result["hosts"]["gpu-02"]["warnings"]] == ["spec.topk1_draft"]
 
@@ -172,7 +191,7 @@ def test_undefined_host_variable_becomes_a_host_template_problem() -> None:
     result = run_action({"gpu-01": ref_host(), "gpu-02": broken})
     assert result["failed"] is True and result["invalid_hosts"] == ["gpu-02"]
     assert result["hosts"]["gpu-02"] == {"ok": False, "errors": ["host variables: host.template"], "warnings": []}
-    (block,) = blocks(result["msg"])
+    (block,) = blocks(result)
     assert "[host.template]" in block and "'no_such_var' is undefined" in block
     assert "while templating" not in block  # first line of the error only
 
@@ -193,7 +212,17 @@ def test_unknown_task_argument_is_refused(args: dict[str, Any]) -> None:
 
 def test_summary_with_a_host_listed_twice() -> None:
     result = run_action({"gpu-02": ref_host(INCIDENT)}, args={"hosts": ["gpu-02", "gpu-02"], "fail_on_error": False})
-    assert result["msg"].startswith("0 of 1 host(s) valid")
+    assert result["msg"].startswith("SGLang configuration rejected for 1 of 1 host(s): gpu-02,")
+
+
+def test_hosts_with_identical_problems_share_one_block() -> None:
+    hostvars = {f"gpu-{i:02}": ref_host({"tp_size": 16}) for i in range(7)}
+    hostvars["gpu-x"] = ref_host(INCIDENT)
+    result = run_action(hostvars, args={"fail_on_error": False})
+    first, second = blocks(result)
+    assert first.startswith("7 hosts (gpu-00, gpu-01, gpu-02, gpu-03, gpu-04 and 2 more): 1 error(s), 0 warning(s)")
+    assert first.count("[parallel.gpus]") == 1 and second.startswith("gpu-x: 1 error(s)")
+    assert len(result["hosts"]) == 8 and result["hosts"]["gpu-05"]["errors"] == ["sglang_args.tp_size: parallel.gpus"]
 
 
 # --- through real ansible-playbook ----------------------------------------------------------------
@@ -239,7 +268,7 @@ def test_validate_playbook_with_three_hosts(three_host_inventory: Path) -> None:
     proc = ansible_playbook(three_host_inventory, REPO / "playbooks" / "validate.yml")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out
-    assert "SGLang configuration rejected for 2 host(s): bad, undef" in out
+    assert "SGLang configuration rejected for 2 of 3 host(s): bad, undef" in out
     assert "bad: 1 error(s)" in out and "[spec.triple]" in out
     assert "undef: 1 error(s)" in out and "[host.template]" in out and "no_such_variable" in out
     assert "good: " not in out  # no block for the valid host

@@ -8,16 +8,12 @@ expressions are evaluated with ``compile_expression`` and the filters are regist
 from __future__ import annotations
 
 import copy
-import json
-import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pytest
-import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.filter.sglang import (
     FilterModule,
@@ -28,6 +24,7 @@ from ansible_collections.blackwell.sglang.plugins.filter.sglang import (
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import validate_host
 from reference import INCIDENT, load_reference
+from rendering import exec_start_lines, render, systemd_split
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "sglang_server"
@@ -41,49 +38,6 @@ def ref_host(args: dict[str, Any] | None = None, **hostvars: Any) -> dict[str, A
     host["sglang_args"].update(args or {})
     host.update(hostvars)
     return host
-
-
-# --- a reference implementation of systemd's ExecStart= word splitting, to round-trip the quoting ---
-
-
-def systemd_split(line: str) -> list[str]:
-    """Split an ExecStart= command line the way systemd (>= 240) does.
-
-    Words are separated by unquoted whitespace; double and single quotes group (also inside a word,
-    like a shell: ``"/a b"/c`` is ``/a b/c``); C escapes (``\\n``, ``\\"``, ``\\\\``...) are
-    unescaped; then specifiers and variables are expanded, of which ``%%`` and ``$$`` are the literal
-    ``%`` and ``$`` (any other ``%x`` or ``$X`` fails the test).
-    """
-    escapes = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'", " ": " "}
-    words: list[str] = []
-    word: str | None = None
-    quote: str | None = None
-    i = 0
-    while i < len(line):
-        char = line[i]
-        if quote is None and char == " ":
-            if word is not None:
-                words.append(word)
-                word = None
-        elif char == "\\":
-            i += 1
-            word = (word or "") + escapes[line[i]]
-        elif quote is None and char in "\"'":
-            quote, word = char, word or ""
-        elif char == quote:
-            quote = None
-        else:
-            word = (word or "") + char
-        i += 1
-    assert quote is None, f"unterminated quote in {line!r}"
-    if word is not None:
-        words.append(word)
-    out = []
-    for item in words:
-        assert not re.search(r"%[^%]|%$", item.replace("%%", "")), f"unescaped specifier in {item!r}"
-        assert "$" not in item.replace("$$", ""), f"unescaped variable in {item!r}"
-        out.append(item.replace("%%", "%").replace("$$", "$"))
-    return out
 
 
 # --- systemd_quote ------------------------------------------------------------------------------
@@ -104,7 +58,6 @@ def systemd_split(line: str) -> list[str]:
         ("$HOME", '"$$HOME"'),
         ("", '""'),
         ('{"a":1}', '"{\\"a\\":1}"'),
-        ("line\nbreak", '"line\\nbreak"'),
         ("it's", '"it\'s"'),
         (8, "8"),
         (0.85, "0.85"),
@@ -116,10 +69,16 @@ def test_systemd_quote(word: Any, quoted: str) -> None:
 
 @pytest.mark.parametrize(
     "word",
-    ["plain", "a b", 'say "hi"', "back\\slash", "50%", "%h/%i", "$HOME", "$$", "", '{"a": [1, "x y"]}', "tab\there", "it's", ";", "a\\nb"],
+    ["plain", "a b", 'say "hi"', "back\\slash", "50%", "%h/%i", "$HOME", "$$", "", '{"a": [1, "x y"]}', "it's", ";", "a\\nb"],
 )
 def test_systemd_quote_round_trips_through_systemd_splitting(word: str) -> None:
     assert systemd_split(systemd_quote(word)) == [word]
+
+
+@pytest.mark.parametrize("word", ["line\nbreak", "tab\there", "cr\rhere", "nul\x00", "del\x7f", "nel\x85", "ls\u2028"])
+def test_systemd_quote_refuses_what_a_unit_line_cannot_carry(word: str) -> None:
+    with pytest.raises(AnsibleFilterError, match="ExecStart"):
+        systemd_quote(word)
 
 
 # --- systemd_exec_lines -------------------------------------------------------------------------
@@ -180,6 +139,7 @@ def test_systemd_env_quote(value: Any, quoted: str) -> None:
 
 def test_filters_are_registered() -> None:
     assert set(FilterModule().filters()) == {"launch_plan", "systemd_quote", "systemd_exec_lines", "systemd_env_quote",
+                                             "systemd_text", "secret_host_vars", "input_problems",
                                              "multinode_layout", "rollout_plan"}
 
 
@@ -223,63 +183,15 @@ def test_launch_plan_passes_warnings_through() -> None:
     assert [w["rule"] for w in plan["warnings"]] == ["spec.topk1_draft"]
 
 
-# --- the systemd unit, rendered with plain Jinja2 ------------------------------------------------
-
-_EXPR = re.compile(r"^\s*\{\{(.*)\}\}\s*$", re.DOTALL)
-
-
-def _jinja_env() -> jinja2.Environment:
-    # Ansible's template module renders with trim_blocks=True; StrictUndefined catches a missing variable.
-    env = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
-    for name, fn in FilterModule().filters().items():
-        env.filters[f"blackwell.sglang.{name}"] = fn
-    env.filters["to_json"] = json.dumps
-    return env
-
-
-def _evaluate(env: jinja2.Environment, value: Any, context: dict[str, Any]) -> Any:
-    """Evaluate a role variable as Ansible would for a whole-value ``{{ expr }}``: the native result."""
-    if isinstance(value, dict):
-        return {k: _evaluate(env, v, context) for k, v in value.items()}
-    if isinstance(value, str):
-        match = _EXPR.match(value)
-        if match and "{{" not in match.group(1) and "}}" not in match.group(1):
-            return env.compile_expression(match.group(1), undefined_to_none=False)(**context)
-        if "{{" in value:
-            return env.from_string(value).render(**context)
-    return value
+# --- the systemd unit, rendered with plain Jinja2 (tests/unit/rendering.py) ---------------------
 
 
 def render_unit(hostvars: dict[str, Any], spec: str | None = None) -> tuple[str, dict[str, Any]]:
-    env = _jinja_env()
-    context: dict[str, Any] = {"ansible_managed": "Ansible managed", "inventory_hostname": "blackwell-01",
-                               "hostvars": {"blackwell-01": hostvars}, "groups": {"all": ["blackwell-01"]}}
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
-    context.update(hostvars)
-    for name, value in defaults.items():
-        if name not in hostvars:
-            context[name] = _evaluate(env, value, context)
-    if spec is not None:
-        context["spec"] = spec
-    for name, value in yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8")).items():
-        try:
-            context[name] = _evaluate(env, value, context)
-        except jinja2.TemplateError:
-            continue  # uses Ansible-only filters and is not needed to render the unit
-    template = env.from_string((REPO / "templates" / "sglang.service.j2").read_text(encoding="utf-8"))
-    return template.render(**context), context
+    rendered = render(hostvars, spec)
+    return rendered.unit, rendered.context
 
 
-def exec_start(unit: str) -> list[str]:
-    """The ExecStart= logical line split into its physical lines (continuations kept)."""
-    lines = unit.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("ExecStart="))
-    out = []
-    for line in lines[start:]:
-        out.append(line)
-        if not line.endswith("\\"):
-            break
-    return out
+exec_start = exec_start_lines
 
 
 def test_unit_has_one_flag_per_line_with_continuations() -> None:
@@ -326,17 +238,16 @@ def test_unit_refuses_to_render_an_invalid_plan() -> None:
         render_unit(ref_host(INCIDENT))
 
 
-def test_unit_quotes_a_venv_path_with_spaces() -> None:
-    unit, context = render_unit(ref_host(sglang_server_venv="/opt/sglang envs/100%/current"))
-    lines = exec_start(unit)
-    assert lines[0].startswith('ExecStart="/opt/sglang envs/100%%/current/bin/python" /usr/local/libexec/sglang/sglang-launch.py')
-    joined = " ".join(line.removesuffix("\\").strip() for line in lines).removeprefix("ExecStart=")
-    assert systemd_split(joined)[:2] == ["/opt/sglang envs/100%/current/bin/python", "/usr/local/libexec/sglang/sglang-launch.py"]
+def test_unit_refuses_a_venv_path_a_unit_line_would_reinterpret() -> None:
+    # Role paths reach ExecStart=, ReadWritePaths=, WorkingDirectory= and EnvironmentFile=, each with its own
+    # quoting rules: they are plain absolute paths, or refused naming the variable.
+    with pytest.raises(AnsibleFilterError, match=r"sglang_server_venv .*role paths hold only"):
+        render_unit(ref_host(sglang_server_venv="/opt/sglang envs/100%/current"))
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
 def test_rendered_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
-    venv = tmp_path / "sglang venv"
+    venv = tmp_path / "sglang-venv"
     (venv / "bin").mkdir(parents=True)
     python = venv / "bin" / "python"
     python.write_text("#!/bin/sh\nexit 0\n")

@@ -65,3 +65,14 @@ def test_sigterm_reaches_the_server_which_drains(fake_sglang: dict[str, str]) ->
     out, _ = proc.communicate(timeout=30)
     assert b"draining; bye" in out
     assert proc.returncode == 0
+
+
+def test_secret_environment_named_by_the_role_is_redacted(fake_sglang: dict[str, str]) -> None:
+    # The role lists the secret sglang_env entries (*_TOKEN, *_KEY, *_PASSWORD ...) in SGLANG_REDACT_ENV.
+    code = 'import os; print("key=" + os.environ["WANDB_API_KEY"] + " other=" + os.environ["PLAIN"], flush=True)'
+    (Path(fake_sglang["PYTHONPATH"]) / "sglang" / "launch_server.py").write_text(code)
+    env = {**os.environ, "PYTHONPATH": fake_sglang["PYTHONPATH"], "WANDB_API_KEY": "wandb-canary-9f8e",
+           "PLAIN": "visible-value", "SGLANG_REDACT_ENV": "WANDB_API_KEY"}
+    proc = subprocess.run([sys.executable, str(LAUNCHER), "--model-path", "m"], capture_output=True, env=env, timeout=30, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"key=<redacted> other=visible-value\n"

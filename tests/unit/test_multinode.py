@@ -17,7 +17,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode 
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import rollout_plan as plan_of
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import validate_host
 from reference import load_reference
-from test_action_plugin import run_action
+from test_action_plugin import report, run_action
 
 REFERENCE = load_reference()
 
@@ -220,7 +220,7 @@ def test_a_run_with_part_of_an_instance_is_refused() -> None:
     hostvars, groups = fleet()
     result = run_action(hostvars, play_hosts=["gpu-01", "mn-2"], groups=groups)
     assert result["failed"] is True and result["invalid_hosts"] == ["mn-2"]
-    assert "[multinode.partial]" in result["msg"] and "mn-1" in result["msg"] and "--limit mn" in result["msg"]
+    assert "[multinode.partial]" in report(result) and "mn-1" in report(result) and "--limit mn" in report(result)
 
 
 def test_nodes_of_one_instance_must_agree() -> None:
@@ -228,7 +228,7 @@ def test_nodes_of_one_instance_must_agree() -> None:
                                                          "mem_fraction_static": 0.7}}})
     result = run_action(hostvars, groups=groups)
     assert result["invalid_hosts"] == ["mn-2"]
-    assert "[multinode.mismatch]" in result["msg"] and "mem_fraction_static=0.7 vs 0.85" in result["msg"]
+    assert "[multinode.mismatch]" in report(result) and "mem_fraction_static=0.7 vs 0.85" in report(result)
     hostvars, groups = fleet(**{"mn-2": {"sglang_version": "0.5.22"}})
     assert "mn-2" in run_action(hostvars, groups=groups)["invalid_hosts"]
 
@@ -238,10 +238,10 @@ def test_hand_typed_nodes_are_refused_with_the_way_to_declare_them() -> None:
                                                            "node_rank": 0, "dist_init_addr": "gpu-01:20000"}}})
     result = run_action(hostvars, groups=groups)
     assert result["invalid_hosts"] == ["gpu-01"]
-    assert "[multinode.manual]" in result["msg"] and "sglang_multinode_group" in result["msg"]
+    assert "[multinode.manual]" in report(result) and "sglang_multinode_group" in report(result)
 
 
 def test_a_misdeclared_group_fails_its_host_with_the_fix() -> None:
     hostvars, groups = fleet(**{"gpu-01": {"sglang_multinode_group": "missing"}})
     result = run_action(hostvars, groups=groups)
-    assert result["invalid_hosts"] == ["gpu-01"] and "[multinode.layout]" in result["msg"]
+    assert result["invalid_hosts"] == ["gpu-01"] and "[multinode.layout]" in report(result)

@@ -363,12 +363,13 @@ def test_renamed_flags(key: str, new_flag: str, fix_word: str) -> None:
     ],
 )
 def test_deprecated_flags(key: str, fix_words: list[str]) -> None:
+    # SGLang 0.5.23 still honours both: a warning, not an error (more in test_false_alarms.py).
     result = validate_host(ref_host({key: True}))
-    problem = the_error(result, "schema.deprecated")
-    assert problem.variable == f"sglang_args.{key}"
+    assert result.ok, format_report("host", result)
+    (problem,) = result.warnings
+    assert problem.rule == "schema.deprecated" and problem.variable == f"sglang_args.{key}"
     assert "deprecated" in problem.message
     assert all(word in problem.fix for word in fix_words)
-    assert "--" + key.replace("_", "-") not in result.argv
 
 
 @pytest.mark.parametrize("key", ["enable_dp_attention", "disable_cuda_graph"])
@@ -431,7 +432,7 @@ def test_missing_gpu_count() -> None:
     assert "not declared" in problem.message and "nvidia_gpu_count: 8" in problem.fix
 
 
-@pytest.mark.parametrize("count", ["eight", "8.0", True])
+@pytest.mark.parametrize("count", ["eight", "8.5", True])
 def test_invalid_gpu_count(count: Any) -> None:
     problem = the_error(validate_host(ref_host(nvidia_gpu_count=count)), "host.hardware")
     assert problem.variable == "nvidia_gpu_count" and "positive integer" in problem.message
@@ -671,7 +672,8 @@ def test_either_nvfp4_setting_is_enough(drop: tuple[str, ...]) -> None:
 
 
 def test_nvfp4_rule_follows_declared_quantization() -> None:
-    host = llama_host(sglang_model_path="/models/private-nvfp4", sglang_model_quantization="modelopt_fp4")
+    host = llama_host(sglang_model_path="/models/private-nvfp4", sglang_model_quantization="modelopt_fp4",
+                      sglang_model_architecture="Qwen3MoeForCausalLM")  # the rule is for MoE models
     assert rules(validate_host(host)) == ["sm12x.nvfp4"]
     assert validate_host(llama_host(sglang_model_path="/models/private-bf16", sglang_model_quantization="none")).ok
 
@@ -817,7 +819,7 @@ def test_context_length_over_the_model_maximum() -> None:
     assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in problem.fix
 
 
-@pytest.mark.parametrize("allow", ["1", 1, "true", True, " yes "])
+@pytest.mark.parametrize("allow", ["1", 1, "true", "yes"])  # not " yes ": SGLang's EnvBool does not strip
 def test_longer_context_allowed_by_env(allow: Any) -> None:
     env = {**REFERENCE.get("sglang_env", {}), "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": allow}
     result = validate_host(ref_host({"context_length": "512Ki"}, sglang_env=env))

@@ -113,8 +113,10 @@ def test_incident_arguments_are_rejected_and_the_server_is_untouched(host, inven
     elapsed = time.monotonic() - start
     assert runner.rc != 0
     [failed] = failures(runner)
-    assert failed["task"] == "Validate every host's SGLang arguments against the pinned release"
-    assert "speculative_num_steps" in failed["res"]["msg"] and "spec=auto" in failed["res"]["msg"]
+    assert failed["task"] == "Stop when any host is invalid"
+    [validated] = [e["event_data"]["res"] for e in runner.events if e.get("event") == "runner_on_ok"
+                   and e["event_data"].get("task") == "Validate every host's SGLang arguments against the pinned release"]
+    assert "speculative_num_steps" in validated["report"] and "spec=auto" in validated["report"]
     assert (main_pid(host), started_at(host)) == (pid, since)
     assert host.file("/etc/systemd/system/sglang.service").content_string == unit
     assert healthy(host)

@@ -3,7 +3,8 @@
 
 SGLang logs its server_args, API keys included, when it starts. The unit runs this launcher
 instead of SGLang directly: it reads the secret values from the --config file named in ARGS
-(the file only holds secrets) and HF_TOKEN from the environment, starts SGLang with stdout and
+(the file only holds secrets) and HF_TOKEN plus the variables named in SGLANG_REDACT_ENV from the
+environment, starts SGLang with stdout and
 stderr on one pipe, and copies every line to its own stdout (the journal) with each secret
 replaced by "<redacted>". SIGTERM, SIGINT and SIGHUP are passed on to SGLang; its exit status
 becomes the launcher's.
@@ -19,6 +20,8 @@ import sys
 
 REDACTED = b"<redacted>"
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+# Comma-separated names of further environment variables holding secrets (the role writes it).
+REDACT_VARIABLE = "SGLANG_REDACT_ENV"
 
 
 def config_secrets(argv: list[str]) -> list[str]:
@@ -49,7 +52,8 @@ def redact(line: bytes, secrets: list[bytes]) -> bytes:
 
 
 def main(argv: list[str]) -> int:
-    secrets = config_secrets(argv) + [os.environ[v] for v in TOKEN_VARIABLES if os.environ.get(v)]
+    names = set(TOKEN_VARIABLES) | {n for n in os.environ.get(REDACT_VARIABLE, "").split(",") if n}
+    secrets = config_secrets(argv) + [os.environ[v] for v in sorted(names) if os.environ.get(v)]
     # Longest first, so a secret containing another is replaced whole.
     encoded = sorted({s.encode() for s in secrets if len(s) >= 4}, key=len, reverse=True)
     proc = subprocess.Popen(

@@ -11,8 +11,9 @@ description:
     the rules of the pinned SGLang release (C(sglang_version)).
   - Runs on the controller only and connects to no host. Meant to be used with C(run_once) so one
     task validates every host of the play.
-  - Fails when any host is invalid, with one readable block per bad host naming each variable,
-    the value, why, the fix and, where the rule is SGLang's own, its source location.
+  - Prints one readable block per bad host (hosts with identical problems share one block) naming each
+    variable, the value, why, the fix and, where the rule is SGLang's own, its source location; fails
+    when any host is invalid (see O(fail_on_error)).
 options:
   hosts:
     description: Inventory hostnames to validate. Defaults to every host of the play (C(ansible_play_hosts_all)).
@@ -26,7 +27,10 @@ options:
     default: keep
     choices: [keep, auto, off, explicit]
   fail_on_error:
-    description: Fail the task when any host is invalid.
+    description:
+      - Fail the task when any host is invalid; the report is then printed by the plugin, once.
+      - With false the plugin prints nothing and returns the report for the caller to show; C(playbooks/validate.yml)
+        prints it in one task and stops in another, so that a large fleet's result is not printed again.
     type: bool
     default: true
 """
@@ -42,6 +46,15 @@ hosts:
 invalid_hosts:
   description: Hostnames with at least one error.
   type: list
+report:
+  description: >-
+    The readable report (also printed once): one block per distinct set of problems, hosts with identical problems
+    grouped ("412 hosts (a, b, c, d, e and 407 more): ..."). Absent when the task itself fails (it was printed).
+  type: str
+msg:
+  description: >-
+    One line, e.g. "SGLang configuration rejected for 2 of 500 host(s): a, b, 0 warning(s), spec=keep".
+  type: str
 """
 
 from typing import Any
@@ -59,7 +72,9 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode 
     host_layout,
     hostvars_getter,
 )
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import secret_host_vars
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import (
+    ROLE_VARS,
     Problem,
     Result,
     format_report,
@@ -79,18 +94,25 @@ HOST_VARS = (
     "sglang_model_architecture",
     "sglang_model_quantization",
     "sglang_model_max_context",
-    "sglang_api_key",
-    "sglang_admin_api_key",
     "sglang_listen_host",
     "sglang_allow_unauthenticated",
+    "hf_token",
     GROUP_VAR,
+    *ROLE_VARS,
+    *secret_host_vars(),
 )
 
 
 def read_host_vars(hostvars: Any, host: str) -> dict[str, Any]:
-    """Template only the variables the validator needs from one host's hostvars."""
+    """Template only the variables the validator needs from one host's hostvars.
+
+    A ``sglang_server_model_path`` set in the inventory is the directory the server loads from.
+    """
     host_vars = hostvars[host]
-    return {name: host_vars[name] for name in HOST_VARS if name in host_vars}
+    raw = {name: host_vars[name] for name in HOST_VARS if name in host_vars}
+    if "sglang_server_model_path" in raw:
+        raw["sglang_model_local_path"] = raw.pop("sglang_server_model_path")
+    return raw
 
 
 # Effective arguments that may differ between the nodes of one instance.
@@ -166,7 +188,6 @@ class ActionModule(ActionBase):
         groups = task_vars.get("groups", {})
         get = hostvars_getter(hostvars)
         per_host: dict[str, dict[str, Any]] = {}
-        blocks: list[str] = []
         warnings = 0
         outcomes: dict[str, Result] = {}
         layouts: dict[str, Layout] = {}
@@ -197,19 +218,40 @@ class ActionModule(ActionBase):
                 "warnings": [f"{p.variable}: {p.rule}" for p in outcome.warnings],
             }
             warnings += len(outcome.warnings)
-            if outcome.errors or outcome.warnings:
-                blocks.append(format_report(host, outcome))
         invalid = [h for h, r in per_host.items() if not r["ok"]]
         if invalid:  # the readable report is the point now; keep the per-host data small for big fleets
             per_host = {h: r if not r["ok"] else {"ok": True, "warnings": [f"{w['variable']}: {w['rule']}" for w in r["warnings"]]}
                         for h, r in per_host.items()}
-        result.update(changed=False, hosts=per_host, invalid_hosts=invalid, spec=args["spec"])
-        summary = f"{len(hosts) - len(invalid)} of {len(hosts)} host(s) valid, {warnings} warning(s), spec={args['spec']}"
-        if invalid and args["fail_on_error"]:
+        report = grouped_report(outcomes)
+        summary = (f"SGLang configuration rejected for {len(invalid)} of {len(hosts)} host(s): {_names(invalid)}" if invalid else
+                   f"{len(hosts)} of {len(hosts)} host(s) valid") + f", {warnings} warning(s), spec={args['spec']}"
+        result.update(changed=False, hosts=per_host, invalid_hosts=invalid, spec=args["spec"], report=report, msg=summary)
+        if not args["fail_on_error"]:
+            return result  # the caller shows the report (playbooks/validate.yml: one debug task) and decides
+        if report:  # printed once, here: Ansible would print a failed result's message twice
+            display.display(report, color="bright red" if invalid else "bright purple")
+        if invalid:
             result["failed"] = True
-            result["msg"] = f"SGLang configuration rejected for {len(invalid)} host(s): {', '.join(invalid)}\n\n" + "\n\n".join(blocks)
-        else:
-            result["msg"] = summary + ("\n\n" + "\n\n".join(blocks) if blocks else "")
-            if blocks:
-                display.display(result["msg"], color="bright purple")
+            result["msg"] += " (report above)"
+            del result["report"]
         return result
+
+
+def _names(hosts: list[str], shown: int = 5) -> str:
+    """'a, b, c' or 'a, b, c, d, e and 407 more'."""
+    return ", ".join(hosts[:shown]) + (f" and {len(hosts) - shown} more" if len(hosts) > shown else "")
+
+
+def grouped_report(outcomes: dict[str, Result]) -> str:
+    """One block per distinct set of problems: hosts with identical problems share one block ("412 hosts: ...")."""
+    groups: dict[str, list[str]] = {}
+    for host, outcome in outcomes.items():
+        if outcome.errors or outcome.warnings:
+            head, _, body = format_report("", outcome).partition("\n")
+            groups.setdefault(head.removeprefix(": ") + "\n" + body, []).append(host)
+    blocks = []
+    for text, members in sorted(groups.items(), key=lambda item: (-("ERROR" in item[0]), item[1][0])):
+        head, _, body = text.partition("\n")
+        label = members[0] if len(members) == 1 else f"{len(members)} hosts ({_names(members)})"
+        blocks.append(f"{label}: {head}\n{body}")
+    return "\n\n".join(blocks)

@@ -7,18 +7,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inputs import secret_var, text_problem
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import LayoutError, host_layout, hostvars_getter
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import rollout_plan as _rollout_plan
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import format_report, validate_host
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import load_schema
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import secret_host_vars as _all_secret_vars
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import format_report, role_var_problems, validate_host
 
-_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 
 
 def launch_plan(hostvars: Mapping[str, Any], spec: str = "keep", host: str = "this host") -> dict[str, Any]:
     """Validate one host's variables and return its launch plan; raise with the full report if invalid.
 
-    The plan: ``args`` (effective, secrets masked), ``argv`` (no secrets), ``config`` (the secret
-    ``--config`` YAML mapping, real values: use only in ``no_log`` tasks), ``warnings``.
+    The plan: ``args`` (effective, secrets masked), ``argv`` (no secrets), ``env`` (the public
+    environment), ``warnings``, and two parts with real secret values, to use only in ``no_log``
+    tasks: ``config`` (the secret ``--config`` YAML mapping) and ``secret_env`` (``HF_TOKEN`` and
+    ``sglang_env`` entries named like secrets).
     """
     if not isinstance(hostvars, Mapping):
         raise AnsibleFilterError("launch_plan expects a mapping of host variables")
@@ -27,7 +32,31 @@ def launch_plan(hostvars: Mapping[str, Any], spec: str = "keep", host: str = "th
         raise AnsibleFilterError("SGLang configuration rejected\n" + format_report(host, result))
     plan = result.as_dict()
     plan["config"] = dict(result.config)
+    plan["secret_env"] = dict(result.secret_env)
     return plan
+
+
+def input_problems(values: Mapping[str, Any]) -> list[str]:
+    """``"variable 'value': why"`` for each role variable that is not a plain name or path (the validator's rules).
+
+    For roles that write files before the server role validates anything (``roles/sglang``).
+    Usage: ``{'sglang_user': sglang_user, 'sglang_models_dir': sglang_models_dir} | blackwell.sglang.input_problems``.
+    """
+    try:
+        return [f"{var} {value!r}: {why}" for var, value, why in role_var_problems(values)]
+    except KeyError as exc:
+        raise AnsibleFilterError(f"input_problems does not know the variable {exc}") from None
+
+
+def secret_host_vars(version: Any = None) -> list[str]:
+    """The host variables of the secret arguments of SGLang ``version`` (all releases' when it has no schema).
+
+    Usage: ``sglang_version | blackwell.sglang.secret_host_vars`` -> ``['sglang_admin_api_key', 'sglang_api_key', ...]``.
+    """
+    try:
+        return [secret_var(d) for d in sorted(load_schema(str(version)).secrets)]
+    except KeyError:
+        return list(_all_secret_vars())
 
 
 def multinode_layout(host: str, hostvars: Any, groups: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -60,18 +89,34 @@ def rollout_plan(hosts: list[str], hostvars: Any, groups: Mapping[str, Any], can
 def systemd_quote(word: Any) -> str:
     """Quote one argv word for a systemd ExecStart= line (no variable or specifier expansion)."""
     text = str(word)
+    problem = text_problem(text)
+    if problem:
+        raise AnsibleFilterError(f"refusing to write {text!r} into ExecStart=: {problem}")
     text = text.replace("%", "%%").replace("$", "$$")
-    if text and _SAFE.match(text):
+    if text and _SAFE.fullmatch(text):
         return text
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
     return f'"{escaped}"'
+
+
+def systemd_text(value: Any) -> str:
+    """Free text for a unit setting that expands specifiers only (``Description=``): ``%`` doubled.
+
+    Text that a unit line cannot carry (line breaks, control characters) is refused, never rewritten.
+    """
+    text = str(value)
+    problem = text_problem(text)
+    if problem:
+        raise AnsibleFilterError(f"refusing to write {text!r} into a unit: {problem}")
+    return text.replace("%", "%%")
 
 
 def systemd_env_quote(value: Any) -> str:
     """Quote a value for a systemd EnvironmentFile= line (double quotes, shell-style escapes)."""
     text = str(value)
-    if "\n" in text:
-        raise AnsibleFilterError("an EnvironmentFile value cannot hold a line break")
+    problem = text_problem(text)
+    if problem:
+        raise AnsibleFilterError(f"an EnvironmentFile value cannot hold this text: {problem}")
     for char in ("\\", '"', "$", "`"):
         text = text.replace(char, "\\" + char)
     return '"' + text + '"'
@@ -99,4 +144,7 @@ class FilterModule:
             "systemd_quote": systemd_quote,
             "systemd_exec_lines": systemd_exec_lines,
             "systemd_env_quote": systemd_env_quote,
+            "systemd_text": systemd_text,
+            "secret_host_vars": secret_host_vars,
+            "input_problems": input_problems,
         }

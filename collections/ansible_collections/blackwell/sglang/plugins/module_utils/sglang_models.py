@@ -9,6 +9,7 @@ with ``sglang_model_architecture``, ``sglang_model_quantization`` and
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,10 @@ class ArchFacts:
     hybrid_linear_attention: bool = False
     # What SGLang's _auto_choose_speculative_params picks: (num_steps, eagle_topk, num_draft_tokens).
     spec_auto: tuple[int, int, int] = (3, 1, 4)
+    moe: bool = False  # mixture-of-experts layers (SGLang picks a MoE runner for them)
+    # The language model's settings live under config.json "text_config" (vision-language checkpoints):
+    # json_model_override_args must name them there (sglang/srt/utils/hf_transformers/common.py:547).
+    text_config: bool = False
 
 
 @dataclass(frozen=True)
@@ -34,46 +39,57 @@ class ModelFacts:
     mla: bool = False
     hybrid_linear_attention: bool = False
     spec_auto: tuple[int, int, int] = (3, 1, 4)
+    moe: bool | None = None  # None: the architecture is not in the table
+    text_config: bool = False
+    # The checkpoint's own rope_scaling (the keys SGLang's get_context_length reads); None when unknown.
+    rope_scaling: dict[str, Any] | None = None
+    path: str | None = None  # sglang_model_path, as the facts were looked up
 
 
 # sglang/srt/arg_groups/speculative_hook.py _auto_choose_speculative_params (0.5.23):
 # Llama and Grok get (5, 4, 8); everything else, STANDALONE included, (3, 1, 4).
 ARCHITECTURES: dict[str, ArchFacts] = {
-    "Qwen3_5MoeForConditionalGeneration": ArchFacts("qwen3.5", hybrid_linear_attention=True),
-    "Qwen3_5ForConditionalGeneration": ArchFacts("qwen3.5", hybrid_linear_attention=True),
-    "Qwen3_5MoeForCausalLM": ArchFacts("qwen3.5", hybrid_linear_attention=True),
+    "Qwen3_5MoeForConditionalGeneration": ArchFacts("qwen3.5", hybrid_linear_attention=True, moe=True, text_config=True),
+    "Qwen3_5ForConditionalGeneration": ArchFacts("qwen3.5", hybrid_linear_attention=True, text_config=True),
+    "Qwen3_5MoeForCausalLM": ArchFacts("qwen3.5", hybrid_linear_attention=True, moe=True),
     "Qwen3_5ForCausalLM": ArchFacts("qwen3.5", hybrid_linear_attention=True),
-    "Qwen3NextForCausalLM": ArchFacts("qwen3-next", hybrid_linear_attention=True),
-    "Qwen3MoeForCausalLM": ArchFacts("qwen3"),
+    "Qwen3NextForCausalLM": ArchFacts("qwen3-next", hybrid_linear_attention=True, moe=True),
+    "Qwen3MoeForCausalLM": ArchFacts("qwen3", moe=True),
     "Qwen3ForCausalLM": ArchFacts("qwen3"),
-    "DeepseekV3ForCausalLM": ArchFacts("deepseek-v3", mla=True),
-    "DeepseekV32ForCausalLM": ArchFacts("deepseek-v3.2", mla=True),
-    "DeepseekV2ForCausalLM": ArchFacts("deepseek-v2", mla=True),
+    "DeepseekV3ForCausalLM": ArchFacts("deepseek-v3", mla=True, moe=True),
+    "DeepseekV32ForCausalLM": ArchFacts("deepseek-v3.2", mla=True, moe=True),
+    "DeepseekV2ForCausalLM": ArchFacts("deepseek-v2", mla=True, moe=True),
     "LlamaForCausalLM": ArchFacts("llama", spec_auto=(5, 4, 8)),
-    "Grok1ForCausalLM": ArchFacts("grok", spec_auto=(5, 4, 8)),
-    "GptOssForCausalLM": ArchFacts("gpt-oss"),
+    "Grok1ForCausalLM": ArchFacts("grok", spec_auto=(5, 4, 8), moe=True),
+    "GptOssForCausalLM": ArchFacts("gpt-oss", moe=True),
 }
 
-# Checkpoints by Hugging Face id: (architecture, checkpoint quantization, max context).
-CHECKPOINTS: dict[str, tuple[str, str | None, int]] = {
-    "nvidia/Qwen3.5-397B-A17B-NVFP4": ("Qwen3_5MoeForConditionalGeneration", "nvfp4", 262144),
-    "Qwen/Qwen3.5-397B-A17B": ("Qwen3_5MoeForConditionalGeneration", None, 262144),
-    "Qwen/Qwen3.5-397B-A17B-FP8": ("Qwen3_5MoeForConditionalGeneration", "fp8", 262144),
-    "Qwen/Qwen3-Next-80B-A3B-Instruct": ("Qwen3NextForCausalLM", None, 262144),
-    "Qwen/Qwen3-Next-80B-A3B-Thinking": ("Qwen3NextForCausalLM", None, 262144),
-    "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8": ("Qwen3NextForCausalLM", "fp8", 262144),
-    "nvidia/Qwen3-Next-80B-A3B-Instruct-NVFP4": ("Qwen3NextForCausalLM", "nvfp4", 262144),
-    "deepseek-ai/DeepSeek-V3": ("DeepseekV3ForCausalLM", "fp8", 163840),
-    "deepseek-ai/DeepSeek-V3-0324": ("DeepseekV3ForCausalLM", "fp8", 163840),
-    "deepseek-ai/DeepSeek-R1": ("DeepseekV3ForCausalLM", "fp8", 163840),
-    "deepseek-ai/DeepSeek-R1-0528": ("DeepseekV3ForCausalLM", "fp8", 163840),
-    "nvidia/DeepSeek-V3-0324-FP4": ("DeepseekV3ForCausalLM", "nvfp4", 163840),
-    "nvidia/DeepSeek-R1-0528-FP4": ("DeepseekV3ForCausalLM", "nvfp4", 163840),
-    "meta-llama/Llama-3.1-8B-Instruct": ("LlamaForCausalLM", None, 131072),
-    "meta-llama/Llama-3.1-70B-Instruct": ("LlamaForCausalLM", None, 131072),
-    "meta-llama/Llama-3.3-70B-Instruct": ("LlamaForCausalLM", None, 131072),
-    "meta-llama/Meta-Llama-3-8B-Instruct": ("LlamaForCausalLM", None, 8192),
-    "nvidia/Llama-3.3-70B-Instruct-FP4": ("LlamaForCausalLM", "nvfp4", 131072),
+# rope_scaling of the checkpoints' config.json (text_config for Qwen3.5), as far as SGLang's context
+# length reads it: "original_max_position_embeddings" or rope_type "llama3" keep the factor out of it.
+_ROPE_NONE: dict[str, Any] = {}
+_ROPE_LLAMA31 = {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}
+_ROPE_DEEPSEEK_V3 = {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096}
+
+# Checkpoints by Hugging Face id: (architecture, checkpoint quantization, max context, rope_scaling).
+CHECKPOINTS: dict[str, tuple[str, str | None, int, dict[str, Any]]] = {
+    "nvidia/Qwen3.5-397B-A17B-NVFP4": ("Qwen3_5MoeForConditionalGeneration", "nvfp4", 262144, _ROPE_NONE),
+    "Qwen/Qwen3.5-397B-A17B": ("Qwen3_5MoeForConditionalGeneration", None, 262144, _ROPE_NONE),
+    "Qwen/Qwen3.5-397B-A17B-FP8": ("Qwen3_5MoeForConditionalGeneration", "fp8", 262144, _ROPE_NONE),
+    "Qwen/Qwen3-Next-80B-A3B-Instruct": ("Qwen3NextForCausalLM", None, 262144, _ROPE_NONE),
+    "Qwen/Qwen3-Next-80B-A3B-Thinking": ("Qwen3NextForCausalLM", None, 262144, _ROPE_NONE),
+    "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8": ("Qwen3NextForCausalLM", "fp8", 262144, _ROPE_NONE),
+    "nvidia/Qwen3-Next-80B-A3B-Instruct-NVFP4": ("Qwen3NextForCausalLM", "nvfp4", 262144, _ROPE_NONE),
+    "deepseek-ai/DeepSeek-V3": ("DeepseekV3ForCausalLM", "fp8", 163840, _ROPE_DEEPSEEK_V3),
+    "deepseek-ai/DeepSeek-V3-0324": ("DeepseekV3ForCausalLM", "fp8", 163840, _ROPE_DEEPSEEK_V3),
+    "deepseek-ai/DeepSeek-R1": ("DeepseekV3ForCausalLM", "fp8", 163840, _ROPE_DEEPSEEK_V3),
+    "deepseek-ai/DeepSeek-R1-0528": ("DeepseekV3ForCausalLM", "fp8", 163840, _ROPE_DEEPSEEK_V3),
+    "nvidia/DeepSeek-V3-0324-FP4": ("DeepseekV3ForCausalLM", "nvfp4", 163840, _ROPE_DEEPSEEK_V3),
+    "nvidia/DeepSeek-R1-0528-FP4": ("DeepseekV3ForCausalLM", "nvfp4", 163840, _ROPE_DEEPSEEK_V3),
+    "meta-llama/Llama-3.1-8B-Instruct": ("LlamaForCausalLM", None, 131072, _ROPE_LLAMA31),
+    "meta-llama/Llama-3.1-70B-Instruct": ("LlamaForCausalLM", None, 131072, _ROPE_LLAMA31),
+    "meta-llama/Llama-3.3-70B-Instruct": ("LlamaForCausalLM", None, 131072, _ROPE_LLAMA31),
+    "meta-llama/Meta-Llama-3-8B-Instruct": ("LlamaForCausalLM", None, 8192, _ROPE_NONE),
+    "nvidia/Llama-3.3-70B-Instruct-FP4": ("LlamaForCausalLM", "nvfp4", 131072, _ROPE_LLAMA31),
 }
 
 # Spellings of checkpoint quantization accepted in sglang_model_quantization.
@@ -96,7 +112,7 @@ def lookup_model(
     max_context: int | None = None,
 ) -> ModelFacts:
     """Facts for ``model_path``; explicit per-host overrides win over the table."""
-    arch, quant, ctx, known = None, None, None, False
+    arch, quant, ctx, known, rope = None, None, None, False, None
     key = (model_path or "").rstrip("/")
     entry = CHECKPOINTS.get(key)
     if entry is None:
@@ -104,7 +120,7 @@ def lookup_model(
         base = key.rsplit("/", 1)[-1].lower()
         entry = next((v for k, v in CHECKPOINTS.items() if k.rsplit("/", 1)[-1].lower() == base), None)
     if entry is not None:
-        arch, quant, ctx = entry
+        arch, quant, ctx, rope = entry
         known = True
     if architecture:
         arch, known = architecture, True
@@ -113,7 +129,8 @@ def lookup_model(
         known = True
     if max_context:
         ctx = int(max_context)
-    facts = ModelFacts(architecture=arch, quantization=quant, max_context=ctx, known=known)
+    facts = ModelFacts(architecture=arch, quantization=quant, max_context=ctx, known=known,
+                       rope_scaling=None if rope is None else dict(rope), path=key or None)
     arch_facts = ARCHITECTURES.get(arch or "")
     if arch_facts is not None:
         facts = replace(
@@ -122,5 +139,7 @@ def lookup_model(
             mla=arch_facts.mla,
             hybrid_linear_attention=arch_facts.hybrid_linear_attention,
             spec_auto=arch_facts.spec_auto,
+            moe=arch_facts.moe,
+            text_config=arch_facts.text_config,
         )
     return facts

@@ -8,7 +8,8 @@ check of SGLang itself, its ``source`` names the file and line in that release.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,22 +21,29 @@ Version = tuple[int, ...]
 
 @dataclass(frozen=True)
 class Renamed:
-    """A flag that no longer exists (or is deprecated) and what replaced it."""
+    """A flag that was removed or renamed, or is deprecated, and what replaced it.
+
+    ``deprecated`` entries are flags the pinned release still registers and honours (SGLang logs a
+    deprecation warning and translates them): the validator warns and uses ``fix``; ``message`` only
+    serves a later release whose schema no longer has the flag.
+    """
 
     old: str
     new: str | None
     since: str
     fix: str
     source: str | None = None
+    deprecated: bool = False
 
     def applies(self, version: Version) -> bool:
-        """True from the release that renamed it."""
+        """True from the release that renamed (or deprecated) it."""
         return version >= tuple(int(p) for p in self.since.split("."))
 
     def message(self, version: str) -> str:
-        """Why the key is refused."""
+        """Why the key is refused (the pinned release has no such argument)."""
         new = f" it is --{self.new.replace('_', '-')} now" if self.new else ""
-        return f"--{self.old.replace('_', '-')} was removed or renamed in SGLang {self.since} (pinned: {version});{new}."
+        what = "was deprecated in" if self.deprecated else "was removed or renamed in"
+        return f"--{self.old.replace('_', '-')} {what} SGLang {self.since} (pinned: {version}, which has no such argument);{new}."
 
 
 RENAMED: dict[str, Renamed] = {
@@ -45,12 +53,15 @@ RENAMED: dict[str, Renamed] = {
                 "rename the key to mamba_radix_cache_strategy (same values, e.g. extra_buffer)"),
         Renamed("cuda_graph_max_bs", "cuda_graph_max_bs_decode", "0.5.20",
                 "rename the key to cuda_graph_max_bs_decode (and cuda_graph_max_bs_prefill for prefill graphs)"),
-        Renamed("enable_dp_attention", "attn_dp_size", "0.5.20",
-                "replace `dp_size: N` + `enable_dp_attention: true` by `attn_dp_size: N` (dp_size stays 1)",
-                "sglang/srt/server_args.py (DeprecatedStoreTrueAction)"),
-        Renamed("disable_cuda_graph", None, "0.5.20",
-                "set cuda_graph_backend_decode: disabled and cuda_graph_backend_prefill: disabled instead",
-                "sglang/srt/server_args.py (DeprecatedStoreTrueAction)"),
+        # Deprecated, not removed: 0.5.23 still registers both and honours them.
+        Renamed("enable_dp_attention", "attn_dp_size", "0.5.23",
+                "write `attn_dp_size: N` instead of `dp_size: N` + `enable_dp_attention: true` (dp_size stays 1); "
+                "SGLang 0.5.23 still accepts the old spelling and converts it just so",
+                "sglang/srt/server_args.py:416-424, sglang/srt/arg_groups/parallel_hook.py:39-61", deprecated=True),
+        Renamed("disable_cuda_graph", None, "0.5.23",
+                "set cuda_graph_backend_decode: disabled and cuda_graph_backend_prefill: disabled instead "
+                "(SGLang 0.5.23 still honours disable_cuda_graph by disabling both)",
+                "sglang/srt/server_args.py:410-415, sglang/srt/arg_groups/cuda_graph_hook.py:55-57", deprecated=True),
     )
 }
 
@@ -134,6 +145,80 @@ def _int(ctx: Context, dest: str, default: int) -> int:
 
 def _spec_values(ctx: Context) -> tuple[Any, Any, Any]:
     return tuple(ctx.args.get(d) for d in SPEC_TRIPLE)  # type: ignore[return-value]
+
+
+# SGLang's EnvBool.parse (sglang/srt/environ.py:143-150): the value, lower-cased but not stripped, is true for
+# these; "false", "0", "no", "n" and anything else ("on", " 1") read as the default, False for every switch the
+# rules read (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN environ.py:320, SGLANG_IS_IN_CI :385,
+# SGLANG_ENABLE_PP_SPEC :1557; an invalid value only warns, environ.py:80-86).
+ENV_TRUE = ("true", "1", "yes", "y")
+
+
+def env_true(env: Mapping[str, str], name: str) -> bool:
+    """True when SGLang reads the environment switch ``name`` as on (exactly its EnvBool truthiness)."""
+    value = env.get(name)
+    return isinstance(value, str) and value.lower() in ENV_TRUE
+
+
+# --- deprecated flags SGLang still honours (first: later rules check the translated values) ----------
+
+
+@rule("schema.deprecated")
+def _deprecated(ctx: Context) -> None:
+    """Deprecated flags that SGLang still honours (the schema's ``deprecated``): a warning naming the replacement."""
+    for dest in [d for d in ctx.args if getattr(ctx.schema.arguments.get(d), "deprecated", False) and ctx.is_set(d)]:
+        if dest == "enable_dp_attention":
+            _dp_attention(ctx)
+            continue
+        spec, renamed = ctx.schema.arguments[dest], RENAMED.get(dest)
+        ctx.warn("schema.deprecated", dest,
+                 f"{spec.flag} is deprecated in SGLang {ctx.schema.version}; it still takes effect (SGLang logs a "
+                 f"deprecation warning)" + (f": {spec.deprecated_message}" if spec.deprecated_message else "."),
+                 renamed.fix if renamed else (spec.deprecated_message or f"remove {ctx.var(dest)}"),
+                 renamed.source if renamed else spec.source)
+
+
+@rule("schema.deprecated_conflict")
+def _deprecated_conflicts(ctx: Context) -> None:
+    """Where SGLang refuses what a deprecated flag translates to."""
+    backend = ctx.args.get("image_processor_backend")
+    if ctx.is_set("disable_fast_image_processor") and backend not in (None, "auto", "pil"):
+        ctx.error("schema.deprecated_conflict", "disable_fast_image_processor",
+                  f"--disable-fast-image-processor means image_processor_backend pil, which conflicts with {backend!r}; "
+                  "SGLang refuses the pair.", "remove disable_fast_image_processor (image_processor_backend decides)",
+                  "sglang/srt/arg_groups/serving_hook.py:258-263")
+    for dest in ("enable_amd_monokernel", "monokernel_backend"):  # monokernel_backend: its deprecated spelling
+        if ctx.is_set(dest):
+            ctx.error("nvidia.amd_only", dest,
+                      "the AMD monokernel is for AMD GPUs; on an NVIDIA host SGLang finds no 'amd' monokernel backend "
+                      "and refuses to start.", f"remove {ctx.var(dest)}", "sglang/srt/kernel_plugins/amd/binding.py:205-217")
+
+
+def _dp_attention(ctx: Context) -> None:
+    """SGLang's handle_deprecated_dp_attention (sglang/srt/arg_groups/parallel_hook.py:39-61), applied to the args.
+
+    The launch command gets the modern spelling (--attn-dp-size N, no --dp-size, no --enable-dp-attention):
+    it is exactly what the later rules checked, SGLang resolves both spellings to the same layout, and the
+    old flag is due to go (server_args.py:417 "remove the flag and the field after 2026-12-31"), so a later
+    pin keeps working without touching the inventory.
+    """
+    dp, attn_dp = _int(ctx, "dp_size", 1), _int(ctx, "attn_dp_size", 1)
+    ctx.args.pop("enable_dp_attention")
+    if attn_dp != 1:
+        ctx.warn("schema.deprecated", "enable_dp_attention",
+                 f"--enable-dp-attention is deprecated in SGLang {ctx.schema.version}; next to attn_dp_size={attn_dp} it "
+                 "adds nothing (SGLang drops it).", f"remove {ctx.var('enable_dp_attention')}",
+                 "sglang/srt/arg_groups/parallel_hook.py:50-61", value=True)
+        return
+    ctx.args.pop("dp_size", None)
+    if dp > 1:
+        ctx.args["attn_dp_size"] = dp
+    ctx.warn("schema.deprecated", "enable_dp_attention",
+             f"--enable-dp-attention is deprecated in SGLang {ctx.schema.version}; SGLang still accepts it and reads "
+             f"dp_size={dp} + enable_dp_attention as attn_dp_size={dp}, dp_size=1 ({dp} attention-DP groups inside one "
+             "TP group, one replica). The launch command uses that modern spelling.",
+             f"write attn_dp_size: {dp} instead of dp_size: {dp} and enable_dp_attention: true (dp_size stays 1)",
+             "sglang/srt/arg_groups/parallel_hook.py:39-61", value=True)
 
 
 # --- speculative decoding ----------------------------------------------------------------------
@@ -226,15 +311,48 @@ def _spec_backend(ctx: Context) -> None:
                   "set attn_dp_size: 1, or use EAGLE/NEXTN", f"sglang/srt/arg_groups/speculative_hook.py:{line}")
 
 
+PP_SPEC_ENV = "SGLANG_ENABLE_PP_SPEC"
+
+
 @rule("spec.pipeline")
 def _spec_pipeline(ctx: Context) -> None:
-    algo = str(ctx.args.get("speculative_algorithm") or "").upper()
-    if algo in EAGLE_FAMILY and _int(ctx, "pp_size", 1) > 1 and ctx.get("disaggregation_mode", "null") != "prefill":
+    """SGLang's check_pipeline_parallel_compat for speculative decoding (sglang/srt/arg_groups/validation_hook.py:119-162)."""
+    algo, pp = str(ctx.args.get("speculative_algorithm") or "").upper(), _int(ctx, "pp_size", 1)
+    if not algo or pp <= 1:
+        return
+    mode, pp_spec = str(ctx.get("disaggregation_mode", "null")), env_true(ctx.env, PP_SPEC_ENV)
+    where = "sglang/srt/arg_groups/validation_hook.py"
+    off = "use tp_size instead of pp_size, or turn speculative decoding off (-e spec=off)"
+    if algo == "DSPARK":
+        if mode != "prefill" or pp_spec:
+            ctx.error("spec.pipeline", "pp_size",
+                      f"pipeline parallel DSPARK (pp_size={pp}) runs only on PD prefill nodes and not with {PP_SPEC_ENV}.",
+                      off, f"{where}:124-130")
+        return
+    if algo not in ("EAGLE", "NEXTN") or ctx.is_set("enable_multi_layer_eagle"):  # NEXTN is an alias of EAGLE
+        ctx.error("spec.pipeline", "speculative_algorithm",
+                  f"pipeline parallelism (pp_size={pp}) supports only EAGLE/NEXTN (non-multi-layer) speculative decoding, "
+                  f"not {algo}" + (" with enable_multi_layer_eagle" if ctx.is_set("enable_multi_layer_eagle") else "") + ".",
+                  "use NEXTN/EAGLE, or tp_size instead of pp_size", f"{where}:132-135")
+        return
+    if pp_spec:
+        for bad, dest, why, line in (
+            (mode != "null", "disaggregation_mode", f"disaggregation_mode {mode}", "145"),
+            (ctx.is_set("speculative_adaptive"), "speculative_adaptive", "speculative_adaptive", "150"),
+            (_int(ctx, "attn_dp_size", 1) > 1, "attn_dp_size", f"attention DP (attn_dp_size={_int(ctx, 'attn_dp_size', 1)})", "156"),
+        ):
+            if bad:
+                ctx.error("spec.pipeline", dest, f"{PP_SPEC_ENV} (PP + speculative decoding, pp_size={pp}) is not "
+                          f"compatible with {why}.", f"remove {ctx.var(dest)}, or use tp_size instead of pp_size",
+                          f"{where}:{line}")
+    elif mode != "prefill":
         ctx.error("spec.pipeline", "pp_size",
-                  f"pipeline parallelism (pp_size={_int(ctx, 'pp_size', 1)}) with {algo} speculative decoding: SGLang "
-                  f"{ctx.schema.version} supports PP + MTP only on prefill nodes of a disaggregated deployment.",
-                  "use tp_size instead of pp_size, or turn speculative decoding off (-e spec=off)",
-                  "sglang/srt/arg_groups/validation_hook.py:161")
+                  f"pipeline parallelism (pp_size={pp}) with {algo} speculative decoding: without {PP_SPEC_ENV}=1 in the "
+                  f"server environment SGLang {ctx.schema.version} supports PP + MTP only on prefill nodes of a "
+                  "disaggregated deployment.",
+                  f"set sglang_env.{PP_SPEC_ENV}: \"1\" (PP + MTP on this node), use tp_size instead of pp_size, or "
+                  "turn speculative decoding off (-e spec=off)",
+                  f"{where}:161")
 
 
 @rule("mamba.no_buffer")
@@ -306,22 +424,36 @@ def _sm12x_moe(ctx: Context) -> None:
                   f"quantization {quant!r} is SM100-only; it fails on compute capability {cc}.",
                   "use a pre-quantized NVFP4 checkpoint with quantization modelopt_fp4",
                   "sglang/srt/arg_groups/overrides.py:1458")
-    if ctx.model.quantization == "nvfp4" and quant != "modelopt_fp4" and ctx.args.get("moe_runner_backend") != "flashinfer_cutlass":
+    # MoE models only: the SM100-only kernels are MoE runners; a dense NVFP4 checkpoint picks none, and a model
+    # of unknown architecture (moe None) is not accused.
+    if (ctx.model.moe and ctx.model.quantization == "nvfp4" and quant != "modelopt_fp4"
+            and ctx.args.get("moe_runner_backend") != "flashinfer_cutlass"):
         ctx.error("sm12x.nvfp4", "quantization",
-                  f"{ctx.args.get('model_path')} is an NVFP4 checkpoint; on compute capability {cc} SGLang then picks "
-                  "SM100-only MoE kernels at run time unless told otherwise.",
+                  f"{ctx.args.get('model_path')} is an NVFP4 mixture-of-experts checkpoint; on compute capability {cc} "
+                  "SGLang then picks SM100-only MoE kernels at run time unless told otherwise.",
                   "set sglang_args.quantization: modelopt_fp4 (or moe_runner_backend: flashinfer_cutlass)")
 
 
 # --- parallelism against the declared hardware -----------------------------------------------------
 
 
-def gpu_ids(ctx: Context) -> list[int]:
-    """The GPU indices this node's ranks use: tp*pp/nnodes*dp of them, from base_gpu_id every gpu_id_step."""
+# More GPUs than any host has (nvidia_gpu_count is refused above this): the sizes are typos, and a list of
+# that many GPU ids would only exhaust the controller's memory.
+MAX_GPUS_PER_HOST = 1024
+
+
+def _per_node(ctx: Context) -> int:
     tp, pp, dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "dp_size", 1)
-    nnodes, base, step = max(_int(ctx, "nnodes", 1), 1), _int(ctx, "base_gpu_id", 0), _int(ctx, "gpu_id_step", 1)
-    per_node = max(tp * pp // nnodes * dp, 1)
-    return [base + k * step for k in range(per_node)]
+    return max(tp * pp // max(_int(ctx, "nnodes", 1), 1) * dp, 1)
+
+
+def gpu_ids(ctx: Context) -> list[int]:
+    """The GPU indices this node's ranks use: tp*pp/nnodes*dp of them, from base_gpu_id every gpu_id_step.
+
+    At most MAX_GPUS_PER_HOST of them (rule ``parallel.gpus`` refuses more).
+    """
+    base, step = _int(ctx, "base_gpu_id", 0), _int(ctx, "gpu_id_step", 1)
+    return [base + k * step for k in range(min(_per_node(ctx), MAX_GPUS_PER_HOST))]
 
 
 @rule("parallel")
@@ -368,15 +500,43 @@ def _parallel(ctx: Context) -> None:
                   "base_gpu_id must be >= 0 and gpu_id_step >= 1.", "fix the value",
                   "sglang/srt/arg_groups/validation_hook.py:204")
         return
-    ids = gpu_ids(ctx)
-    per_node, last = len(ids), ids[-1]
-    if ctx.gpu_count is not None and last >= ctx.gpu_count:
-        layout = f"tp {tp} x pp {pp}" + (f" / nnodes {nnodes}" if nnodes > 1 else "") + (f" x dp {dp}" if dp > 1 else "")
-        ids = f"GPU ids {base}..{last}" + (f" (step {step})" if step != 1 else "")
+    if _per_node(ctx) > MAX_GPUS_PER_HOST:
         ctx.error("parallel.gpus", "tp_size",
-                  f"{layout} needs {per_node} GPU(s) on this node ({ids}), but the host has nvidia_gpu_count={ctx.gpu_count}.",
-                  f"lower the parallel sizes to fit {ctx.gpu_count} GPU(s) (e.g. tp_size: {ctx.gpu_count}), "
-                  "or correct nvidia_gpu_count / base_gpu_id / gpu_id_step")
+                  f"tp_size={tp} x pp_size={pp} / nnodes={nnodes} x dp_size={dp} asks for {_per_node(ctx)} GPUs on one node, "
+                  f"more than any host has (at most {MAX_GPUS_PER_HOST}).", "set the parallel sizes to the host's GPUs")
+        return
+    ids = gpu_ids(ctx)
+    if ctx.gpu_count is not None and ids[-1] >= ctx.gpu_count:
+        _gpus_overflow(ctx, {"tp_size": tp, "pp_size": pp, "dp_size": dp}, nnodes, ids)
+
+
+def _gpus_overflow(ctx: Context, sizes: dict[str, int], nnodes: int, ids: list[int]) -> None:
+    """parallel.gpus: name what pushes the ranks past the host's GPUs, and values that fit (never the current ones)."""
+    count, per_node, base, step = ctx.gpu_count or 1, len(ids), ids[0], _int(ctx, "gpu_id_step", 1)
+    fixes: dict[str, int] = {}
+    if per_node <= count:  # enough GPUs: base_gpu_id / gpu_id_step place the last rank past them
+        if step > 1 and per_node > 1 and (count - 1 - base) // (per_node - 1) >= 1:
+            fixes["gpu_id_step"] = (count - 1 - base) // (per_node - 1)
+        if base > 0 and count - 1 - (per_node - 1) * step >= 0:
+            fixes["base_gpu_id"] = count - 1 - (per_node - 1) * step
+        culprits = [d for d, on in (("base_gpu_id", base > 0), ("gpu_id_step", step > 1)) if on]
+        fix = " or ".join(f"{d}: {v}" for d, v in fixes.items()) or "base_gpu_id: 0 and gpu_id_step: 1"
+    else:  # the sizes: the factor (in rank order tp, pp, dp) whose product first exceeds the GPUs, and the largest that fits
+        product, room = 1, count * nnodes
+        for dest, value in sizes.items():
+            if product * value > room:
+                fixes[dest] = value = max(room // product, 1)
+            product *= value
+        culprits = list(fixes)
+        fix = ", ".join(f"{d}: {v}" for d, v in fixes.items())
+    layout = "tp {tp_size} x pp {pp_size}".format(**sizes) + (f" / nnodes {nnodes}" if nnodes > 1 else "") \
+        + (f" x dp {sizes['dp_size']}" if sizes["dp_size"] > 1 else "")
+    where = f"GPU ids {base}..{ids[-1]}" + (f" (step {step})" if step != 1 else "")
+    named = " and ".join(f"{d}={_int(ctx, d, 0)}" for d in culprits)
+    ctx.error("parallel.gpus", culprits[0],
+              f"{layout} needs {per_node} GPU(s) on this node ({where}), but the host has nvidia_gpu_count={count}: "
+              f"{named} {'pushes' if len(culprits) == 1 else 'push'} it past them.",
+              f"set {fix} to fit {count} GPU(s), or correct nvidia_gpu_count / base_gpu_id / gpu_id_step if they are wrong")
 
 
 # --- numeric sanity SGLang does not check at argument time -----------------------------------------
@@ -403,14 +563,7 @@ def _numeric(ctx: Context) -> None:
                   f"chunked_prefill_size={chunk} is not a multiple of page_size={page}.",
                   f"use a multiple of {page}, e.g. {chunk - chunk % page or page}",
                   "sglang/srt/arg_groups/validation_hook.py:244")
-    ctxlen, limit = ctx.args.get("context_length"), ctx.model.max_context
-    if isinstance(ctxlen, int) and limit and ctxlen > limit:
-        allow = ctx.env.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "").strip().lower() in ("1", "true", "yes")
-        if not allow:
-            ctx.error("numeric.context_length", "context_length",
-                      f"context_length={ctxlen} exceeds the model's maximum of {limit} tokens; SGLang refuses it at start-up.",
-                      f"use at most {limit}, or set sglang_env.SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: \"1\" if you know "
-                      "the model extrapolates (RoPE scaling)")
+    _context_length(ctx)
     name = ctx.args.get("served_model_name")
     if name is not None and ":" in str(name):
         ctx.error("numeric.served_model_name", "served_model_name",
@@ -420,6 +573,93 @@ def _numeric(ctx: Context) -> None:
     if grpc is not None and grpc == port and not ctx.is_set("smg_grpc_mode") and not ctx.is_set("grpc_mode"):
         ctx.error("numeric.grpc_port", "grpc_port", f"grpc_port {grpc} equals the HTTP port {port}.",
                   "give the gRPC listener its own port", "sglang/srt/arg_groups/validation_hook.py:360")
+
+
+# sglang/srt/utils/hf_transformers/common.py:668-674: the first of these the text config has is its length.
+CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
+CONTEXT_SOURCE = ("sglang/srt/configs/model_config.py:1291-1316 (checks against get_context_length, "
+                  "sglang/srt/utils/hf_transformers/common.py:677-692)")
+
+
+def derived_context_length(ctx: Context, base_rope: Mapping[str, Any] | None = None) -> int | None:
+    """The model's maximum context as SGLang derives it, after json_model_override_args.
+
+    SGLang json-loads the overrides (sglang/srt/configs/model_config.py:612) and applies them to config.json:
+    a rope_scaling/rope_parameters mapping is merged into the existing one, anything else set
+    (sglang/srt/utils/hf_transformers/config.py:405-422); vision-language configs take the language model's
+    settings from "text_config" (common.py:547-613; there a mapping replaces rope_scaling, which reads the same
+    for the table's models: they have no rope factor of their own).  get_context_length (common.py:677-692) then
+    multiplies the first length key by rope_scaling's factor, unless rope_scaling names
+    original_max_position_embeddings or rope_type llama3 (the length is the scaled one then).  The table's
+    max_context is that length as shipped (its key is max_position_embeddings, the last SGLang looks at, so any
+    length key of the override wins); ``base_rope`` (default: the table's) is the checkpoint's own rope_scaling.
+    """
+    limit = ctx.model.max_context
+    raw = ctx.args.get("json_model_override_args")
+    try:
+        override = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        override = None
+    if ctx.model.text_config and isinstance(override, dict):
+        override = override.get("text_config")
+    if not limit or not isinstance(override, dict):
+        return limit
+    rope = dict((ctx.model.rope_scaling or {}) if base_rope is None else base_rope)
+    for key in ("rope_scaling", "rope_parameters"):
+        if key in override:
+            rope = {**rope, **override[key]} if isinstance(override[key], dict) else dict(override[key] or {})
+    length = next((override[k] for k in CONTEXT_LENGTH_KEYS if override.get(k) is not None), limit)
+    factor = rope.get("factor", 1) if rope else 1
+    if "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3":
+        factor = 1
+    try:
+        return int(factor * length)
+    except (TypeError, ValueError):
+        return limit  # not numbers: SGLang fails on them elsewhere
+
+
+def _context_length(ctx: Context) -> None:
+    ctxlen, table = ctx.args.get("context_length"), ctx.model.max_context
+    limit = derived_context_length(ctx)
+    if not isinstance(ctxlen, int) or not limit or ctxlen <= limit:
+        pinned = {"original_max_position_embeddings": None}  # what would keep an override's factor out
+        if isinstance(ctxlen, int) and ctx.model.rope_scaling is None and ctxlen > (derived_context_length(ctx, pinned) or ctxlen):
+            ctx.warn("numeric.context_length", "context_length",
+                     f"context_length={ctxlen} fits only through the rope_scaling factor in json_model_override_args "
+                     f"(derived maximum {limit}, {table} as shipped); the validator does not know this checkpoint's config.json, which "
+                     "SGLang merges the override into: if its rope_scaling names original_max_position_embeddings or "
+                     "rope_type llama3, SGLang keeps the factor out, and the factor multiplies max_position_embeddings.",
+                     "check config.json: SGLang allows factor x max_position_embeddings (or max_position_embeddings alone "
+                     "with original_max_position_embeddings / rope_type llama3 in rope_scaling)", CONTEXT_SOURCE)
+        return
+    # SGLang lifts the check when either switch is on (model_config.py:1302-1304, sglang/utils.py:424).
+    if env_true(ctx.env, "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") or env_true(ctx.env, "SGLANG_IS_IN_CI"):
+        return
+    raised = f" ({table} as shipped, {limit} after json_model_override_args)" if limit != table else ""
+    override = ctx.args.get("json_model_override_args")
+    nested = ctx.model.text_config and override is not None and '"text_config"' not in str(override)
+    ctx.error("numeric.context_length", "context_length",
+              f"context_length={ctxlen} exceeds the model's maximum of {limit} tokens{raised}; SGLang refuses it at start-up.",
+              f"use at most {limit}, or set sglang_env.SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: \"1\" if you know "
+              "the model extrapolates (RoPE scaling)"
+              + ("; this model's overrides take effect only under \"text_config\" in json_model_override_args" if nested else ""),
+              CONTEXT_SOURCE)
+
+
+# --- the model -------------------------------------------------------------------------------------
+
+
+@rule("model")
+def _model(ctx: Context) -> None:
+    if ctx.model.known or ctx.model.max_context or not ctx.args.get("model_path"):
+        return
+    ctx.warn("model.unknown", "sglang_model_path",
+             f"{ctx.model.path or ctx.args.get('model_path')} is not in the validator's model table, so the model-specific "
+             "checks were skipped: hybrid-attention backends, NVFP4 MoE kernels, the context length limit and the "
+             "speculative values SGLang would choose for it.",
+             "declare the model's facts: sglang_model_architecture (config.json architectures[0]), "
+             "sglang_model_quantization (nvfp4, fp8 or none) and sglang_model_max_context (its max_position_embeddings)",
+             value=ctx.model.path)
 
 
 # --- safe defaults ----------------------------------------------------------------------------------

@@ -13,8 +13,10 @@ import difflib
 import json
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
+
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inputs import secret_dests, secret_var
 
 SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas")
 
@@ -125,6 +127,11 @@ class Schema:
             out = sorted(d for d in self.arguments if d.startswith(norm))[:limit]
         return out[:limit]
 
+    @cached_property
+    def secrets(self) -> frozenset[str]:
+        """Dests of the arguments that hold secrets (API keys, key passwords), derived from names and help."""
+        return secret_dests((d, s.type, s.help) for d, s in self.arguments.items() if not s.is_switch)
+
     def default(self, dest: str) -> Any:
         """The literal default of an argument (None when computed or unknown)."""
         spec = self.arguments.get(dest)
@@ -148,3 +155,9 @@ def load_schema(version: str) -> Schema:
         raise KeyError(version)
     with open(path, encoding="utf-8") as handle:
         return Schema(json.load(handle))
+
+
+def secret_host_vars() -> tuple[str, ...]:
+    """The host variables that carry secret arguments, over every committed release (``sglang_api_key`` ...)."""
+    dests = set().union(*(load_schema(v).secrets for v in available_versions()))
+    return tuple(secret_var(d) for d in sorted(dests))

@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_inputs as inputs
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_models import ModelFacts, lookup_model
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_rules import RENAMED, gpu_ids, run_rules
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_rules import MAX_GPUS_PER_HOST, RENAMED, gpu_ids, run_rules
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import (
     ArgSpec,
     Schema,
@@ -29,16 +30,49 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema imp
 SPEC_MODES = ("keep", "auto", "off", "explicit")
 SPEC_TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 
-# Arguments that are secrets: never on the command line, only in the root-owned --config file.
-SECRET_ARGS = {"api_key": "sglang_api_key", "admin_api_key": "sglang_admin_api_key"}
+# Arguments that are secrets (Schema.secrets, derived from SGLang's own argument names and help:
+# api_key, admin_api_key, ssl_keyfile_password in 0.5.23) come from the host variable sglang_<dest>,
+# never from sglang_args; they go only to the root-owned --config file, never on the command line.
 SECRET_MARKER = "<secret>"
+# Environment variables the role sets itself in the environment file.
+MANAGED_ENV = {
+    "HOME": "sglang_server_state_dir",
+    "HF_HOME": "sglang_server_cache_dir",
+    "XDG_CACHE_HOME": "sglang_server_cache_dir",
+    "TRITON_CACHE_DIR": "sglang_server_cache_dir",
+    "SGLANG_REDACT_ENV": "the role (it lists the secret variables the launcher redacts)",
+}
+# The Hugging Face token comes from hf_token (which the weights download uses too).
+HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+# Role variables that reach a file, a path or the unit, and what they must be (sglang_inputs).
+ROLE_NAMES = {
+    "sglang_server_service_name": inputs.service_name_problem,
+    "sglang_server_user": inputs.user_problem,
+    "sglang_server_group": inputs.user_problem,
+    "sglang_user": inputs.user_problem,
+    "sglang_group": inputs.user_problem,
+}
+ROLE_DIRS = (
+    "sglang_server_venv",
+    "sglang_server_config_dir",
+    "sglang_server_state_dir",
+    "sglang_server_cache_dir",
+    "sglang_server_libexec_dir",
+    "sglang_models_dir",
+    "sglang_model_dir",
+    "sglang_venvs_dir",
+    "sglang_current_link",
+    "sglang_tools_venv",
+    "sglang_uv_cache_dir",
+    "sglang_user_home",
+)
+ROLE_VARS = (*ROLE_NAMES, *ROLE_DIRS, "sglang_server_model_path")
 # Arguments the roles manage themselves.
 MANAGED_ARGS = {
     "model_path": "sglang_model_path",
     "host": "sglang_listen_host",
     "config": "the role (it holds the secret arguments)",
 }
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
@@ -78,9 +112,12 @@ class Result:
     args: dict[str, Any] = field(default_factory=dict)
     argv: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    secret_env: dict[str, str] = field(default_factory=dict)
     gpu_ids: list[int] = field(default_factory=list)
     model: ModelFacts | None = None
     version: str = ""
+    secrets: frozenset[str] = frozenset()
 
     @property
     def ok(self) -> bool:
@@ -88,15 +125,17 @@ class Result:
         return not self.errors
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-able form; the secret config values are replaced by a marker."""
+        """JSON-able form with no secret in it: secret arguments and secret environment values are a marker."""
         return {
             "ok": self.ok,
             "version": self.version,
             "errors": [p.as_dict() for p in self.errors],
             "warnings": [p.as_dict() for p in self.warnings],
-            "args": {k: (SECRET_MARKER if k in SECRET_ARGS else v) for k, v in self.args.items()},
+            "args": {k: (SECRET_MARKER if k in self.secrets else v) for k, v in self.args.items()},
             "argv": list(self.argv),
             "config_keys": sorted(self.config),
+            "env": dict(self.env),
+            "secret_env_keys": sorted(self.secret_env),
             "gpu_ids": list(self.gpu_ids),
             "model": None if self.model is None else self.model.__dict__.copy(),
         }
@@ -117,6 +156,11 @@ class Context:
     spec: str
     allow_unauthenticated: bool = False
     problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def secrets(self) -> frozenset[str]:
+        """Dests of the secret arguments of this release."""
+        return self.schema.secrets
 
     def get(self, dest: str, default: Any = None) -> Any:
         """The effective value: explicit, else SGLang's literal default, else ``default``."""
@@ -156,7 +200,7 @@ class Context:
             variable = self.var(target)
             if value is None:
                 value = self.args.get(target)
-            if target in SECRET_ARGS:
+            if target in self.secrets:
                 value = SECRET_MARKER if value is not None else None
         else:
             variable = target
@@ -235,16 +279,23 @@ def _coerce_scalar(spec: ArgSpec, value: Any) -> Any:
     if isinstance(value, bool) and kind in ("int", "float"):
         raise ValueError("a boolean")
     if kind == "int":
-        if isinstance(value, int):
-            return value
         if isinstance(value, float) and value.is_integer():
-            return int(value)
-        return _human_readable_int(str(value).strip()) if spec.type == "human_readable_int" else _plain_int(value)
+            value = int(value)
+        if not isinstance(value, int):
+            value = _human_readable_int(str(value).strip()) if spec.type == "human_readable_int" else _plain_int(value)
+        problem = inputs.number_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
     if kind == "float":
         try:
-            return float(value) if isinstance(value, (int, float)) else float(str(value).strip())
+            number = float(value) if isinstance(value, (int, float)) else float(str(value).strip())
         except ValueError:
             raise ValueError("not a number") from None
+        problem = inputs.number_problem(number)
+        if problem:
+            raise ValueError(problem)
+        return number
     if isinstance(value, bool):
         return str(value).lower()
     if spec.type == "parse_cuda_graph_backend_arg" and str(value) == "tc_piecewise":
@@ -356,8 +407,23 @@ def _coerce(ctx: Context, spec: ArgSpec, value: Any) -> tuple[bool, Any]:
                 value,
             )
             return False, None
+        problem = _word_problem(spec, item_typed)
+        if problem:
+            ctx.error("input.argv", dest, f"{spec.flag} cannot take {item!r}: {problem}.",
+                      f"set {ctx.var(dest)} to a plain value" + (" (null leaves the flag out)" if item == "" else ""),
+                      spec.source, value)
+            return False, None
         typed.append(item_typed)
     return True, typed if spec.takes_list else typed[0]
+
+
+def _word_problem(spec: ArgSpec, typed: Any) -> str | None:
+    """Why a typed value cannot be one word of SGLang's argv after ``spec.flag`` (ports: 1-65535)."""
+    if isinstance(typed, int) and not isinstance(typed, bool) and (spec.dest.endswith(("_port", "_ports")) or spec.dest == "port"):
+        return inputs.port_problem(typed)
+    if isinstance(typed, bool):
+        return None
+    return inputs.argv_value_problem(_render_value(typed))
 
 
 def _read_args(ctx: Context, raw_args: Mapping[str, Any]) -> None:
@@ -393,16 +459,22 @@ def _read_args(ctx: Context, raw_args: Mapping[str, Any]) -> None:
         if value is None:
             continue
         if spec.deprecated and str(value).strip().lower() not in _FALSE:
-            renamed = RENAMED.get(spec.dest)
-            ctx.error(
-                "schema.deprecated",
-                spec.dest,
-                f"{spec.flag} is deprecated in SGLang {ctx.schema.version}"
-                + (f": {spec.deprecated_message}" if spec.deprecated_message else "."),
-                renamed.fix if renamed else (spec.deprecated_message or f"remove {ctx.var(spec.dest)}"),
-                spec.source,
-            )
-            continue
+            # SGLang still honours the deprecated flags it registers: the Deprecated*Action classes and the
+            # store_true flags whose help says "Deprecated" warn and store
+            # (sglang/srt/arg_groups/argparse_actions.py:77-149), and resolution translates them.  So they are
+            # kept (and rendered); the rule schema.deprecated (sglang_rules) warns and translates.  Only a
+            # DeprecatedAction registered with an error_message stops the launch (argparse_actions.py:56-70);
+            # the schema generator appends that error_message to deprecated_message (tools/sglang_schema.py).
+            if spec.action == "DeprecatedAction" and "error_message" in spec.deprecated_message:
+                renamed = RENAMED.get(spec.dest)
+                ctx.error(
+                    "schema.deprecated",
+                    spec.dest,
+                    f"{spec.flag} is retired in SGLang {ctx.schema.version}, which refuses it: {spec.deprecated_message}",
+                    renamed.fix if renamed else f"remove {ctx.var(spec.dest)}",
+                    spec.source,
+                )
+                continue
         ok, typed = _coerce(ctx, spec, value)
         if ok:
             ctx.args[spec.dest] = typed
@@ -459,8 +531,8 @@ def render_argv(schema: Schema, args: Mapping[str, Any]) -> list[str]:
 
 
 def _render_value(value: Any) -> str:
-    if isinstance(value, float):
-        return repr(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return inputs.render_number(value)
     return str(value)
 
 
@@ -469,7 +541,7 @@ def config_file_data(schema: Schema, args: Mapping[str, Any]) -> dict[str, Any]:
 
     SGLang turns each key into ``--{key}``, so the key is the full option name without dashes.
     """
-    return {schema.arguments[d].flag[2:]: args[d] for d in sorted(args) if d in SECRET_ARGS and args[d] is not None}
+    return {schema.arguments[d].flag[2:]: args[d] for d in sorted(args) if d in schema.secrets and args[d] is not None}
 
 
 def validate_host(hostvars: Mapping[str, Any], spec: str = "keep") -> Result:
@@ -508,16 +580,14 @@ def validate_host(hostvars: Mapping[str, Any], spec: str = "keep") -> Result:
         hostvars.get("sglang_model_max_context"),
     )
     result.model = model
+    result.secrets = schema.secrets
     ctx = Context(
-        schema=schema, version=parse_version(version), args={}, keys={},
-        env={str(k): str(v) for k, v in env.items()},
+        schema=schema, version=parse_version(version), args={}, keys={}, env={},
         gpu_count=None, compute_capability=None, model=model, spec=spec,
     )
     _read_host_facts(ctx, hostvars)
-    for name, value in ctx.env.items():
-        if not _ENV_NAME.fullmatch(name) or "\n" in value:
-            ctx.error("host.env", f"sglang_env.{name}", "environment names are letters, digits and _ (not starting with a digit), "
-                      "and values are single lines.", "rename the variable or remove the line break")
+    _read_role_vars(ctx, hostvars)
+    result.env, result.secret_env = _read_env(ctx, env, hostvars.get("hf_token"))
     if spec not in SPEC_MODES:
         ctx.error("spec.mode", "spec", f"spec={spec!r} is not a mode.", f"use one of: {', '.join(SPEC_MODES)}")
     _read_args(ctx, raw_args)
@@ -529,33 +599,131 @@ def validate_host(hostvars: Mapping[str, Any], spec: str = "keep") -> Result:
     _apply_multinode(ctx, hostvars.get("sglang_multinode"))
     listen = hostvars.get("sglang_listen_host")
     if listen not in (None, ""):
-        ctx.args["host"] = str(listen)
+        problem = inputs.argv_value_problem(listen) if isinstance(listen, str) else "it must be an address or host name"
+        if problem:
+            ctx.error("input.listen_host", "sglang_listen_host", f"sglang_listen_host {listen!r}: {problem}.",
+                      "set sglang_listen_host to an address (e.g. 0.0.0.0, 10.0.0.7 or ::) or remove it (127.0.0.1)", value=listen)
+        else:
+            ctx.args["host"] = listen
     ctx.allow_unauthenticated = str(hostvars.get("sglang_allow_unauthenticated", False)).strip().lower() in _TRUE
     if not model_path:
         ctx.error("host.model_path", "sglang_model_path", "sglang_model_path is required (the --model-path of the server).",
                   "set sglang_model_path to a Hugging Face id or a local directory")
     else:
         # The model's facts come from its id; the server may load it from a staged local copy.
-        local = hostvars.get("sglang_model_local_path")
-        ctx.args = {"model_path": str(local or model_path), **ctx.args}
-    for dest, var in SECRET_ARGS.items():
-        if dest in ctx.args:
-            ctx.error("host.secret", dest, f"{dest} is a secret and must not be in sglang_args (it would land in the inventory "
-                      "in clear and on the command line).", f"set {var} instead (from Ansible Vault)")
-            ctx.args.pop(dest)
-        elif hostvars.get(var):
-            ctx.args[dest] = str(hostvars[var])
+        local = hostvars.get("sglang_model_local_path") or model_path
+        for variable, path in (("sglang_model_path", model_path), ("sglang_server_model_path", local)):
+            problem = inputs.model_path_problem(path)
+            if problem:
+                ctx.error("input.model_path", variable, f"{variable} {path!r}: {problem}.",
+                          "use an org/name Hugging Face id, or an absolute, normalised directory outside /home and /root "
+                          "(move the weights, e.g. under /srv/models or /opt/sglang/models)", value=path)
+                break
+        else:
+            ctx.args = {"model_path": local, **ctx.args}
+    _read_secrets(ctx, hostvars)
     if spec in SPEC_MODES:
         _apply_spec_mode(ctx)
     run_rules(ctx)
     result.errors = [p for p in ctx.problems if p.level == "error"]
     result.warnings = [p for p in ctx.problems if p.level != "error"]
     result.args = dict(ctx.args)
-    public = {k: v for k, v in ctx.args.items() if k not in SECRET_ARGS}
+    public = {k: v for k, v in ctx.args.items() if k not in schema.secrets}
     result.argv = render_argv(schema, public)
     result.config = config_file_data(schema, ctx.args)
     result.gpu_ids = gpu_ids(ctx)
     return result
+
+
+def _read_secrets(ctx: Context, hostvars: Mapping[str, Any]) -> None:
+    """Secret arguments come from ``sglang_<dest>`` (Vault), never from sglang_args; their values are never shown."""
+    for dest in sorted(ctx.secrets):
+        var = inputs.secret_var(dest)
+        if dest in ctx.args:
+            ctx.error("host.secret", dest, f"{dest} is a secret and must not be in sglang_args (it would land in the inventory "
+                      "in clear and on the command line).", f"set {var} instead (from Ansible Vault)")
+            ctx.args.pop(dest)
+            continue
+        value = hostvars.get(var)
+        if value in (None, ""):
+            continue
+        problem = inputs.text_problem(value) if isinstance(value, str) else "it must be a string"
+        if problem:
+            ctx.error("input.secret", var, f"{var}: {problem} (value not shown).", f"set {var} to the secret text alone")
+        else:
+            ctx.args[dest] = value
+
+
+def role_var_problems(values: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+    """(variable, value, why) for each role variable in ``values`` that is not a plain name or path.
+
+    Role variables reach the unit, file names and the directories the roles create and hand to the
+    service user; unset ones (None) are the roles' defaults and are not checked.
+    """
+    out = []
+    for var, value in values.items():
+        if value is None:
+            continue
+        if var in ROLE_NAMES:
+            problem = ROLE_NAMES[var](value)
+        elif var in ROLE_DIRS:
+            problem = inputs.path_problem(value, service_owned=True)
+        elif var in ("sglang_model_path", "sglang_server_model_path"):
+            problem = inputs.model_path_problem(value)
+        else:
+            raise KeyError(var)
+        if problem:
+            out.append((var, value, problem))
+    return out
+
+
+def _read_role_vars(ctx: Context, hostvars: Mapping[str, Any]) -> None:
+    """Role variables that reach the unit, a path or a file name: names and plain absolute paths only."""
+    for var, value, problem in role_var_problems({v: hostvars.get(v) for v in (*ROLE_NAMES, *ROLE_DIRS)}):
+        kind = "a plain name, e.g. sglang" if var in ROLE_NAMES else "a plain absolute directory of its own, e.g. its default"
+        ctx.error("input.role_var", var, f"{var} {value!r}: {problem}.", f"set {var} to {kind}", value=value)
+
+
+def _read_env(ctx: Context, env: Mapping[str, Any], hf_token: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """Type-check sglang_env (and hf_token); returns the public and the secret environment of the server.
+
+    ``ctx.env`` gets every valid entry as text, for the rules.  Names that say they hold a secret
+    (``*_TOKEN``, ``*_KEY``, ``*_PASSWORD`` ...) go to the secret environment, which plans and Ansible's
+    output never show and the launcher redacts from the journal.
+    """
+    public: dict[str, str] = {}
+    secret: dict[str, str] = {}
+    for name, value in env.items():
+        var = f"sglang_env.{name}"
+        if not isinstance(name, str) or not inputs.ENV_NAME.fullmatch(name):
+            ctx.error("host.env", var, f"{name!r} is not an environment variable name.",
+                      "use letters, digits and _ (not starting with a digit)")
+            continue
+        if name in MANAGED_ENV:
+            ctx.error("host.env", var, f"{name} is set by the role ({MANAGED_ENV[name]}).", f"remove {var}")
+            continue
+        is_secret = inputs.is_secret_env(name)
+        try:
+            text = inputs.env_value(value)
+        except ValueError as exc:
+            ctx.error("host.env", var, f"{var}: {exc}.", f"write {var} as a quoted string, e.g. {name}: '1'",
+                      value=None if is_secret else value)
+            continue
+        if name in HF_TOKEN_ENV:
+            ctx.warn("host.env_secret", var, f"{name} in sglang_env is the Hugging Face token; hf_token also gives it to the "
+                     "weights download and keeps it out of plans and logs.", f"remove {var} and set hf_token (from Ansible Vault)")
+            if hf_token not in (None, ""):
+                ctx.error("host.env", var, f"{name} is set both here and by hf_token.", f"remove {var}")
+                continue
+        (secret if is_secret else public)[name] = text
+        ctx.env[name] = text
+    if hf_token not in (None, ""):
+        problem = inputs.text_problem(hf_token) if isinstance(hf_token, str) else "it must be a string"
+        if problem:
+            ctx.error("input.secret", "hf_token", f"hf_token: {problem} (value not shown).", "set hf_token to the token alone")
+        else:
+            secret["HF_TOKEN"] = hf_token
+    return public, secret
 
 
 MULTINODE_ARGS = ("nnodes", "node_rank", "dist_init_addr")
@@ -583,6 +751,10 @@ def _apply_multinode(ctx: Context, layout: Any) -> None:
     ctx.args["nnodes"] = int(layout["nnodes"])
     ctx.args["node_rank"] = int(layout["node_rank"])
     ctx.args["dist_init_addr"] = str(layout["dist_init_addr"])
+    problem = inputs.argv_value_problem(ctx.args["dist_init_addr"])
+    if problem:
+        ctx.error("input.argv", "sglang_multinode_addr", f"the rendezvous address {layout['dist_init_addr']!r}: {problem}.",
+                  "set sglang_multinode_addr (or node 0's ansible_host) to a plain address", value=layout["dist_init_addr"])
     dist_port = str(layout["dist_init_addr"]).rsplit(":", 1)[-1]
     for dest in ("port", "grpc_port"):
         if str(ctx.get(dest, "")) == dist_port:
@@ -597,13 +769,19 @@ def _read_host_facts(ctx: Context, hostvars: Mapping[str, Any]) -> None:
         ctx.error("host.hardware", "nvidia_gpu_count", "nvidia_gpu_count is not declared; the parallel sizes cannot be checked.",
                   "declare the host's GPU count, e.g. nvidia_gpu_count: 8")
     else:
-        try:
-            gpu_count = int(str(count))
-            if gpu_count < 1:
-                raise ValueError
-            ctx.gpu_count = gpu_count
-        except ValueError:
-            ctx.error("host.hardware", "nvidia_gpu_count", f"nvidia_gpu_count must be a positive integer, got {count!r}.",
+        # A whole number of GPUs as YAML or Jinja hands it over: 8, 8.0, "8", "8.0".  Not a boolean (YAML true
+        # is 1), a fraction, nor a count no host has.
+        most = MAX_GPUS_PER_HOST
+        number = None
+        if isinstance(count, (int, float)) and not isinstance(count, bool):
+            number = count
+        elif isinstance(count, str) and re.fullmatch(r"\d+(\.0*)?", count.strip()):
+            number = float(count)
+        if number is not None and 1 <= number <= most and float(number).is_integer():
+            ctx.gpu_count = int(number)
+        else:
+            ctx.error("host.hardware", "nvidia_gpu_count",
+                      f"nvidia_gpu_count must be a positive integer (a whole number of GPUs, at most {most}), got {count!r}.",
                       "set nvidia_gpu_count: 8 (the number of GPUs nvidia-smi -L lists)")
     cap = hostvars.get("nvidia_gpu_compute_capability")
     try:

@@ -1,0 +1,313 @@
+"""Render the role's unit, environment file and ``--config`` YAML without Ansible, and parse them back.
+
+Rendering: the role's ``defaults/main.yml`` and ``vars/main.yml`` expressions are evaluated with plain
+Jinja2 (``compile_expression`` for whole-value ``{{ expr }}``), the collection's filters are registered
+under their ``blackwell.sglang.`` names and the few Ansible globals the role uses (``query('vars')``,
+``combine``, ``zip``, ``to_json``) are provided, as Ansible would resolve them.
+
+Parsing: reference implementations of systemd's own rules, written from systemd's sources (v252):
+``conf-parser.c`` (unit files: sections, assignments, continuation lines, comments), ``extract_first_word``
+with ``EXTRACT_UNQUOTE|EXTRACT_CUNESCAPE`` plus specifier and ``$`` expansion (``ExecStart=``), and
+``env-file.c`` (``EnvironmentFile=``).  The tests compare what systemd would read with what the plan says.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+from ansible_collections.blackwell.sglang.plugins.filter.sglang import FilterModule
+
+REPO = Path(__file__).resolve().parents[2]
+ROLE = REPO / "roles" / "sglang_server"
+HOST = "blackwell-01"
+_EXPR = re.compile(r"^\s*\{\{(.*)\}\}\s*$", re.DOTALL)
+_DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
+_VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8"))
+_TEMPLATES = {name: (REPO / "templates" / name).read_text(encoding="utf-8")
+              for name in ("sglang.service.j2", "sglang.env.j2", "sglang-config.yaml.j2")}
+
+
+def _combine(*dicts: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in dicts:
+        out.update(item)
+    return out
+
+
+def jinja_env() -> jinja2.Environment:
+    """Ansible's template module renders with trim_blocks=True; StrictUndefined catches a missing variable."""
+    env = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    for name, fn in FilterModule().filters().items():
+        env.filters[f"blackwell.sglang.{name}"] = fn
+    env.filters["to_json"] = json.dumps
+    env.filters["combine"] = _combine
+    env.filters["zip"] = lambda *lists: list(zip(*lists, strict=False))
+    return env
+
+
+def _evaluate(env: jinja2.Environment, value: Any, context: dict[str, Any]) -> Any:
+    """Evaluate a role variable as Ansible would for a whole-value ``{{ expr }}``: the native result."""
+    if isinstance(value, dict):
+        return {k: _evaluate(env, v, context) for k, v in value.items()}
+    if isinstance(value, str):
+        match = _EXPR.match(value)
+        if match and "{{" not in match.group(1) and "}}" not in match.group(1):
+            return env.compile_expression(match.group(1), undefined_to_none=False)(**context)
+        if "{{" in value:
+            return env.from_string(value).render(**context)
+    return value
+
+
+@dataclass
+class Rendered:
+    """The three files of one host and the role variables they were rendered from."""
+
+    unit: str
+    env: str
+    config: str
+    context: dict[str, Any]
+
+    @property
+    def plan(self) -> dict[str, Any]:
+        return self.context["__sglang_server_plan"]
+
+
+def role_context(hostvars: dict[str, Any], spec: str | None = None) -> dict[str, Any]:
+    """The role's variables for ``hostvars`` (defaults, host vars, then vars/main.yml), evaluated."""
+    env = jinja_env()
+    context: dict[str, Any] = {"ansible_managed": "Ansible managed", "inventory_hostname": HOST,
+                               "hostvars": {HOST: hostvars}, "groups": {"all": [HOST]}}
+
+    def query(name: str, *terms: str, default: Any = None) -> list[Any]:
+        assert name == "ansible.builtin.vars", name
+        return [context.get(term, default) for term in terms]
+
+    context["query"] = query
+    context.update(hostvars)
+    for name, value in _DEFAULTS.items():
+        if name not in hostvars:
+            context[name] = _evaluate(env, value, context)
+    if spec is not None:
+        context["spec"] = spec
+    # vars/main.yml refers to names defined further down (Ansible evaluates lazily): two passes.
+    for _ in range(2):
+        for name, value in _VARS.items():
+            try:
+                context[name] = _evaluate(env, value, context)
+            except jinja2.UndefinedError:
+                continue
+            except jinja2.TemplateError as exc:
+                if "No filter named" in str(exc) or "No test named" in str(exc):
+                    continue  # an Ansible-only filter the files do not need
+                raise
+    return context
+
+
+def render(hostvars: dict[str, Any], spec: str | None = None, mask_secrets: bool = False) -> Rendered:
+    """Render the unit, environment file and --config YAML as the role would install them."""
+    context = role_context(hostvars, spec)
+    context["__sglang_server_mask_secrets"] = mask_secrets
+    env = jinja_env()
+    out = {name: env.from_string(text).render(**context) for name, text in _TEMPLATES.items()}
+    return Rendered(out["sglang.service.j2"], out["sglang.env.j2"], out["sglang-config.yaml.j2"], context)
+
+
+# --- systemd's readers ------------------------------------------------------------------------------
+
+_LINE_END = re.compile(r"\r\n|\r|\n|\x00")  # systemd's read_line(): "\n", "\r", "\r\n" and NUL end a line
+_WHITESPACE = " \t\n\r"
+_COMMENTS = "#;"
+
+
+def parse_unit(text: str) -> list[tuple[str, str, str]]:
+    """(section, key, value) for every assignment of a unit file, in order, as systemd's config_parse reads them.
+
+    A line ending in an unescaped backslash continues on the next line (the backslash becomes a space);
+    comment lines inside a continuation are skipped; leading and trailing whitespace is dropped.
+    """
+    out: list[tuple[str, str, str]] = []
+    section = ""
+    continuation: str | None = None
+    for raw in _LINE_END.split(text):
+        line = raw.strip(_WHITESPACE)
+        if continuation is not None and line[:1] in _COMMENTS and line:
+            continue
+        escaped = False
+        for char in raw:
+            escaped = (not escaped) if char == "\\" else False
+        if escaped:
+            piece = raw.rstrip(_WHITESPACE)[:-1] + " "
+            continuation = (continuation or "") + piece
+            continue
+        if continuation is not None:
+            line = (continuation + raw).strip(_WHITESPACE)
+            continuation = None
+        if not line or line[0] in _COMMENTS:
+            continue
+        if line.startswith("["):
+            assert line.endswith("]"), f"bad section line {line!r}"
+            section = line[1:-1]
+            continue
+        assert "=" in line, f"line without '=' in [{section}]: {line!r}"
+        key, value = line.split("=", 1)
+        out.append((section, key.strip(_WHITESPACE), value.strip(_WHITESPACE)))
+    assert continuation is None, "unit ends inside a continuation line"
+    return out
+
+
+_C_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"', "'": "'",
+              "s": " "}
+
+
+def _unescape_specifiers(word: str) -> str:
+    assert not re.search(r"%[^%]|%$", word.replace("%%", "")), f"unescaped specifier in {word!r}"
+    return word.replace("%%", "%")
+
+
+def systemd_split(line: str) -> list[str]:
+    """Split an ExecStart= command line the way systemd (>= 240) does.
+
+    Words are separated by unquoted whitespace; double and single quotes group (also inside a word,
+    like a shell: ``"/a b"/c`` is ``/a b/c``); C escapes (``\\n``, ``\\"``, ``\\\\``...) are
+    unescaped; then specifiers and variables are expanded, of which ``%%`` and ``$$`` are the literal
+    ``%`` and ``$`` (any other ``%x`` or ``$X`` fails the test).  An unquoted ``;`` word would end the
+    command (systemd's separator): the test fails on it.
+    """
+    words: list[str] = []
+    word: str | None = None
+    quote: str | None = None
+    i = 0
+    while i < len(line):
+        char = line[i]
+        if quote is None and char in _WHITESPACE:
+            if word is not None:
+                words.append(word)
+                word = None
+        elif char == "\\":
+            i += 1
+            assert i < len(line), "trailing backslash"
+            assert line[i] in _C_ESCAPES, f"escape \\{line[i]} not produced by the quoting"
+            word = (word or "") + _C_ESCAPES[line[i]]
+        elif quote is None and char in "\"'":
+            quote, word = char, word or ""
+        elif char == quote:
+            quote = None
+        else:
+            if quote is None and char == ";" and word is None and (i + 1 == len(line) or line[i + 1] in _WHITESPACE):
+                raise AssertionError("unquoted ';' would end the command line")
+            word = (word or "") + char
+        i += 1
+    assert quote is None, f"unterminated quote in {line!r}"
+    if word is not None:
+        words.append(word)
+    out = []
+    for item in words:
+        item = _unescape_specifiers(item)
+        assert "$" not in item.replace("$$", ""), f"unescaped variable in {item!r}"
+        out.append(item.replace("$$", "$"))
+    return out
+
+
+_SHELL_NEED_ESCAPE = '"\\`$'
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """The assignments of an EnvironmentFile=, as systemd's parse_env_file_internal() reads them."""
+    out: dict[str, str] = {}
+    state, key, value = "PRE_KEY", "", ""
+
+    def push() -> None:
+        out[key.rstrip(_WHITESPACE)] = value
+
+    for char in text:
+        newline = char in "\n\r"
+        if state == "PRE_KEY":
+            if char in _COMMENTS:
+                state = "COMMENT"
+            elif char not in _WHITESPACE:
+                state, key, value = "KEY", char, ""
+        elif state == "KEY":
+            if newline:
+                state = "PRE_KEY"
+            elif char == "=":
+                state = "PRE_VALUE"
+            else:
+                key += char
+        elif state == "PRE_VALUE":
+            if newline:
+                push()
+                state = "PRE_KEY"
+            elif char == "'":
+                state = "SINGLE"
+            elif char == '"':
+                state = "DOUBLE"
+            elif char == "\\":
+                state = "VALUE_ESCAPE"
+            elif char not in _WHITESPACE:
+                state, value = "VALUE", value + char
+        elif state == "VALUE":
+            if newline:
+                value = value.rstrip(_WHITESPACE)
+                push()
+                state = "PRE_KEY"
+            elif char == "\\":
+                state = "VALUE_ESCAPE"
+            else:
+                value += char
+        elif state == "VALUE_ESCAPE":
+            state = "VALUE"
+            if not newline:
+                value += char
+        elif state == "SINGLE":
+            if char == "'":
+                state = "PRE_VALUE"
+            else:
+                value += char
+        elif state == "DOUBLE":
+            if char == '"':
+                state = "PRE_VALUE"
+            elif char == "\\":
+                state = "DOUBLE_ESCAPE"
+            else:
+                value += char
+        elif state == "DOUBLE_ESCAPE":
+            state = "DOUBLE"
+            if char in _SHELL_NEED_ESCAPE:
+                value += char
+            elif char != "\n":
+                value += "\\" + char
+        elif state == "COMMENT":
+            if char == "\\":
+                state = "COMMENT_ESCAPE"
+            elif newline:
+                state = "PRE_KEY"
+        elif state == "COMMENT_ESCAPE":
+            state = "COMMENT"
+    assert state in ("PRE_KEY", "COMMENT", "PRE_VALUE", "VALUE"), f"environment file ends in state {state}"
+    if state in ("PRE_VALUE", "VALUE"):
+        push()
+    return out
+
+
+def exec_start(unit: str) -> list[str]:
+    """The words of the unit's ExecStart= (after systemd's splitting and expansion)."""
+    [value] = [v for s, k, v in parse_unit(unit) if s == "Service" and k == "ExecStart"]
+    return systemd_split(value)
+
+
+def exec_start_lines(unit: str) -> list[str]:
+    """The ExecStart= logical line split into its physical lines (continuations kept)."""
+    lines = unit.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("ExecStart="))
+    out = []
+    for line in lines[start:]:
+        out.append(line)
+        if not line.endswith("\\"):
+            break
+    return out
