@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -19,3 +20,14 @@ def load_reference() -> dict[str, Any]:
     for path in (SAMPLE / "group_vars" / "sglang_servers.yml", SAMPLE / "host_vars" / "blackwell-01.yml"):
         hostvars.update(yaml.safe_load(path.read_text(encoding="utf-8")))
     return hostvars
+
+
+def host_with(args: dict[str, Any] | None = None, **hostvars: Any) -> dict[str, Any]:
+    """A fresh copy of the reference host's variables with ``sglang_args`` changes and host-variable overrides."""
+    host = copy.deepcopy(_REFERENCE)
+    host["sglang_args"].update(args or {})
+    host.update(hostvars)
+    return host
+
+
+_REFERENCE = load_reference()

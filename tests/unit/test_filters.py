@@ -7,7 +7,6 @@ expressions are evaluated with ``compile_expression`` and the filters are regist
 
 from __future__ import annotations
 
-import copy
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,7 +22,7 @@ from ansible_collections.blackwell.sglang.plugins.filter.sglang import (
     systemd_quote,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import validate_host
-from reference import INCIDENT, load_reference
+from reference import INCIDENT, host_with, load_reference
 from rendering import exec_start_lines, render, systemd_split
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,11 +32,7 @@ ROLE = REPO / "roles" / "sglang_server"
 REFERENCE = load_reference()
 
 
-def ref_host(args: dict[str, Any] | None = None, **hostvars: Any) -> dict[str, Any]:
-    host = copy.deepcopy(REFERENCE)
-    host["sglang_args"].update(args or {})
-    host.update(hostvars)
-    return host
+ref_host = host_with
 
 
 # --- systemd_quote ------------------------------------------------------------------------------
@@ -140,7 +135,7 @@ def test_systemd_env_quote(value: Any, quoted: str) -> None:
 def test_filters_are_registered() -> None:
     assert set(FilterModule().filters()) == {"launch_plan", "systemd_quote", "systemd_exec_lines", "systemd_env_quote",
                                              "systemd_text", "secret_host_vars", "input_problems",
-                                             "multinode_layout", "rollout_plan"}
+                                             "multinode_layout", "rollout_plan", "server_endpoint"}
 
 
 def test_launch_plan_of_the_reference_host() -> None:

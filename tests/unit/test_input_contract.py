@@ -14,7 +14,6 @@ schema for the argv, and with ``systemd-analyze verify``.  CI runs a fixed-seed 
 from __future__ import annotations
 
 import argparse
-import copy
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,7 +26,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inputs imp
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import load_schema
 from hypothesis import example, given
 from hypothesis import strategies as st
-from reference import load_reference
+from reference import host_with, load_reference
 from rendering import Rendered, exec_start, parse_env_file, parse_unit, render
 
 SCHEMA = load_schema("0.5.23")
@@ -53,11 +52,7 @@ def fake_venv() -> None:
 
 def host(args: dict[str, Any] | None = None, **hostvars: Any) -> dict[str, Any]:
     """The reference host (valid as it is) with changes, served from the stand-in virtualenv."""
-    out = copy.deepcopy(REFERENCE)
-    out["sglang_args"].update(args or {})
-    out.setdefault("sglang_server_venv", str(_VENV))
-    out.update(hostvars)
-    return out
+    return host_with(args, **{"sglang_server_venv": str(_VENV), **hostvars})
 
 
 _BASELINE = render(host())

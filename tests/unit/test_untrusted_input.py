@@ -6,24 +6,16 @@ cases, each of which passed validation (or rendered wrongly) before the input co
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import Result, validate_host
-from reference import load_reference
+from reference import host_with
 from rendering import exec_start, parse_env_file, parse_unit, render
 
-REFERENCE = load_reference()
-
-
-def host(args: dict[str, Any] | None = None, **hostvars: Any) -> dict[str, Any]:
-    out = copy.deepcopy(REFERENCE)
-    out["sglang_args"].update(args or {})
-    out.update(hostvars)
-    return out
+host = host_with
 
 
 def errors_on(result: Result, variable: str) -> list[str]:

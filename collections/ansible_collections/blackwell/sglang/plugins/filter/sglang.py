@@ -13,6 +13,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode 
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import load_schema
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import secret_host_vars as _all_secret_vars
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import format_report, role_var_problems, validate_host
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import host_plan
 
 _SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 
@@ -57,6 +58,25 @@ def secret_host_vars(version: Any = None) -> list[str]:
         return [secret_var(d) for d in sorted(load_schema(str(version)).secrets)]
     except KeyError:
         return list(_all_secret_vars())
+
+
+def server_endpoint(host: str, hostvars: Any, groups: Mapping[str, Any], spec: str = "keep") -> dict[str, Any]:
+    """Where ``host``'s SGLang server listens and how it is reached, from its launch plan.
+
+    ``{scheme, listen_host, port, local_url, node_rank, url}``: the same plan the validate task and the
+    unit use, so ``port``, ``--port`` and ``port: "31000"`` all give 31000. ``local_url`` is how the host
+    itself reaches the server, ``url`` how others do (its ``ansible_host``, else its inventory name).
+    Raises for an invalid host (the run stops at validation before anything uses this); ``spec`` is the
+    run's spec mode, as validated.
+    Usage: ``inventory_hostname | blackwell.sglang.server_endpoint(hostvars, groups, spec | default('keep'))``.
+    """
+    result, _ = host_plan(str(host), hostvars, groups, str(spec or "keep"))
+    if not result.ok:
+        raise AnsibleFilterError("SGLang configuration rejected\n" + format_report(str(host), result))
+    out = dict(result.endpoint)
+    address = str(hostvars[host].get("ansible_host") or host)
+    out["url"] = f"{out['scheme']}://{f'[{address}]' if ':' in address else address}:{out['port']}"
+    return out
 
 
 def multinode_layout(host: str, hostvars: Any, groups: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -140,6 +160,7 @@ class FilterModule:
         return {
             "launch_plan": launch_plan,
             "multinode_layout": multinode_layout,
+            "server_endpoint": server_endpoint,
             "rollout_plan": rollout_plan,
             "systemd_quote": systemd_quote,
             "systemd_exec_lines": systemd_exec_lines,

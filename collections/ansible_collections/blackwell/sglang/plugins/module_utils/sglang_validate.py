@@ -115,6 +115,7 @@ class Result:
     env: dict[str, str] = field(default_factory=dict)
     secret_env: dict[str, str] = field(default_factory=dict)
     gpu_ids: list[int] = field(default_factory=list)
+    endpoint: dict[str, Any] = field(default_factory=dict)
     model: ModelFacts | None = None
     version: str = ""
     secrets: frozenset[str] = frozenset()
@@ -137,6 +138,7 @@ class Result:
             "env": dict(self.env),
             "secret_env_keys": sorted(self.secret_env),
             "gpu_ids": list(self.gpu_ids),
+            "endpoint": dict(self.endpoint),
             "model": None if self.model is None else self.model.__dict__.copy(),
         }
 
@@ -632,7 +634,32 @@ def validate_host(hostvars: Mapping[str, Any], spec: str = "keep") -> Result:
     result.argv = render_argv(schema, public)
     result.config = config_file_data(schema, ctx.args)
     result.gpu_ids = gpu_ids(ctx)
+    result.endpoint = endpoint(ctx)
     return result
+
+
+# Listen addresses that mean "every address": the host itself reaches the server on loopback.
+_ANY_ADDRESS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+def endpoint(ctx: Context) -> dict[str, Any]:
+    """Where the server listens and how the host itself reaches it, from the typed args (any spelling of port).
+
+    ``scheme`` is https when SGLang serves TLS (it does when ``ssl_certfile`` is set:
+    sglang/srt/entrypoints/http_server.py:2916); ``local_url`` is what health checks, drains and reports
+    on the host use; ``node_rank`` 0 is the node that serves the API.
+    """
+    listen = str(ctx.args.get("host") or "127.0.0.1")
+    port = ctx.get("port", 30000)
+    connect = _ANY_ADDRESS.get(listen, listen)
+    scheme = "https" if ctx.is_set("ssl_certfile") else "http"
+    return {
+        "scheme": scheme,
+        "listen_host": listen,
+        "port": port,
+        "local_url": f"{scheme}://{f'[{connect}]' if ':' in connect else connect}:{port}",
+        "node_rank": ctx.args.get("node_rank") or 0,
+    }
 
 
 def _read_secrets(ctx: Context, hostvars: Mapping[str, Any]) -> None:
