@@ -102,6 +102,38 @@ def test_spec_auto_replaces_explicit_speculative_settings(host, inventory: Path,
     resolved = task_result(runner, "Keep the resolved speculative and backend settings")["ansible_facts"]["sglang_server_resolved"]
     assert resolved["speculative_num_steps"] == 3
     assert "--speculative-num-steps" not in host.file("/etc/systemd/system/sglang.service").content_string
+    # How to keep it: the host-variable lines, printed by the run.
+    keep = task_result(runner, "Say how to keep this run's spec mode")["msg"]
+    assert "`sglang_spec: auto`" in keep and '"speculative_num_steps": 3' in keep
+    assert_clean_and_healthy(host, persistenced)
+
+
+def test_a_run_without_the_spec_override_does_not_silently_undo_it(host, inventory: Path, tmp_path: Path,
+                                                                   persistenced: int) -> None:
+    # The case above left the server on spec=auto (-e spec=auto) over arguments that spell the triple out
+    # (sglang_spec keep): a run without -e spec would put the triple back and restart the server.
+    explicit = {**BASE_ARGS, "speculative_num_steps": 2, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 3}
+    marker = json.loads(host.file("/etc/sglang/sglang.spec.json").content_string)
+    assert (marker["mode"], marker["host"], marker["override"]) == ("auto", "keep", True)
+    pid, unit = main_pid(host), host.file("/etc/systemd/system/sglang.service").content_string
+    runner = play(inventory, tmp_path, "deploy.yml", sglang_args=explicit)
+    assert runner.rc != 0
+    [failed] = failures(runner)
+    assert failed["task"] == "Stop before a restart that only undoes an earlier run's spec override"
+    for words in ("spec=auto, set by an earlier run's -e spec=auto", "set sglang_spec: auto", "-e spec=keep", "Nothing was changed"):
+        assert words in failed["res"]["msg"]
+    assert main_pid(host) == pid and host.file("/etc/systemd/system/sglang.service").content_string == unit
+    # Setting the host variable keeps the running mode: the unit stays, nothing restarts.
+    runner = play(inventory, tmp_path, "deploy.yml", sglang_args=explicit, sglang_spec="auto")
+    assert runner.rc == 0, final_failure(runner)
+    assert main_pid(host) == pid and host.file("/etc/systemd/system/sglang.service").content_string == unit
+    # An explicit -e spec=keep confirms the change back to the triple as written.
+    runner = play(inventory, tmp_path, "restart.yml", sglang_args=explicit, spec="keep")
+    assert runner.rc == 0, final_failure(runner)
+    info = server_info(host)
+    assert main_pid(host) != pid and (info["speculative_num_steps"], info["speculative_num_draft_tokens"]) == (2, 3)
+    marker = json.loads(host.file("/etc/sglang/sglang.spec.json").content_string)
+    assert (marker["mode"], marker["override"]) == ("keep", False) and "--speculative-num-steps" in marker["argv"]
     assert_clean_and_healthy(host, persistenced)
 
 

@@ -20,12 +20,12 @@ options:
     type: list
     elements: str
   spec:
-    description: >-
-      How to treat the speculative-decoding triple: C(keep) as written, C(auto) drop num_steps/eagle_topk/draft_tokens
-      so SGLang chooses, C(off) drop every speculative_* argument, C(explicit) require the triple.
+    description:
+      - How to treat the speculative-decoding triple. C(keep) as written, C(auto) drop num_steps/eagle_topk/draft_tokens
+        so SGLang chooses, C(off) drop every speculative_* argument, C(explicit) require the triple.
+      - Overrides each host's C(sglang_spec) (default C(keep)) for this run; unset, every host uses its own.
     type: str
-    default: keep
-    choices: [keep, auto, off, explicit]
+    choices: [keep, auto, "off", explicit]
   fail_on_error:
     description:
       - Fail the task when any host is invalid; the report is then printed by the plugin, once.
@@ -121,7 +121,7 @@ class ActionModule(ActionBase):
         _, args = self.validate_argument_spec(
             argument_spec={
                 "hosts": {"type": "list", "elements": "str"},
-                "spec": {"type": "str", "default": "keep"},
+                "spec": {"type": "str"},
                 "fail_on_error": {"type": "bool", "default": True},
             }
         )
@@ -155,7 +155,7 @@ class ActionModule(ActionBase):
                         for h, r in per_host.items()}
         report = grouped_report(outcomes)
         summary = (f"SGLang configuration rejected for {len(invalid)} of {len(hosts)} host(s): {_names(invalid)}" if invalid else
-                   f"{len(hosts)} of {len(hosts)} host(s) valid") + f", {warnings} warning(s), spec={args['spec']}"
+                   f"{len(hosts)} of {len(hosts)} host(s) valid") + f", {warnings} warning(s), spec={args['spec'] or 'sglang_spec'}"
         result.update(changed=False, hosts=per_host, invalid_hosts=invalid, spec=args["spec"], report=report, msg=summary)
         if not args["fail_on_error"]:
             return result  # the caller shows the report (playbooks/validate.yml: one debug task) and decides

@@ -18,8 +18,10 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan i
 _SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 
 
-def launch_plan(hostvars: Mapping[str, Any], spec: str = "keep", host: str = "this host") -> dict[str, Any]:
+def launch_plan(hostvars: Mapping[str, Any], spec: str | None = None, host: str = "this host") -> dict[str, Any]:
     """Validate one host's variables and return its launch plan; raise with the full report if invalid.
+
+    ``spec`` is the run's override (``-e spec=``) of the host's ``sglang_spec``; None keeps the host's mode.
 
     The plan: ``args`` (effective, secrets masked), ``argv`` (no secrets), ``env`` (the public
     environment), ``warnings``, and two parts with real secret values, to use only in ``no_log``
@@ -60,17 +62,17 @@ def secret_host_vars(version: Any = None) -> list[str]:
         return list(_all_secret_vars())
 
 
-def server_endpoint(host: str, hostvars: Any, groups: Mapping[str, Any], spec: str = "keep") -> dict[str, Any]:
+def server_endpoint(host: str, hostvars: Any, groups: Mapping[str, Any], spec: str | None = None) -> dict[str, Any]:
     """Where ``host``'s SGLang server listens and how it is reached, from its launch plan.
 
     ``{scheme, listen_host, port, local_url, node_rank, url}``: the same plan the validate task and the
     unit use, so ``port``, ``--port`` and ``port: "31000"`` all give 31000. ``local_url`` is how the host
     itself reaches the server, ``url`` how others do (its ``ansible_host``, else its inventory name).
     Raises for an invalid host (the run stops at validation before anything uses this); ``spec`` is the
-    run's spec mode, as validated.
-    Usage: ``inventory_hostname | blackwell.sglang.server_endpoint(hostvars, groups, spec | default('keep'))``.
+    run's override of the host's ``sglang_spec``, as validated.
+    Usage: ``inventory_hostname | blackwell.sglang.server_endpoint(hostvars, groups, spec | default(none))``.
     """
-    result, _ = host_plan(str(host), hostvars, groups, str(spec or "keep"))
+    result, _ = host_plan(str(host), hostvars, groups, spec)
     if not result.ok:
         raise AnsibleFilterError("SGLang configuration rejected\n" + format_report(str(host), result))
     out = dict(result.endpoint)

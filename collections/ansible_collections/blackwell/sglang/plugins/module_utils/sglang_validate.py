@@ -116,6 +116,7 @@ class Result:
     secret_env: dict[str, str] = field(default_factory=dict)
     gpu_ids: list[int] = field(default_factory=list)
     endpoint: dict[str, Any] = field(default_factory=dict)
+    spec: dict[str, Any] = field(default_factory=dict)
     model: ModelFacts | None = None
     version: str = ""
     secrets: frozenset[str] = frozenset()
@@ -139,6 +140,7 @@ class Result:
             "secret_env_keys": sorted(self.secret_env),
             "gpu_ids": list(self.gpu_ids),
             "endpoint": dict(self.endpoint),
+            "spec": dict(self.spec),
             "model": None if self.model is None else self.model.__dict__.copy(),
         }
 
@@ -546,12 +548,18 @@ def config_file_data(schema: Schema, args: Mapping[str, Any]) -> dict[str, Any]:
     return {schema.arguments[d].flag[2:]: args[d] for d in sorted(args) if d in schema.secrets and args[d] is not None}
 
 
-def validate_host(hostvars: Mapping[str, Any], spec: str = "keep") -> Result:
+def validate_host(hostvars: Mapping[str, Any], spec: str | None = None) -> Result:
     """Validate a host's variables; see the module docstring and README for the contract."""
     result = Result()
     version = str(hostvars.get("sglang_version") or "0.5.23")
     result.version = version
-    spec = str(spec or "keep").strip().lower()
+    # The spec mode: the host's sglang_spec (default keep), unless the run overrides it (-e spec=...).
+    raw_host_spec = hostvars.get("sglang_spec")
+    # YAML reads an unquoted `off` as false: that is the mode "off", said so by a warning below.
+    host_spec = "off" if raw_host_spec is False else str(raw_host_spec or "keep").strip().lower()
+    run_spec = None if spec in (None, "") else "off" if spec is False else str(spec).strip().lower()
+    spec = run_spec or host_spec
+    result.spec = {"mode": spec, "host": host_spec, "override": run_spec is not None and run_spec != host_spec}
 
     def fail(rule: str, variable: str, value: Any, message: str, fix: str) -> Result:
         result.errors.append(Problem(rule, variable, value, message, fix))
@@ -590,8 +598,13 @@ def validate_host(hostvars: Mapping[str, Any], spec: str = "keep") -> Result:
     _read_host_facts(ctx, hostvars)
     _read_role_vars(ctx, hostvars)
     result.env, result.secret_env = _read_env(ctx, env, hostvars.get("hf_token"))
-    if spec not in SPEC_MODES:
-        ctx.error("spec.mode", "spec", f"spec={spec!r} is not a mode.", f"use one of: {', '.join(SPEC_MODES)}")
+    if raw_host_spec is False:
+        ctx.warn("spec.mode", "sglang_spec", "sglang_spec is the YAML boolean false (an unquoted off), read as the mode 'off'.",
+                 'quote the mode: sglang_spec: "off"')
+    if host_spec not in SPEC_MODES:
+        ctx.error("spec.mode", "sglang_spec", f"sglang_spec={host_spec!r} is not a mode.", f"use one of: {', '.join(SPEC_MODES)}")
+    if run_spec is not None and run_spec not in SPEC_MODES:
+        ctx.error("spec.mode", "spec", f"spec={run_spec!r} is not a mode.", f"use one of: {', '.join(SPEC_MODES)}")
     _read_args(ctx, raw_args)
     for dest, owner in MANAGED_ARGS.items():
         if dest in ctx.args:

@@ -43,6 +43,7 @@ HOST_VARS = (
     "sglang_model_max_context",
     "sglang_listen_host",
     "sglang_allow_unauthenticated",
+    "sglang_spec",
     "hf_token",
     GROUP_VAR,
     *ROLE_VARS,
@@ -62,8 +63,10 @@ def read_host_vars(hostvars: Any, host: str) -> dict[str, Any]:
     return raw
 
 
-def host_plan(host: str, hostvars: Any, groups: Any, spec: str = "keep", get: Getter | None = None) -> tuple[Result, Layout | None]:
+def host_plan(host: str, hostvars: Any, groups: Any, spec: str | None = None, get: Getter | None = None) -> tuple[Result, Layout | None]:
     """Validate ``host`` as the validate action does: its variables, its multi-node layout, the hand-typed nnodes check.
+
+    ``spec`` is the run's override of the host's ``sglang_spec`` (None: the host's own mode).
 
     Problems of the variables themselves (a Jinja error, a misdeclared group) become errors of the result.
     """
