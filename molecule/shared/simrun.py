@@ -62,11 +62,17 @@ def failures(runner: ansible_runner.Runner) -> list[dict[str, Any]]:
     return [e["event_data"] for e in runner.events if e.get("event") == "runner_on_failed"]
 
 
+VALIDATE_TASK = "Validate every host's SGLang arguments against the pinned release"
+
+
 def final_failure(runner: ansible_runner.Runner) -> str:
-    """The message of the last failed task."""
+    """The message of the last failed task; for the validation's stop, with the validation report it refers to."""
     found = failures(runner)
     assert found, "expected a failure"
-    return str(found[-1]["res"].get("msg", ""))
+    msg = str(found[-1]["res"].get("msg", ""))
+    if found[-1].get("task") == "Stop when any host is invalid":
+        msg += "\n" + str(task_result(runner, VALIDATE_TASK).get("report", ""))
+    return msg
 
 
 def task_result(runner: ansible_runner.Runner, task: str) -> dict[str, Any]:
