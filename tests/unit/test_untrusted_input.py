@@ -161,3 +161,8 @@ def test_absurd_parallel_sizes_are_refused_without_exhausting_memory(key: str) -
     result = validate_host(host({key: 10**12}))
     assert [p.rule for p in result.errors if p.variable == f"sglang_args.{key}" or p.variable == "sglang_args.tp_size"]
     assert len(result.gpu_ids) <= 1024
+
+
+@pytest.mark.parametrize("value", [{"temperature": float("nan")}, {"top_p": float("inf")}, '{"temperature": NaN}', "[Infinity]"])
+def test_json_arguments_refuse_what_json_cannot_carry(value: Any) -> None:
+    assert errors_on(validate_host(host({"preferred_sampling_params": value})), "sglang_args.preferred_sampling_params")

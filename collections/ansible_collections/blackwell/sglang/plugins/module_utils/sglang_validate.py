@@ -270,14 +270,14 @@ def _coerce_scalar(spec: ArgSpec, value: Any) -> Any:
     kind = _scalar_type(spec)
     if kind == "json":
         if isinstance(value, (dict, list)):
-            return json.dumps(value, separators=(",", ":"), sort_keys=True)
+            return _json_text(value)
         try:
-            json.loads(str(value))
+            json.loads(str(value), parse_constant=_no_json_constant)
         except ValueError:
-            raise ValueError("not valid JSON (give a YAML mapping/list or a JSON string)") from None
+            raise ValueError("not valid JSON (give a YAML mapping/list or a JSON string; NaN and Infinity are not JSON)") from None
         return str(value)
     if isinstance(value, dict) and kind == "str":
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)  # as SGLang's --config merger does
+        return _json_text(value)  # as SGLang's --config merger does
     if isinstance(value, (dict, list)):
         raise ValueError("a mapping or list")
     if isinstance(value, bool) and kind in ("int", "float"):
@@ -305,6 +305,21 @@ def _coerce_scalar(spec: ArgSpec, value: Any) -> Any:
     if spec.type == "parse_cuda_graph_backend_arg" and str(value) == "tc_piecewise":
         raise ValueError("'tc_piecewise' was retired")
     return str(value)
+
+
+def _no_json_constant(name: str) -> Any:
+    """json.loads hook: NaN, Infinity and -Infinity are Python's extension, not JSON."""
+    raise ValueError(name)
+
+
+def _json_text(value: Any) -> str:
+    """A YAML mapping or list as compact JSON; ValueError for NaN or infinite numbers (not JSON, and NaN != NaN)."""
+    try:
+        return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    except ValueError:
+        raise ValueError("it holds NaN or an infinite number, which JSON cannot carry") from None
+    except TypeError as exc:  # keys that cannot be sorted or values JSON does not know
+        raise ValueError(f"not JSON-able ({exc})") from None
 
 
 def _plain_int(value: Any) -> int:
