@@ -192,11 +192,6 @@ def model_path_problem(value: Any) -> str | None:
     return None
 
 
-def is_local_model(value: Any) -> bool:
-    """True when the model path names a local directory (used as given), not a Hugging Face id."""
-    return isinstance(value, str) and value.startswith("/")
-
-
 def secret_dests(arguments: Iterable[tuple[str, str | None, str]]) -> frozenset[str]:
     """The secret arguments of a release, from ``(dest, type, help)``: string arguments whose name ends in a
     secret word (key, password, token, secret) or whose help says password, passphrase, API key or secret.
