@@ -1,0 +1,42 @@
+"""What each role's README example left on the host, each run alone (molecule scenario `standalone`).
+
+converge.yml ran nvidia_driver, cuda_toolkit, sglang_server, sglang and sglang_router, each from its
+README's "Example playbook" in an ansible-playbook run of its own, and idempotence ran them again with
+no change. These checks confirm that each run did its work, not only that it passed.
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def test_driver_installed_and_gpus_visible(host) -> None:
+    assert host.file("/etc/apt/sources.list.d/cuda.sources").exists
+    gpus = host.check_output("nvidia-smi --query-gpu=index --format=csv,noheader").splitlines()
+    assert len(gpus) == 8
+
+
+def test_cuda_toolkit_on_the_server_path(host) -> None:
+    dropin = host.file("/etc/systemd/system/sglang.service.d/cuda-toolkit.conf")
+    assert dropin.exists and "CUDA_HOME=/usr/local/cuda-13.0" in dropin.content_string
+
+
+def test_server_account_and_service_without_roles_sglang_first(host) -> None:
+    user = host.user("sglang")
+    assert user.exists and user.shell == "/usr/sbin/nologin" and user.home == "/var/lib/sglang"
+    assert host.service("sglang.service").is_running
+    health = host.run("curl -fsS -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health")
+    assert health.stdout == "200", health.stderr
+
+
+def test_sglang_installed_and_model_staged(host) -> None:
+    assert host.file("/opt/sglang/current").is_symlink
+    assert host.file("/opt/sglang/current").linked_to.startswith("/opt/sglang/venvs/")
+    marker = json.loads(host.file("/opt/sglang/models/nvidia/Qwen3.5-397B-A17B-NVFP4/.sglang-model.json").content_string)
+    assert marker["revision"] == "6b474d88cc6c488859bee6b954b12b3c84a9efe6"
+
+
+def test_router_runs_in_front_of_the_server(host) -> None:
+    assert host.service("sglang-router.service").is_running
+    workers = host.check_output("curl -fsS http://127.0.0.1:30100/workers")
+    assert "127.0.0.1:30000" in workers
