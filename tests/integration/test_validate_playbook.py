@@ -76,7 +76,7 @@ def test_sample_inventory_is_valid(tmp_path: Path) -> None:
     host = res["hosts"]["blackwell-01"]
     assert host["ok"] is True
     argv = host["argv"]
-    assert argv[:2] == ["--model-path", "nvidia/Qwen3.5-397B-A17B-NVFP4"]
+    assert argv[:2] == ["--model-path", "/opt/sglang/models/nvidia/Qwen3.5-397B-A17B-NVFP4"]  # the staged copy
     assert argv[argv.index("--tp-size") + 1] == "8"
     assert "--speculative-num-steps" not in argv
     assert runner.stats["failures"] == {}

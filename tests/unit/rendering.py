@@ -27,7 +27,9 @@ REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "sglang_server"
 HOST = "blackwell-01"
 _EXPR = re.compile(r"^\s*\{\{(.*)\}\}\s*$", re.DOTALL)
-_DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
+# The role's defaults after those of its dependency roles/sglang_common (Ansible loads them in that order).
+_DEFAULTS = {**yaml.safe_load((REPO / "roles" / "sglang_common" / "defaults" / "main.yml").read_text(encoding="utf-8")),
+             **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))}
 _VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8"))
 _TEMPLATES = {name: (REPO / "templates" / name).read_text(encoding="utf-8")
               for name in ("sglang.service.j2", "sglang.env.j2", "sglang-config.yaml.j2")}
@@ -78,8 +80,11 @@ class Rendered:
         return self.context["__sglang_server_plan"]
 
 
-def role_context(hostvars: dict[str, Any], spec: str | None = None) -> dict[str, Any]:
-    """The role's variables for ``hostvars`` (defaults, host vars, then vars/main.yml), evaluated."""
+def role_context(hostvars: dict[str, Any], spec: str | None = None, instance: str | None = None) -> dict[str, Any]:
+    """The role's variables for ``hostvars`` (defaults, host vars, then vars/main.yml), evaluated.
+
+    ``instance``: the name of the instance (sglang_server_instance) for a host with sglang_instances.
+    """
     env = jinja_env()
     context: dict[str, Any] = {"ansible_managed": "Ansible managed", "inventory_hostname": HOST,
                                "hostvars": {HOST: hostvars}, "groups": {"all": [HOST]}}
@@ -95,8 +100,13 @@ def role_context(hostvars: dict[str, Any], spec: str | None = None) -> dict[str,
             context[name] = _evaluate(env, value, context)
     if spec is not None:
         context["spec"] = spec
-    # vars/main.yml refers to names defined further down (Ansible evaluates lazily): two passes.
-    for _ in range(2):
+    if instance is not None:
+        context["sglang_server_instance"] = instance
+    # vars/main.yml refers to names defined further down (Ansible evaluates lazily): three passes.
+    # __sglang_server_plans is the fact tasks/plans.yml sets from __sglang_server_plans_now.
+    for _ in range(3):
+        if "__sglang_server_plans_now" in context:
+            context["__sglang_server_plans"] = context["__sglang_server_plans_now"]
         for name, value in _VARS.items():
             try:
                 context[name] = _evaluate(env, value, context)
@@ -109,9 +119,10 @@ def role_context(hostvars: dict[str, Any], spec: str | None = None) -> dict[str,
     return context
 
 
-def render(hostvars: dict[str, Any], spec: str | None = None, mask_secrets: bool = False) -> Rendered:
+def render(hostvars: dict[str, Any], spec: str | None = None, mask_secrets: bool = False,
+           instance: str | None = None) -> Rendered:
     """Render the unit, environment file and --config YAML as the role would install them."""
-    context = role_context(hostvars, spec)
+    context = role_context(hostvars, spec, instance)
     context["__sglang_server_mask_secrets"] = mask_secrets
     env = jinja_env()
     out = {name: env.from_string(text).render(**context) for name, text in _TEMPLATES.items()}

@@ -117,7 +117,7 @@ def test_all_hosts_valid() -> None:
     assert result["changed"] is False and result["spec"] is None  # no run override: each host's sglang_spec
     assert set(result["hosts"]) == {"gpu-01", "gpu-02", "gpu-03"}
     host = result["hosts"]["gpu-02"]
-    assert host["ok"] is True and host["argv"][:2] == ["--model-path", REFERENCE["sglang_model_path"]]
+    assert host["ok"] is True and host["argv"][:2] == ["--model-path", "/opt/sglang/models/" + REFERENCE["sglang_model_path"]]
     assert result["msg"] == "3 of 3 host(s) valid, 0 warning(s), spec=sglang_spec"
     assert host["spec"] == {"mode": "keep", "host": "keep", "override": False}
 

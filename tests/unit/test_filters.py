@@ -135,7 +135,8 @@ def test_systemd_env_quote(value: Any, quoted: str) -> None:
 def test_filters_are_registered() -> None:
     assert set(FilterModule().filters()) == {"launch_plan", "systemd_quote", "systemd_exec_lines", "systemd_env_quote",
                                              "systemd_text", "secret_host_vars", "input_problems",
-                                             "multinode_layout", "rollout_plan", "server_endpoint"}
+                                             "multinode_layout", "rollout_plan", "server_endpoint", "server_instances",
+                                             "instance_plans", "staged_models"}
 
 
 def test_launch_plan_of_the_reference_host() -> None:

@@ -1,34 +1,32 @@
-"""One launch plan per host: the unit, the server role, the router and the rollout gate read the same one.
+"""One launch plan per instance: the unit, the preflight, the router and the rollout gate read the same one.
 
-The validate task computes each host's plan (``plugin_utils.sglang_hostplan.host_plan``); the roles and
-playbooks read its endpoint through ``blackwell.sglang.server_endpoint``, which calls the same function.
-Here every consumer is evaluated from the repository's own files for the three ways an inventory can
-spell the port, and must agree on it (the router and rollout.yml used to read ``sglang_args.port`` only,
-and drained or joined port 30000 while the server listened elsewhere).
+The validate task computes each host's plans (``plugin_utils.sglang_hostplan.plan_host``) and reports them
+with a digest; the server role installs ``blackwell.sglang.instance_plans`` (the same function, digests
+compared); the router and the rollout read ``blackwell.sglang.server_instances`` (the same function again);
+the preflight reads the installed unit's ExecStart=. Here every consumer is evaluated from the repository's
+own files for the three ways an inventory can spell the port, and for a host with two instances, and must
+agree (the router and rollout.yml once read ``sglang_args.port`` only, and drained or joined port 30000
+while the server listened elsewhere).
 """
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from reference import host_with
-from rendering import _evaluate, exec_start, jinja_env, render
+from rendering import _evaluate, jinja_env, render
 from test_action_plugin import run_action
+from test_preflight_unit import preflight
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = "blackwell-01"
 ROUTER_VARS = yaml.safe_load((REPO / "roles" / "sglang_router" / "vars" / "main.yml").read_text(encoding="utf-8"))
 ROUTER_ENV = (REPO / "roles" / "sglang_router" / "templates" / "sglang-router.env.j2").read_text(encoding="utf-8")
-[_CANARY_PLAY] = [p for p in yaml.safe_load((REPO / "playbooks" / "rollout.yml").read_text(encoding="utf-8"))
-                  if p.get("name") == "Roll out to the canary"]
-ROLLOUT_VARS = _CANARY_PLAY["vars"]
-
-
-def host_with_port(key: str, value: Any, **extra: Any) -> dict[str, Any]:
-    return host_with({key: value}, **extra)
+ROLLOUT_VARS = yaml.safe_load((REPO / "roles" / "sglang_rollout" / "vars" / "main.yml").read_text(encoding="utf-8"))
 
 
 def evaluate(names: list[str], variables: dict[str, Any], hostvars: dict[str, Any], **context: Any) -> dict[str, Any]:
@@ -45,43 +43,84 @@ def evaluate(names: list[str], variables: dict[str, Any], hostvars: dict[str, An
     return ctx
 
 
+def preflight_argv(unit_text: str) -> list[str]:
+    """What the preflight checks: the words after python and the launcher in the unit's ExecStart=."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "sglang.service"
+        path.write_text(unit_text, encoding="utf-8")
+        command = preflight.unit_exec_start(path)
+    assert command.argv[:2] == ["/opt/sglang/current/bin/python", "/usr/local/libexec/sglang/sglang-launch.py"]
+    return command.argv[2:]
+
+
+def consumers(hostvars: dict[str, Any], instance: str | None = None, spec: str | None = None) -> dict[str, Any]:
+    """Every consumer's view of one instance of HOST."""
+    rendered = render(hostvars, spec=spec, instance=instance)
+    extra = {"spec": spec} if spec else {}
+    router = evaluate(["__sglang_router_instances", "__sglang_router_instance", "__sglang_router_self_url",
+                       "__sglang_router_local_url"], ROUTER_VARS, hostvars,
+                      **extra)
+    if instance is not None:
+        router = evaluate(["__sglang_router_instances", "__sglang_router_instance", "__sglang_router_self_url",
+                           "__sglang_router_local_url"], ROUTER_VARS, hostvars,
+                          sglang_router_instance=next(i for i in router["__sglang_router_instances"] if i["name"] == instance),
+                          **extra)
+    rollout = evaluate(["__sglang_rollout_instances", "__sglang_rollout_names", "__sglang_rollout_instance"], ROLLOUT_VARS,
+                       hostvars, __sglang_rollout_name=rendered.plan["name"], **extra)
+    validated = run_action({HOST: hostvars}, args={"spec": spec} if spec else None)["hosts"][HOST]
+    return {"rendered": rendered, "router": router, "rollout": rollout["__sglang_rollout_instance"],
+            "validated": next(i for i in validated["instances"] if i["name"] == rendered.plan["name"])}
+
+
 @pytest.mark.parametrize(("key", "value"), [("port", 31000), ("--port", 31000), ("port", "31000")])
 def test_every_consumer_reads_the_same_port(key: str, value: Any) -> None:
-    hostvars = host_with_port(key, value, ansible_host="10.0.0.7")
-    rendered = render(hostvars)
-    argv = exec_start(rendered.unit)
-    assert argv[argv.index("--port") + 1] == "31000"  # what the unit runs
-    assert rendered.context["__sglang_server_url"] == "http://127.0.0.1:31000"  # health wait, report, GPU release
-    assert rendered.context["__sglang_server_port"] == 31000
-
-    router = evaluate(["__sglang_router_endpoint", "__sglang_router_self_url", "__sglang_router_local_url"], ROUTER_VARS, hostvars)
-    assert router["__sglang_router_self_url"] == "http://10.0.0.7:31000"  # drain and join
-    assert router["__sglang_router_local_url"] == "http://127.0.0.1:31000"  # the drain's /metrics wait
-    env = jinja_env().from_string(ROUTER_ENV).render(groups={"sglang_servers": [HOST]}, hostvars={HOST: hostvars}, ansible_managed="",
+    seen = consumers(host_with({key: value}, ansible_host="10.0.0.7"))
+    plan = seen["rendered"].plan
+    argv = preflight_argv(seen["rendered"].unit)
+    assert argv == plan["argv"]  # what the preflight checks is what the unit runs, and the plan's argv
+    assert argv[argv.index("--port") + 1] == "31000"
+    assert seen["rendered"].context["__sglang_server_url"] == "http://127.0.0.1:31000"  # health wait, report, release
+    assert seen["router"]["__sglang_router_self_url"].strip() == "http://10.0.0.7:31000"  # drain and join
+    assert seen["router"]["__sglang_router_local_url"] == "http://127.0.0.1:31000"  # the drain's /metrics wait
+    assert seen["rollout"]["local_url"] == "http://127.0.0.1:31000"  # the rollout's health gate and soak
+    assert seen["validated"]["digest"] == plan["digest"]  # the validate task's plan is the installed one
+    assert seen["validated"]["endpoint"] == plan["endpoint"] == {k: v for k, v in seen["rollout"].items()
+                                                                 if k not in ("name", "service", "url")}
+    inventory = {HOST: host_with({key: value}, ansible_host="10.0.0.7")}
+    env = jinja_env().from_string(ROUTER_ENV).render(groups={"sglang_servers": [HOST]}, hostvars=inventory, ansible_managed="",
                                                      sglang_router_worker_group="sglang_servers")
-    assert "SGLANG_ROUTER_WORKER_URLS=http://10.0.0.7:31000 " in env  # the router's initial worker list
+    assert "http://10.0.0.7:31000" in env  # the router's initial worker list
 
-    rollout = evaluate(["__rollout_endpoint", "__rollout_url", "__rollout_node_rank"], ROLLOUT_VARS, hostvars)
-    assert rollout["__rollout_url"] == "http://127.0.0.1:31000"  # the rollout's health gate and soak
 
-    result = run_action({HOST: hostvars})
-    assert result["hosts"][HOST]["endpoint"]["port"] == 31000  # the validate task's plan
-    assert result["hosts"][HOST]["endpoint"] == {k: v for k, v in router["__sglang_router_endpoint"].items() if k != "url"}
+def test_each_instance_of_a_two_instance_host_is_seen_alike() -> None:
+    host = host_with({}, ansible_host="10.0.0.7")
+    host["sglang_instances"] = [
+        {"name": "chat", "model": "Qwen/Qwen3-Next-80B-A3B-Instruct", "gpus": [0, 1, 2, 3], "port": 30001,
+         "args": {"tp_size": 4, "quantization": None, "moe_runner_backend": None, "mamba_radix_cache_strategy": None,
+                  "speculative_algorithm": None}},
+        {"name": "code", "gpus": [4, 5, 6, 7], "args": {"tp_size": 4, "--port": "30002"}},
+    ]
+    for name, port in (("chat", 30001), ("code", 30002)):
+        seen = consumers(host, instance=name)
+        plan = seen["rendered"].plan
+        assert plan["name"] == name and preflight_argv(seen["rendered"].unit) == plan["argv"]
+        assert seen["router"]["__sglang_router_self_url"].strip() == f"http://10.0.0.7:{port}"
+        assert seen["rollout"]["local_url"] == seen["router"]["__sglang_router_local_url"] == f"http://127.0.0.1:{port}"
+        assert seen["validated"]["digest"] == plan["digest"]
 
 
 def test_a_listen_address_and_tls_reach_every_consumer() -> None:
-    hostvars = host_with_port("port", 8443, sglang_listen_host="::", sglang_api_key="k" * 16,
-                              ansible_host="gpu-7.example")
-    hostvars["sglang_args"].update({"ssl_certfile": "/etc/sglang/tls/cert.pem", "ssl_keyfile": "/etc/sglang/tls/key.pem"})
-    rendered = render(hostvars)
-    assert rendered.context["__sglang_server_url"] == "https://[::1]:8443"
-    router = evaluate(["__sglang_router_endpoint", "__sglang_router_self_url", "__sglang_router_local_url"], ROUTER_VARS, hostvars)
-    assert router["__sglang_router_self_url"] == "https://gpu-7.example:8443"
-    assert router["__sglang_router_local_url"] == "https://[::1]:8443"
+    hostvars = host_with({"port": 8443, "ssl_certfile": "/etc/sglang/tls/cert.pem", "ssl_keyfile": "/etc/sglang/tls/key.pem"},
+                         sglang_listen_host="::", sglang_api_key="k" * 16, ansible_host="gpu-7.example")
+    seen = consumers(hostvars)
+    assert seen["rendered"].context["__sglang_server_url"] == "https://[::1]:8443"
+    assert seen["router"]["__sglang_router_self_url"].strip() == "https://gpu-7.example:8443"
+    assert seen["router"]["__sglang_router_local_url"] == seen["rollout"]["local_url"] == "https://[::1]:8443"
 
 
-def test_the_run_spec_mode_reaches_the_endpoint() -> None:
-    # The incident's flags are valid only with spec=auto; the rollout's endpoint is computed under the run's mode.
-    hostvars = host_with({"speculative_num_draft_tokens": 2, "speculative_eagle_topk": 1})
-    rollout = evaluate(["__rollout_endpoint", "__rollout_url"], ROLLOUT_VARS, hostvars, spec="auto")
-    assert rollout["__rollout_url"] == "http://127.0.0.1:30000"
+def test_the_run_spec_mode_reaches_every_consumer() -> None:
+    # The incident's flags are valid only with spec=auto; every consumer computes under the run's mode.
+    seen = consumers(host_with({"speculative_num_draft_tokens": 2, "speculative_eagle_topk": 1}), spec="auto")
+    assert seen["rollout"]["local_url"] == "http://127.0.0.1:30000"
+    assert seen["validated"]["digest"] == seen["rendered"].plan["digest"]
+    assert "--speculative-num-draft-tokens" not in preflight_argv(seen["rendered"].unit)

@@ -185,7 +185,7 @@ def test_a_leftover_sglang_process_outside_the_unit_is_killed_and_reported(host,
     assert stray in device_holders(host)
     runner = play(inventory, tmp_path, "restart.yml")
     assert runner.rc == 0, final_failure(runner)
-    released = task_result(runner, "Release the GPUs still held by the service, never touching allow-listed processes")
+    released = task_result(runner, "Release the GPUs still held by the instance, never touching allow-listed processes or other instances")
     assert stray in [h["pid"] for h in released["killed"]]
     assert host.run(f"test -d /proc/{stray}").rc != 0
     task_result(runner, "Report the leftovers that had to be killed")

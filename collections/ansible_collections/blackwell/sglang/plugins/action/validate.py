@@ -65,7 +65,9 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode 
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import Problem, Result, format_report
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import (  # noqa: F401 (re-exported)
     HOST_VARS,
+    HostPlan,
     host_plan,
+    plan_host,
     read_host_vars,
 )
 
@@ -132,18 +134,20 @@ class ActionModule(ActionBase):
         per_host: dict[str, dict[str, Any]] = {}
         warnings = 0
         outcomes: dict[str, Result] = {}
+        plans: dict[str, HostPlan] = {}
         layouts: dict[str, Layout] = {}
         for host in hosts:
             if host not in hostvars:
                 outcomes[host] = Result(errors=[Problem("host.unknown", "hosts", host, f"{host!r} is not in the inventory.",
                                                         "check the host name (ansible-inventory --list)")])
                 continue
-            outcomes[host], layout = host_plan(host, hostvars, groups, args["spec"], get)
-            if layout is not None:
-                layouts[host] = layout
+            plans[host] = plan_host(host, hostvars, groups, args["spec"], get)
+            outcomes[host] = plans[host].result()
+            if plans[host].layout is not None:
+                layouts[host] = plans[host].layout
         check_instances(layouts, outcomes, hosts)
         for host, outcome in outcomes.items():
-            per_host[host] = outcome.as_dict() if outcome.ok else {
+            per_host[host] = {**outcome.as_dict(), "instances": [i.public() for i in plans[host].instances]} if outcome.ok else {
                 "ok": False,
                 "errors": [f"{p.variable}: {p.rule}" for p in outcome.errors],
                 "warnings": [f"{p.variable}: {p.rule}" for p in outcome.warnings],

@@ -7,13 +7,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inputs import secret_var, text_problem
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inputs import (
+    model_path_problem,
+    path_problem,
+    secret_var,
+    text_problem,
+)
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import LayoutError, host_layout, hostvars_getter
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import rollout_plan as _rollout_plan
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import load_schema
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import secret_host_vars as _all_secret_vars
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import format_report, role_var_problems, validate_host
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import host_plan
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import HostPlan, plan_host, read_host_vars
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import staged_models as _staged_models
 
 _SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 
@@ -62,23 +68,70 @@ def secret_host_vars(version: Any = None) -> list[str]:
         return list(_all_secret_vars())
 
 
-def server_endpoint(host: str, hostvars: Any, groups: Mapping[str, Any], spec: str | None = None) -> dict[str, Any]:
-    """Where ``host``'s SGLang server listens and how it is reached, from its launch plan.
+def _valid_plan(host: Any, hostvars: Any, groups: Mapping[str, Any], spec: str | None,
+                role_vars: Mapping[str, Any] | None = None) -> HostPlan:
+    plan = plan_host(str(host), hostvars, groups, spec, role_vars=role_vars)
+    if not plan.ok:
+        raise AnsibleFilterError("SGLang configuration rejected\n" + format_report(str(host), plan.result()))
+    return plan
 
-    ``{scheme, listen_host, port, local_url, node_rank, url}``: the same plan the validate task and the
-    unit use, so ``port``, ``--port`` and ``port: "31000"`` all give 31000. ``local_url`` is how the host
-    itself reaches the server, ``url`` how others do (its ``ansible_host``, else its inventory name).
-    Raises for an invalid host (the run stops at validation before anything uses this); ``spec`` is the
-    run's override of the host's ``sglang_spec``, as validated.
-    Usage: ``inventory_hostname | blackwell.sglang.server_endpoint(hostvars, groups, spec | default(none))``.
+
+def _url(address: str, scheme: str, port: Any) -> str:
+    return f"{scheme}://{f'[{address}]' if ':' in address else address}:{port}"
+
+
+def instance_plans(host: str, hostvars: Any, groups: Mapping[str, Any], spec: str | None = None,
+                   role_vars: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The launch plan of every SGLang instance of ``host``, as the validate task computed it, with secrets.
+
+    Each plan: ``name``, ``service`` (the unit's name), ``gpus`` (nvidia-smi indices), ``argv``, ``env``,
+    ``endpoint``, ``spec``, ``digest`` ... and the secret parts ``config`` and ``secret_env``: use only in
+    ``no_log`` tasks and facts. ``role_vars``: the server role's own variables (service name, user,
+    directories) as the play sets them. Raises with the validator's report for an invalid host.
+    Usage: ``inventory_hostname | blackwell.sglang.instance_plans(hostvars, groups, spec | default(none), role_vars)``.
     """
-    result, _ = host_plan(str(host), hostvars, groups, spec)
-    if not result.ok:
-        raise AnsibleFilterError("SGLang configuration rejected\n" + format_report(str(host), result))
-    out = dict(result.endpoint)
+    return [i.full() for i in _valid_plan(host, hostvars, groups, spec, role_vars).instances]
+
+
+def server_instances(host: str, hostvars: Any, groups: Mapping[str, Any], spec: str | None = None) -> list[dict[str, Any]]:
+    """Where each SGLang instance of ``host`` listens and how it is reached, from its launch plan.
+
+    ``[{name, service, scheme, listen_host, port, local_url, url, node_rank}]``: the same plans the validate
+    task and the units use, so ``port``, ``--port`` and ``port: "31000"`` all give 31000. ``local_url`` is how
+    the host itself reaches the server, ``url`` how others do (its ``ansible_host``, else its inventory name).
+    Raises for an invalid host (the run stops at validation before anything uses this).
+    Usage: ``inventory_hostname | blackwell.sglang.server_instances(hostvars, groups, spec | default(none))``.
+    """
     address = str(hostvars[host].get("ansible_host") or host)
-    out["url"] = f"{out['scheme']}://{f'[{address}]' if ':' in address else address}:{out['port']}"
+    out = []
+    for inst in _valid_plan(host, hostvars, groups, spec).instances:
+        endpoint = dict(inst.result.endpoint)
+        endpoint.update(name=inst.name, service=inst.service, url=_url(address, endpoint["scheme"], endpoint["port"]))
+        out.append(endpoint)
     return out
+
+
+def staged_models(host: str, hostvars: Any, role_vars: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The Hugging Face models to stage on ``host``: ``[{repo, revision, dir}]``, one per distinct model of its
+    instances, into the directory its server loads from (the plan's ``--model-path``).
+
+    ``role_vars``: roles/sglang's own settings as the play has them (sglang_models_dir, sglang_model_dir,
+    sglang_model_revision, sglang_model_download).
+    Usage: ``inventory_hostname | blackwell.sglang.staged_models(hostvars, {'sglang_models_dir': sglang_models_dir, ...})``.
+    """
+    raw = read_host_vars(hostvars, str(host))
+    raw.update({k: v for k, v in (role_vars or {}).items() if v is not None})
+    stages = _staged_models(raw)
+    for stage in stages:  # each directory is handed to the service user and written into
+        problem = path_problem(stage["dir"], service_owned=True) or model_path_problem(stage["repo"])
+        if problem:
+            raise AnsibleFilterError(f"{host}: cannot stage {stage['repo']!r} into {stage['dir']!r}: {problem}")
+    return stages
+
+
+def server_endpoint(host: str, hostvars: Any, groups: Mapping[str, Any], spec: str | None = None) -> dict[str, Any]:
+    """The first entry of :func:`server_instances` (the only one of a one-instance host)."""
+    return server_instances(host, hostvars, groups, spec)[0]
 
 
 def multinode_layout(host: str, hostvars: Any, groups: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -163,6 +216,9 @@ class FilterModule:
             "launch_plan": launch_plan,
             "multinode_layout": multinode_layout,
             "server_endpoint": server_endpoint,
+            "server_instances": server_instances,
+            "instance_plans": instance_plans,
+            "staged_models": staged_models,
             "rollout_plan": rollout_plan,
             "systemd_quote": systemd_quote,
             "systemd_exec_lines": systemd_exec_lines,

@@ -41,6 +41,10 @@ MANAGED_ENV = {
     "XDG_CACHE_HOME": "sglang_server_cache_dir",
     "TRITON_CACHE_DIR": "sglang_server_cache_dir",
     "SGLANG_REDACT_ENV": "the role (it lists the secret variables the launcher redacts)",
+    # The unit allows exactly the plan's GPU device nodes (DevicePolicy=closed): a hand-set list would
+    # point CUDA at GPUs the sandbox hides, and the server would fail at start.
+    "CUDA_VISIBLE_DEVICES": "sglang_gpus, or gpus of an entry of sglang_instances",
+    "CUDA_DEVICE_ORDER": "the role (PCI bus order, as nvidia-smi numbers the GPUs, when the instance lists its gpus)",
 }
 # The Hugging Face token comes from hf_token (which the weights download uses too).
 HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")

@@ -7,10 +7,13 @@ DOCUMENTATION = r"""
 module: gpu_holders
 short_description: List the processes holding NVIDIA devices, and release those of one service
 description:
-  - Scans C(/proc/*/fd) for processes holding the NVIDIA device files and sorts them into three kinds.
-    C(ours) belong to the service (its systemd unit's cgroup, its user, or a process title starting with
-    one of O(title_prefixes)); C(allowed) are on the O(allow) list (nvidia-persistenced, DCGM) and are never
-    touched; everything else is C(foreign).
+  - Scans C(/proc/*/fd) for processes holding the NVIDIA device files and sorts them into kinds.
+    C(allowed) are on the O(allow) list (nvidia-persistenced, DCGM) and are never touched. C(ours) belong to
+    the service, that is, they run in its systemd unit's cgroup, or they run as its user (or have a process title
+    starting with one of O(title_prefixes)) outside every O(sibling_units) cgroup and hold one of
+    O(owner_devices). C(sibling) belong to another instance on the same host (its unit's cgroup, or the
+    service user holding none of O(owner_devices)) and are never touched. Everything else is C(foreign)
+    when it holds one of O(owner_devices) (or O(owner_devices) is not given), else C(other) (listed only).
   - With O(state=released) the service's holders get SIGTERM, then SIGKILL after O(term_timeout); then the
     module waits until none is left, the port is free and C(nvidia-smi --query-compute-apps) no longer lists
     them (the driver frees GPU memory asynchronously after a kill).
@@ -28,6 +31,22 @@ options:
   owner_unit:
     description: systemd unit of the service (e.g. C(sglang.service)); processes in its cgroup are the service's.
     type: str
+  sibling_units:
+    description: systemd units of the other SGLang instances of the host; processes in their cgroups are never touched.
+    type: list
+    elements: str
+    default: []
+  owner_devices:
+    description:
+      - The GPU device files of this instance (e.g. C(/dev/nvidia4)). When given, a process outside the unit's cgroup is
+        the instance's (or a foreign holder in its way) only when it holds one of them.
+    type: list
+    elements: str
+    default: []
+  foreign_fails:
+    description: Fail when a foreign holder is found (and O(kill_foreign) is false).
+    type: bool
+    default: true
   title_prefixes:
     description: Process titles (first word of the command line) that mark the service's processes.
     type: list
@@ -152,20 +171,28 @@ def describe(pid: int, paths: list[str], proc: str = "/proc") -> dict[str, Any]:
     }
 
 
+def in_unit(holder: dict[str, Any], unit: str | None) -> bool:
+    """True when the holder runs in the cgroup of systemd ``unit`` (or below it)."""
+    return bool(unit) and any(line.endswith("/" + unit) or f"/{unit}/" in line for line in holder["cgroup"].splitlines())
+
+
 def classify(holder: dict[str, Any], params: dict[str, Any]) -> str:
-    """ours / allowed / foreign."""
+    """allowed / ours / sibling / foreign / other (see DOCUMENTATION)."""
     allow = [a[:15] for a in params["allow"]]
     if holder["name"][:15] in allow or holder["exe"] in params["allow"]:
         return "allowed"
-    unit = params.get("owner_unit")
-    if unit and any(line.endswith("/" + unit) or f"/{unit}/" in line for line in holder["cgroup"].splitlines()):
+    if in_unit(holder, params.get("owner_unit")):
         return "ours"
-    if params.get("owner_user") and holder["user"] == params["owner_user"]:
-        return "ours"
+    if any(in_unit(holder, unit) for unit in params.get("sibling_units") or []):
+        return "sibling"
+    devices = set(params.get("owner_devices") or [])
+    holds_ours = not devices or bool(devices & set(holder["devices"]))
     first = holder["cmdline"].split(" ", 1)[0]
-    if any(first.startswith(p) or holder["name"].startswith(p[:15]) for p in params["title_prefixes"]):
-        return "ours"
-    return "foreign"
+    service = (params.get("owner_user") and holder["user"] == params["owner_user"]) or any(
+        first.startswith(p) or holder["name"].startswith(p[:15]) for p in params["title_prefixes"])
+    if service:
+        return "ours" if holds_ours else "sibling"
+    return "foreign" if holds_ours else "other"
 
 
 def listening(port: int, proc: str = "/proc") -> bool:
@@ -225,6 +252,9 @@ def main() -> None:
             "owner_user": {"type": "str"},
             "owner_unit": {"type": "str"},
             "title_prefixes": {"type": "list", "elements": "str", "default": ["sglang::"]},
+            "sibling_units": {"type": "list", "elements": "str", "default": []},
+            "owner_devices": {"type": "list", "elements": "str", "default": []},
+            "foreign_fails": {"type": "bool", "default": True},
             "allow": {
                 "type": "list",
                 "elements": "str",
@@ -248,7 +278,7 @@ def main() -> None:
     ours = [h for h in holders if h["kind"] == "ours"]
     foreign = [h for h in holders if h["kind"] == "foreign"]
     result: dict[str, Any] = {"changed": False, "holders": holders, "killed": [], "foreign": foreign}
-    if foreign and not params["kill_foreign"]:
+    if foreign and not params["kill_foreign"] and params["foreign_fails"]:
         names = "; ".join(f"{h['name']} (pid {h['pid']}, user {h['user'] or '?'}) holds {', '.join(h['devices'])}" for h in foreign)
         module.fail_json(
             msg=f"foreign process(es) hold NVIDIA devices: {names}. Stop them, or set "

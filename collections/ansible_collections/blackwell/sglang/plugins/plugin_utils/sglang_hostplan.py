@@ -1,13 +1,24 @@
-"""The launch plan of one inventory host, computed on the controller the same way everywhere.
+"""The launch plans of one inventory host, computed on the controller the same way everywhere.
 
-The validate action plugin computes it for every host of a run; the filters
-(``blackwell.sglang.server_endpoint``) compute it for one host when a role or playbook needs a
-part of it (the router's worker URL, the rollout's health gate). Both call :func:`host_plan` on the
-same variables, so they cannot disagree. Controller-only: modules never import it.
+A host runs one SGLang instance (the shorthand: ``sglang_model_path``, ``sglang_args``, ``sglang_env`` ...)
+or several (``sglang_instances``: a list of ``{name, model, args, env, gpus, port, ...}``; each is one
+systemd unit ``<sglang_server_service_name>-<name>``). :func:`plan_host` builds the plan of every
+instance of a host and checks the instances against each other (disjoint GPUs, distinct ports).
+
+The validate action plugin calls it for every host of a run; the filters (``instance_plans`` for the
+server role, ``server_instances`` for the router and the rollout) call it for one host. They read the
+same variables through the same function, so they cannot disagree; the role checks the plan's digest
+against the one the validate task reported. Controller-only: modules never import it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ansible.errors import AnsibleError
@@ -25,10 +36,17 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode 
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import secret_host_vars
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import (
     ROLE_VARS,
+    SECRET_MARKER,
     Problem,
     Result,
     validate_host,
 )
+
+INSTANCES_VAR = "sglang_instances"
+GPUS_VAR = "sglang_gpus"
+SERVICE_VAR = "sglang_server_service_name"
+DEFAULT_SERVICE = "sglang"  # roles/sglang_server/defaults/main.yml sglang_server_service_name
+DEFAULT_MODELS_DIR = "/opt/sglang/models"  # roles/sglang/defaults/main.yml sglang_models_dir
 
 # The host variables the validator reads; nothing else is templated.
 HOST_VARS = (
@@ -44,11 +62,108 @@ HOST_VARS = (
     "sglang_listen_host",
     "sglang_allow_unauthenticated",
     "sglang_spec",
+    "sglang_model_download",
+    "sglang_model_revision",
     "hf_token",
+    INSTANCES_VAR,
+    GPUS_VAR,
     GROUP_VAR,
     *ROLE_VARS,
     *secret_host_vars(),
 )
+
+# An instance's keys and the host variables they stand for (the shorthand's names).
+INSTANCE_FIELDS = {
+    "model": "sglang_model_path",
+    "model_dir": "sglang_model_local_path",
+    "spec": "sglang_spec",
+    "listen_host": "sglang_listen_host",
+    "allow_unauthenticated": "sglang_allow_unauthenticated",
+    "model_architecture": "sglang_model_architecture",
+    "model_quantization": "sglang_model_quantization",
+    "model_max_context": "sglang_model_max_context",
+    "hf_token": "hf_token",
+    "gpus": GPUS_VAR,
+}
+# Keys that add to the host's mappings (the instance wins key by key), keys with their own meaning,
+# and keys other roles read (roles/sglang stages each instance's model at its revision).
+INSTANCE_MERGED = {"args": "sglang_args", "env": "sglang_env"}
+INSTANCE_OTHER = ("name", "port", "model_revision")
+INSTANCE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
+# Arguments that open a TCP port of their own; two instances of a host must not share one.
+_PORT_ARGS = ("port",)
+
+
+@dataclass
+class Instance:
+    """One SGLang instance of a host: its unit and its launch plan."""
+
+    name: str
+    service: str
+    result: Result
+    gpus: list[int]  # the nvidia-smi indices of the GPUs its ranks use
+    index: int | None  # position in sglang_instances; None for the shorthand
+    model: Any
+    model_revision: Any = None
+
+    def public(self) -> dict[str, Any]:
+        """The plan with no secret in it (``Result.as_dict`` plus the unit), and its digest."""
+        data = self.result.as_dict()
+        data.update(name=self.name, service=self.service, gpus=list(self.gpus), shorthand=self.index is None,
+                    model=self.model, model_revision=self.model_revision)
+        data["digest"] = digest(data)
+        return data
+
+    def full(self) -> dict[str, Any]:
+        """The plan with the secret parts the files need (``config``, ``secret_env``): for no_log use only."""
+        data = self.public()
+        data["config"] = dict(self.result.config)
+        data["secret_env"] = dict(self.result.secret_env)
+        return data
+
+
+@dataclass
+class HostPlan:
+    """Every instance of one host, and the problems across them."""
+
+    host: str
+    instances: list[Instance] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    layout: Layout | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(i.result.ok for i in self.instances)
+
+    def result(self) -> Result:
+        """One Result for reports: every problem of every instance (named by its variable path).
+
+        For a host with one instance it is that instance's result, so ``args``, ``argv`` ... are there.
+        """
+        if len(self.instances) == 1 and self.instances[0].index is None:
+            one = self.instances[0].result
+            return dataclasses.replace(one, errors=[p for p in self.problems if p.level == "error"] + one.errors,
+                                       warnings=[p for p in self.problems if p.level != "error"] + one.warnings)
+        out = Result()
+        if self.instances:
+            out.version = self.instances[0].result.version
+        problems = list(self.problems) + [p for i in self.instances for p in i.result.errors + i.result.warnings]
+        out.errors = [p for p in problems if p.level == "error"]
+        out.warnings = [p for p in problems if p.level != "error"]
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        """What the validate task reports for the host: the combined result and every instance's public plan."""
+        data = self.result().as_dict()
+        data["instances"] = [i.public() for i in self.instances]
+        return data
+
+
+def digest(public: Mapping[str, Any]) -> str:
+    """A short fingerprint of a public plan (no secret values): the validate task and the role compare it."""
+    keys = ("version", "argv", "config_keys", "env", "secret_env_keys", "gpus", "gpu_ids", "endpoint", "spec", "service")
+    text = json.dumps({k: public.get(k) for k in keys}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def read_host_vars(hostvars: Any, host: str) -> dict[str, Any]:
@@ -63,27 +178,298 @@ def read_host_vars(hostvars: Any, host: str) -> dict[str, Any]:
     return raw
 
 
-def host_plan(host: str, hostvars: Any, groups: Any, spec: str | None = None, get: Getter | None = None) -> tuple[Result, Layout | None]:
-    """Validate ``host`` as the validate action does: its variables, its multi-node layout, the hand-typed nnodes check.
+def _truthy(value: Any, default: bool) -> bool:
+    if value is None or value == "":
+        return default
+    return str(value).strip().lower() in ("true", "yes", "on", "1")
 
-    ``spec`` is the run's override of the host's ``sglang_spec`` (None: the host's own mode).
 
-    Problems of the variables themselves (a Jinja error, a misdeclared group) become errors of the result.
+def local_model_path(raw: Mapping[str, Any], shorthand: bool) -> Any:
+    """Where the server loads the model from (``--model-path``): the one place this is decided.
+
+    An explicit directory (``model_dir`` of an instance; ``sglang_server_model_path`` or ``sglang_model_dir``
+    for the shorthand), else, for a Hugging Face id that roles/sglang stages (``sglang_model_download``,
+    default true), ``<sglang_models_dir>/<id>``, else the id or local directory itself.
     """
-    layout = None
+    model = raw.get("sglang_model_path")
+    explicit = raw.get("sglang_model_local_path") or (raw.get("sglang_model_dir") if shorthand else None)
+    if explicit:
+        return explicit
+    if not isinstance(model, str) or not model or model.startswith("/") or not _truthy(raw.get("sglang_model_download"), True):
+        return model
+    return f"{raw.get('sglang_models_dir') or DEFAULT_MODELS_DIR}/{model}"
+
+
+def staged_models(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Hugging Face models roles/sglang stages for a host: ``[{repo, revision, dir}]``, one per distinct model.
+
+    Every instance's model (or the shorthand's), at its ``model_revision`` (else ``sglang_model_revision``), into
+    the directory its server loads from (:func:`local_model_path`). Local directories and ``sglang_model_download:
+    false`` stage nothing. Type errors are left to the validator, which runs before anything is staged.
+    """
+    if not _truthy(raw.get("sglang_model_download"), True):
+        return []
+    entries = raw.get(INSTANCES_VAR)
+    views: list[tuple[dict[str, Any], bool]] = []
+    if isinstance(entries, (list, tuple)):
+        for entry in entries:
+            if isinstance(entry, Mapping):
+                view = {k: v for k, v in raw.items() if k not in ("sglang_model_local_path", "sglang_model_dir")}
+                if "model" in entry:
+                    view["sglang_model_path"] = entry["model"]
+                if "model_dir" in entry:
+                    view["sglang_model_local_path"] = entry["model_dir"]
+                if "model_revision" in entry:
+                    view["sglang_model_revision"] = entry["model_revision"]
+                views.append((view, False))
+    else:
+        views.append((dict(raw), True))
+    out: list[dict[str, Any]] = []
+    for view, shorthand in views:
+        repo = view.get("sglang_model_path")
+        if not isinstance(repo, str) or not repo or repo.startswith("/"):
+            continue
+        stage = {"repo": repo, "revision": str(view.get("sglang_model_revision") or "main"),
+                 "dir": local_model_path(view, shorthand)}
+        if stage not in out:
+            out.append(stage)
+    return out
+
+
+def _gpu_list(value: Any) -> tuple[list[int] | None, str | None]:
+    """The GPU indices of ``gpus`` / ``sglang_gpus``, or why they are not a list of distinct GPU indices."""
+    if value is None:
+        return None, None
+    if not isinstance(value, (list, tuple)) or not value:
+        return None, "it must be a non-empty list of GPU indices (nvidia-smi -L), e.g. [0, 1, 2, 3]"
+    out = []
+    for item in value:
+        if isinstance(item, bool) or not (isinstance(item, int) or (isinstance(item, str) and item.strip().isdigit())):
+            return None, f"{item!r} is not a GPU index (a whole number from nvidia-smi -L)"
+        out.append(int(item))
+    if len(set(out)) != len(out):
+        return None, "a GPU is listed twice"
+    return out, None
+
+
+def plan_host(host: str, hostvars: Any, groups: Any, spec: str | None = None, get: Getter | None = None,
+              role_vars: Mapping[str, Any] | None = None) -> HostPlan:
+    """Plan every instance of ``host`` as the validate action does: its variables, its multi-node layout,
+    the hand-typed nnodes check, and the checks across its instances.
+
+    ``spec`` is the run's override of the host's ``sglang_spec`` (None: each instance's own mode).
+    ``role_vars``: the role variables as a play sets them (the role passes its own; the validate task reads
+    the inventory's). Problems of the variables themselves (a Jinja error, a misdeclared group) become errors.
+    """
+    plan = HostPlan(host)
     try:
         raw = read_host_vars(hostvars, host)
-        layout = host_layout(host, get or hostvars_getter(hostvars), groups)
-        if layout is not None:
-            raw["sglang_multinode"] = layout.as_dict()
-        outcome = validate_host(raw, spec=spec)
-        check_manual_multinode(host, raw, outcome)
+        for name, value in (role_vars or {}).items():
+            if name not in ROLE_VARS:
+                raise KeyError(f"{name} is not a role variable of the plan")
+            if value is not None:
+                raw["sglang_model_local_path" if name == "sglang_server_model_path" else name] = value
+        plan.layout = host_layout(host, get or hostvars_getter(hostvars), groups)
+        if plan.layout is not None:
+            raw["sglang_multinode"] = plan.layout.as_dict()
+        _plan_instances(plan, raw, spec)
     except LayoutError as exc:
-        outcome = Result(errors=[Problem("multinode.layout", exc.variable, exc.value, exc.message, exc.fix)])
+        plan.instances = []
+        plan.problems = [Problem("multinode.layout", exc.variable, exc.value, exc.message, exc.fix)]
     except AnsibleError as exc:  # a host variable that does not template (undefined, syntax)
-        outcome = Result(errors=[Problem("host.template", "host variables", None, to_text(exc).splitlines()[0],
-                                         "fix the variable's Jinja expression or define what it uses")])
-    return outcome, layout
+        plan.instances = []
+        plan.problems = [Problem("host.template", "host variables", None, to_text(exc).splitlines()[0],
+                                 "fix the variable's Jinja expression or define what it uses")]
+    return plan
+
+
+def host_plan(host: str, hostvars: Any, groups: Any, spec: str | None = None, get: Getter | None = None) -> tuple[Result, Layout | None]:
+    """``plan_host`` as one Result (every instance's problems) and the multi-node layout."""
+    plan = plan_host(host, hostvars, groups, spec, get)
+    return plan.result(), plan.layout
+
+
+def _plan_instances(plan: HostPlan, raw: dict[str, Any], spec: str | None) -> None:
+    service = raw.get(SERVICE_VAR) or DEFAULT_SERVICE
+    entries = raw.get(INSTANCES_VAR)
+    if entries is None:
+        _plan_one(plan, raw, None, service, service, spec)
+    else:
+        if not isinstance(entries, (list, tuple)) or not entries:
+            plan.problems.append(Problem("instances.list", INSTANCES_VAR, None,
+                                         "sglang_instances must be a non-empty list of instances ({name, model, args, ...}).",
+                                         "write it as a YAML list, or remove it to run one instance from sglang_args"))
+            return
+        if raw.get(GROUP_VAR):
+            # Stricter than SGLang: a multi-node instance restarts in lockstep with its group; several of them per
+            # host would make the lockstep span instances of different groups.
+            plan.problems.append(Problem("instances.multinode", INSTANCES_VAR, None,
+                                         f"sglang_instances and {GROUP_VAR} together: a multi-node instance is one per host.",
+                                         f"use one of them for {plan.host}"))
+            return
+        for var in ("sglang_model_local_path", "sglang_model_dir", GPUS_VAR):
+            if raw.get(var) not in (None, ""):
+                shown = "sglang_server_model_path" if var == "sglang_model_local_path" else var
+                plan.problems.append(Problem("instances.shorthand", shown, raw.get(var),
+                                             f"{shown} belongs to the one-instance shorthand; with sglang_instances it would be "
+                                             "the same for every instance.", "set it per instance (model_dir / gpus) instead"))
+        names: set[str] = set()
+        for index, entry in enumerate(entries):
+            instance_raw, name = _instance_vars(plan, raw, entry, index, names)
+            if instance_raw is not None:
+                _plan_one(plan, instance_raw, index, name, f"{service}-{name}", spec, entry)
+    _check_across(plan, raw)
+
+
+def _instance_vars(plan: HostPlan, raw: dict[str, Any], entry: Any, index: int,
+                   names: set[str]) -> tuple[dict[str, Any] | None, str]:
+    """The host variables of instance ``index``: the host's, overridden by the entry's keys."""
+    where = f"{INSTANCES_VAR}[{index}]"
+
+    def problem(rule: str, variable: str, value: Any, message: str, fix: str) -> None:
+        plan.problems.append(Problem(rule, variable, value, message, fix))
+
+    if not isinstance(entry, Mapping):
+        problem("instances.entry", where, None, f"{where} must be a mapping ({{name, model, args, ...}}).",
+                "write each instance as a YAML mapping")
+        return None, ""
+    name = entry.get("name")
+    if not isinstance(name, str) or not INSTANCE_NAME.fullmatch(name):
+        problem("instances.name", f"{where}.name", name if isinstance(name, (str, int)) else None,
+                f"{where}.name must be a short name: lower-case letters, digits and '-', at most 32 characters.",
+                "name each instance, e.g. name: chat (its unit is sglang-chat.service)")
+        return None, ""
+    if name in names:
+        problem("instances.name", f"{where}.name", name, f"two instances of {plan.host} are named {name!r}.",
+                "give every instance of a host its own name")
+        return None, ""
+    names.add(name)
+    secrets = {var.removeprefix("sglang_"): var for var in secret_host_vars()}
+    known = {*INSTANCE_FIELDS, *INSTANCE_MERGED, *INSTANCE_OTHER, *secrets}
+    unknown = sorted(str(k) for k in entry if k not in known)
+    if unknown:
+        problem("instances.key", f"{where}.{unknown[0]}", None,
+                f"instance {name}: unknown key(s) {', '.join(unknown)}.",
+                f"use only: {', '.join(sorted(known))}")
+        return None, name
+    out = {k: v for k, v in raw.items() if k not in (INSTANCES_VAR, "sglang_model_local_path", "sglang_model_dir", GPUS_VAR)}
+    for key, var in INSTANCE_FIELDS.items():
+        if key in entry:
+            out[var] = entry[key]
+    for dest, var in secrets.items():
+        if dest in entry:
+            out[var] = entry[dest]
+    for key, var in INSTANCE_MERGED.items():
+        mine = entry.get(key)
+        if mine is None:
+            continue
+        base = raw.get(var) or {}
+        if not isinstance(mine, Mapping) or not isinstance(base, Mapping):
+            out[var] = mine  # validate_host names the wrong type
+        else:
+            out[var] = {**base, **mine}
+    if "port" in entry:
+        args = dict(out.get("sglang_args") or {})
+        spelled = [k for k in args if str(k).lstrip("-").replace("-", "_") == "port"]
+        if spelled:
+            problem("instances.port", f"{where}.port", entry["port"],
+                    f"instance {name}: the port is given twice (port and args.{spelled[0]}).", "keep one of them")
+            return None, name
+        args["port"] = entry["port"]
+        out["sglang_args"] = args
+    return out, name
+
+
+def _rename(problem: Problem, index: int, name: str, entry: Mapping[str, Any]) -> Problem:
+    """Name the instance's own variable path (sglang_instances[1].args.tp_size) when the value came from it."""
+    var = problem.variable
+    where = f"{INSTANCES_VAR}[{index}]"
+    new = var
+    for key, host_var in INSTANCE_MERGED.items():
+        if var == host_var or var.startswith(host_var + "."):
+            sub = var[len(host_var) + 1:]
+            if key in entry and (not sub or sub.split(".")[0] in (entry.get(key) or {})):
+                new = f"{where}.{key}" + (f".{sub}" if sub else "")
+    if var == "sglang_args.port" and "port" in entry:
+        new = f"{where}.port"
+    for key, host_var in INSTANCE_FIELDS.items():
+        if var == host_var and key in entry:
+            new = f"{where}.{key}"
+    if var == "sglang_server_model_path" and "model_dir" in entry:
+        new = f"{where}.model_dir"
+    if var == "nvidia_gpu_count" and "gpus" in entry:
+        new = f"{where}.gpus"
+    if var.startswith("sglang_") and var.removeprefix("sglang_") in entry:
+        new = f"{where}.{var.removeprefix('sglang_')}"
+    return Problem(problem.rule, new, problem.value, f"instance {name}: {problem.message}", problem.fix,
+                   problem.source, problem.level)
+
+
+def _plan_one(plan: HostPlan, raw: dict[str, Any], index: int | None, name: str, service: str, spec: str | None,
+              entry: Mapping[str, Any] | None = None) -> None:
+    gpus, why = _gpu_list(raw.get(GPUS_VAR))
+    gpus_var = GPUS_VAR if index is None else f"{INSTANCES_VAR}[{index}].gpus"
+    declared = raw.get("nvidia_gpu_count")
+    early: list[Problem] = []
+    if why:
+        early.append(Problem("instances.gpus", gpus_var, raw.get(GPUS_VAR), f"{gpus_var}: {why}.",
+                             "list the GPUs this instance uses, e.g. gpus: [4, 5, 6, 7]"))
+    elif gpus is not None:
+        try:
+            count = int(declared)
+        except (TypeError, ValueError):
+            count = None
+        outside = [g for g in gpus if count is not None and not 0 <= g < count]
+        if outside:
+            early.append(Problem("instances.gpus", gpus_var, gpus,
+                                 f"GPU(s) {outside} do not exist on a host with nvidia_gpu_count {count} (indices 0-{count - 1}).",
+                                 "list GPUs the host has"))
+        raw = {**raw, "nvidia_gpu_count": len(gpus)}
+    raw = {**raw, "sglang_model_local_path": local_model_path(raw, index is None)}
+    result = validate_host(raw, spec=spec)
+    check_manual_multinode(plan.host, raw, result)
+    result.errors = early + result.errors
+    if gpus is not None:
+        # CUDA numbers the GPUs it may see 0..n-1; the unit allows exactly these device nodes.
+        result.env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+        result.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        physical = [gpus[i] for i in result.gpu_ids if i < len(gpus)]
+    else:
+        physical = list(result.gpu_ids)
+    if index is not None:
+        result.errors = [_rename(p, index, name, entry or {}) for p in result.errors]
+        result.warnings = [_rename(p, index, name, entry or {}) for p in result.warnings]
+    plan.instances.append(Instance(name, service, result, physical, index, raw.get("sglang_model_path"),
+                                   (entry or {}).get("model_revision")))
+
+
+def _check_across(plan: HostPlan, raw: Mapping[str, Any]) -> None:
+    """Instances of one host share no GPU and no port."""
+    owner: dict[int, str] = {}
+    ports: dict[int, str] = {}
+    for inst in plan.instances:
+        if not inst.result.ok:
+            continue
+        where = INSTANCES_VAR if inst.index is None else f"{INSTANCES_VAR}[{inst.index}]"
+        shared = [g for g in inst.gpus if g in owner]
+        if shared:
+            plan.problems.append(Problem(
+                "instances.gpus", f"{where}.gpus", inst.gpus,
+                f"instance {inst.name} uses GPU(s) {shared}, which instance {owner[shared[0]]} uses too: two servers on one GPU "
+                "run out of memory at start, and a restart of one would release the other's GPUs.",
+                "give each instance its own GPUs (gpus: [...], or base_gpu_id in args)"))
+        for g in inst.gpus:
+            owner.setdefault(g, inst.name)
+        for dest in _PORT_ARGS:
+            value = inst.result.endpoint.get("port") if dest == "port" else inst.result.args.get(dest)
+            if value is None:
+                continue
+            if int(value) in ports:
+                plan.problems.append(Problem(
+                    "instances.port", f"{where}.port", value,
+                    f"instance {inst.name} listens on port {value}, as instance {ports[int(value)]} does.",
+                    "give each instance its own port (port: 30001 ...)"))
+            ports.setdefault(int(value), inst.name)
 
 
 def check_manual_multinode(host: str, raw: dict[str, Any], outcome: Result) -> None:
@@ -98,3 +484,6 @@ def check_manual_multinode(host: str, raw: dict[str, Any], outcome: Result) -> N
             "one by one, which breaks a running multi-node instance.",
             f"put the instance's hosts in one inventory group in node-rank order, set {GROUP_VAR}: <group> for them "
             f"({PORT_VAR} / {ADDR_VAR} optional) and remove nnodes, node_rank and dist_init_addr from sglang_args"))
+
+
+__all__ = ["HOST_VARS", "SECRET_MARKER", "HostPlan", "Instance", "host_plan", "plan_host", "read_host_vars"]

@@ -1,0 +1,192 @@
+"""Several SGLang instances per host: sglang_instances, their plans, the checks across them, GPU ownership."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.blackwell.sglang.plugins.filter.sglang import instance_plans, server_instances, staged_models
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import plan_host
+from reference import host_with
+from rendering import exec_start, parse_unit, render
+from test_action_plugin import report, run_action
+
+HOST = "blackwell-01"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def two(**extra: Any) -> dict[str, Any]:
+    """The reference host (8 GPUs, 12.0) running two tp-4 instances of different models."""
+    host = host_with({"enable_metrics": True}, **extra)
+    host["sglang_args"] = {"enable_metrics": True, "mem_fraction_static": 0.85}
+    host["sglang_instances"] = [
+        {"name": "chat", "model": "Qwen/Qwen3-Next-80B-A3B-Instruct", "gpus": [0, 1, 2, 3], "port": 30001,
+         "args": {"tp_size": 4, "attention_backend": "triton"}},
+        {"name": "code", "model": "nvidia/Qwen3.5-397B-A17B-NVFP4", "gpus": [4, 5, 6, 7], "port": 30002,
+         "args": {"tp_size": 4, "quantization": "modelopt_fp4", "moe_runner_backend": "flashinfer_cutlass",
+                  "attention_backend": "triton", "mamba_radix_cache_strategy": "extra_buffer"}},
+    ]
+    return host
+
+
+def plan(hostvars: dict[str, Any]) -> Any:
+    return plan_host(HOST, {HOST: hostvars}, {"all": [HOST]})
+
+
+def errors(hostvars: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(p.variable, p.rule) for p in plan(hostvars).result().errors]
+
+
+def test_two_instances_have_their_own_units_gpus_ports_and_models() -> None:
+    result = plan(two())
+    assert result.ok, result.result().errors
+    chat, code = result.instances
+    assert (chat.name, chat.service, chat.gpus) == ("chat", "sglang-chat", [0, 1, 2, 3])
+    assert (code.name, code.service, code.gpus) == ("code", "sglang-code", [4, 5, 6, 7])
+    assert chat.result.env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3" and code.result.env["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"
+    assert chat.result.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert chat.result.endpoint["port"] == 30001 and code.result.endpoint["port"] == 30002
+    # The host's sglang_args are the common base; the instance's args win key by key.
+    assert chat.result.args["mem_fraction_static"] == 0.85 and chat.result.args["tp_size"] == 4
+    assert chat.result.args["model_path"] == "/opt/sglang/models/Qwen/Qwen3-Next-80B-A3B-Instruct"
+    assert code.result.args["model_path"] == "/opt/sglang/models/nvidia/Qwen3.5-397B-A17B-NVFP4"
+
+
+def test_the_shorthand_is_one_instance_named_after_the_service() -> None:
+    [one] = plan(host_with()).instances
+    assert (one.name, one.service, one.index) == ("sglang", "sglang", None)
+    assert one.gpus == list(range(8)) and "CUDA_VISIBLE_DEVICES" not in one.result.env
+    [one] = plan(host_with({"tp_size": 4}, sglang_server_service_name="llm", sglang_gpus=[4, 5, 6, 7])).instances
+    assert one.result.ok, one.result.errors
+    assert one.service == "llm" and one.gpus == [4, 5, 6, 7] and one.result.env["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda i: i[1].update(gpus=[3, 4, 5, 6]), ("sglang_instances[1].gpus", "instances.gpus")),
+    (lambda i: i[1].update(port=30001), ("sglang_instances[1].port", "instances.port")),
+    (lambda i: i[1].update(gpus=[6, 7, 8, 9]), ("sglang_instances[1].gpus", "instances.gpus")),
+    (lambda i: i[1].update(gpus=[4, 4, 5, 6]), ("sglang_instances[1].gpus", "instances.gpus")),
+    (lambda i: i[1].update(name="chat"), ("sglang_instances[1].name", "instances.name")),
+    (lambda i: i[1].update(name="Code_1"), ("sglang_instances[1].name", "instances.name")),
+    (lambda i: i[1].update(colour="blue"), ("sglang_instances[1].colour", "instances.key")),
+    (lambda i: i[0]["args"].update(port=31000), ("sglang_instances[0].port", "instances.port")),
+    (lambda i: i[0]["args"].update(tp_size=8), ("sglang_instances[0].args.tp_size", "parallel.gpus")),
+    (lambda i: i[0].update(env={"CUDA_VISIBLE_DEVICES": "0"}), ("sglang_instances[0].env.CUDA_VISIBLE_DEVICES", "host.env")),
+    (lambda i: i[0].update(model="../x"), ("sglang_instances[0].model", "input.model_path")),
+])
+def test_problems_name_the_instance_variable(change: Any, expected: tuple[str, str]) -> None:
+    host = two()
+    change(host["sglang_instances"])
+    assert expected in errors(host), errors(host)
+
+
+def test_an_instance_without_gpus_uses_base_gpu_id_and_overlaps_are_found() -> None:
+    host = two()
+    del host["sglang_instances"][1]["gpus"]
+    host["sglang_instances"][1]["args"]["base_gpu_id"] = 4
+    assert plan(host).ok and plan(host).instances[1].gpus == [4, 5, 6, 7]
+    host["sglang_instances"][1]["args"]["base_gpu_id"] = 2
+    assert ("sglang_instances[1].gpus", "instances.gpus") in errors(host)
+
+
+def test_instances_and_a_multinode_group_or_shorthand_only_variables_do_not_mix() -> None:
+    pair = {HOST: two(sglang_multinode_group="pair"), "blackwell-02": two(sglang_multinode_group="pair")}
+    paired = plan_host(HOST, pair, {"all": list(pair), "pair": list(pair)})
+    assert ("sglang_instances", "instances.multinode") in [(p.variable, p.rule) for p in paired.result().errors]
+    assert ("sglang_gpus", "instances.shorthand") in errors(two(sglang_gpus=[0]))
+    assert ("sglang_instances", "instances.list") in errors(host_with(sglang_instances=[]))
+    assert ("sglang_instances[0]", "instances.entry") in errors(host_with(sglang_instances=["chat"]))
+
+
+def test_cuda_visible_devices_is_the_role_s_in_the_shorthand_too() -> None:
+    host = host_with(sglang_env={"CUDA_VISIBLE_DEVICES": "4,5,6,7"})
+    assert ("sglang_env.CUDA_VISIBLE_DEVICES", "host.env") in errors(host)
+
+
+def test_the_validate_task_reports_every_instance_and_names_it() -> None:
+    result = run_action({HOST: two()})
+    assert result["invalid_hosts"] == []
+    assert [(i["name"], i["service"], i["gpus"]) for i in result["hosts"][HOST]["instances"]] == [
+        ("chat", "sglang-chat", [0, 1, 2, 3]), ("code", "sglang-code", [4, 5, 6, 7])]
+    bad = two()
+    bad["sglang_instances"][0]["args"]["tp_size"] = 8
+    text = report(run_action({HOST: bad}))
+    assert "sglang_instances[0].args.tp_size" in text and "instance chat:" in text
+
+
+def test_the_role_and_the_validate_task_have_the_same_plans_and_secrets_stay_out_of_the_report() -> None:
+    host = two()
+    host["sglang_instances"][1]["api_key"] = "s3cret-code-key"
+    validated = run_action({HOST: host})["hosts"][HOST]["instances"]
+    planned = instance_plans(HOST, {HOST: host}, {"all": [HOST]})
+    assert [p["digest"] for p in planned] == [v["digest"] for v in validated]
+    assert planned[1]["config"] == {"api-key": "s3cret-code-key"} and planned[0]["config"] == {}
+    assert "s3cret" not in repr(validated)
+    endpoints = server_instances(HOST, {HOST: {**host, "ansible_host": "10.0.0.7"}}, {"all": [HOST]})
+    assert [(e["name"], e["url"], e["local_url"]) for e in endpoints] == [
+        ("chat", "http://10.0.0.7:30001", "http://127.0.0.1:30001"), ("code", "http://10.0.0.7:30002", "http://127.0.0.1:30002")]
+
+
+def test_each_instance_renders_its_own_unit_and_environment() -> None:
+    rendered = render(two(), instance="code")
+    argv = exec_start(rendered.unit)
+    assert argv[argv.index("--port") + 1] == "30002" and argv[argv.index("--tp-size") + 1] == "4"
+    allowed = [v.split()[0] for s, k, v in parse_unit(rendered.unit) if k == "DeviceAllow"]
+    assert [d for d in allowed if d[11:].isdigit()] == ["/dev/nvidia4", "/dev/nvidia5", "/dev/nvidia6", "/dev/nvidia7"]
+    assert ("Service", "SyslogIdentifier", "sglang-code") in parse_unit(rendered.unit)
+    assert 'CUDA_VISIBLE_DEVICES="4,5,6,7"' in rendered.env
+    assert rendered.context["__sglang_server_last_good_dir"].strip() == "/etc/sglang/last-good-code"
+    assert render(host_with()).context["__sglang_server_last_good_dir"].strip() == "/etc/sglang/last-good"
+
+
+def test_staged_models_are_the_plans_model_directories() -> None:
+    host = two()
+    host["sglang_instances"].append({"name": "again", "model": "Qwen/Qwen3-Next-80B-A3B-Instruct", "gpus": [0],
+                                     "args": {"tp_size": 1}, "port": 30003})
+    stages = staged_models(HOST, {HOST: host}, {"sglang_model_revision": "abc"})
+    paths = {i.result.args["model_path"] for i in plan(two()).instances}
+    assert [s["repo"] for s in stages] == ["Qwen/Qwen3-Next-80B-A3B-Instruct", "nvidia/Qwen3.5-397B-A17B-NVFP4"]
+    assert {s["dir"] for s in stages} == paths and {s["revision"] for s in stages} == {"abc"}
+    local = copy.deepcopy(host)
+    local["sglang_instances"][0]["model"] = "/srv/models/chat"
+    assert [s["repo"] for s in staged_models(HOST, {HOST: local})] == ["nvidia/Qwen3.5-397B-A17B-NVFP4", "Qwen/Qwen3-Next-80B-A3B-Instruct"]
+    assert staged_models(HOST, {HOST: host}, {"sglang_model_download": False}) == []
+
+
+# --- gpu_holders: which process belongs to which instance -----------------------------------------------
+
+_spec = importlib.util.spec_from_file_location(
+    "gpu_holders", REPO / "collections/ansible_collections/blackwell/sglang/plugins/modules/gpu_holders.py")
+gpu_holders = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(gpu_holders)  # type: ignore[union-attr]
+
+PARAMS = {"allow": ["nvidia-persistenced"], "owner_unit": "sglang-chat.service", "sibling_units": ["sglang-code.service"],
+          "owner_devices": ["/dev/nvidia0", "/dev/nvidia1"], "owner_user": "sglang", "title_prefixes": ["sglang::"]}
+
+
+def holder(devices: list[str], user: str = "sglang", cgroup: str = "0::/system.slice/stray.service",
+           name: str = "python3", cmdline: str = "python3 -m x") -> dict[str, Any]:
+    return {"pid": 1, "name": name, "exe": name, "user": user, "cmdline": cmdline, "cgroup": cgroup, "devices": devices}
+
+
+@pytest.mark.parametrize(("who", "kind"), [
+    (holder(["/dev/nvidia5"], cgroup="0::/system.slice/sglang-chat.service"), "ours"),  # its cgroup decides
+    (holder(["/dev/nvidia0"], cgroup="0::/system.slice/sglang-code.service"), "sibling"),  # never touched
+    (holder(["/dev/nvidia0", "/dev/nvidiactl"]), "ours"),  # a leftover of the service user on our GPU
+    (holder(["/dev/nvidia5"]), "sibling"),  # the service user on another instance's GPU
+    (holder(["/dev/nvidia1"], user="nobody", name="sglang::schedul", cmdline="sglang::scheduler_TP0"), "ours"),
+    (holder(["/dev/nvidia1"], user="alice"), "foreign"),  # in our way: fails the host
+    (holder(["/dev/nvidia6"], user="alice"), "other"),  # not in our way: listed only
+    (holder(["/dev/nvidia0"], user="root", name="nvidia-persistenced"), "allowed"),
+])
+def test_gpu_holders_sorts_processes_by_instance(who: dict[str, Any], kind: str) -> None:
+    assert gpu_holders.classify(who, PARAMS) == kind
+
+
+def test_gpu_holders_without_instance_devices_keeps_the_one_instance_rules() -> None:
+    params = {**PARAMS, "owner_devices": [], "sibling_units": []}
+    assert gpu_holders.classify(holder(["/dev/nvidia5"]), params) == "ours"
+    assert gpu_holders.classify(holder(["/dev/nvidiactl"], user="alice"), params) == "foreign"
