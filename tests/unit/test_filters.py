@@ -16,7 +16,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.filter.sglang import (
     FilterModule,
-    launch_plan,
+    instance_plans,
     systemd_env_quote,
     systemd_exec_lines,
     systemd_quote,
@@ -129,26 +129,30 @@ def test_systemd_env_quote(value: Any, quoted: str) -> None:
     assert systemd_env_quote(value) == quoted
 
 
-# --- launch_plan --------------------------------------------------------------------------------
+# --- instance_plans ------------------------------------------------------------------------------
 
 
 def test_filters_are_registered() -> None:
-    assert set(FilterModule().filters()) == {"launch_plan", "systemd_quote", "systemd_exec_lines", "systemd_env_quote",
+    assert set(FilterModule().filters()) == {"systemd_quote", "systemd_exec_lines", "systemd_env_quote",
                                              "systemd_text", "secret_host_vars", "input_problems",
-                                             "multinode_layout", "rollout_plan", "server_endpoint", "server_instances",
+                                             "multinode_layout", "rollout_plan", "server_instances",
                                              "instance_plans", "staged_models"}
 
 
-def test_launch_plan_of_the_reference_host() -> None:
-    plan = launch_plan(ref_host(), host="blackwell-01")
+def plans(hostvars: dict[str, Any], spec: str | None = None) -> list[dict[str, Any]]:
+    return instance_plans("blackwell-01", {"blackwell-01": hostvars}, {"all": ["blackwell-01"]}, spec)
+
+
+def test_instance_plans_of_the_reference_host() -> None:
+    [plan] = plans(ref_host())
     assert plan["ok"] is True and plan["errors"] == [] and plan["warnings"] == []
-    assert plan["argv"] == validate_host(ref_host()).argv
+    assert plan["argv"][2:] == validate_host(ref_host()).argv[2:]  # the model path is the staged copy
     assert plan["args"]["tp_size"] == 8 and plan["config"] == {} and plan["config_keys"] == []
 
 
-def test_launch_plan_rejects_an_invalid_host_with_the_report() -> None:
+def test_instance_plans_reject_an_invalid_host_with_the_report() -> None:
     with pytest.raises(AnsibleFilterError) as info:
-        launch_plan(ref_host({**INCIDENT, "tp_size": 16}), host="blackwell-01")
+        plans(ref_host({**INCIDENT, "tp_size": 16}))
     text = str(info.value)
     assert "SGLang configuration rejected" in text
     assert "blackwell-01: 2 error(s)" in text
@@ -156,26 +160,21 @@ def test_launch_plan_rejects_an_invalid_host_with_the_report() -> None:
     assert "spec=auto" in text and "fix:" in text
 
 
-def test_launch_plan_spec_auto_fixes_the_incident() -> None:
-    plan = launch_plan(ref_host(INCIDENT), spec="auto", host="blackwell-01")
+def test_instance_plans_spec_auto_fixes_the_incident() -> None:
+    [plan] = plans(ref_host(INCIDENT), spec="auto")
     assert "--speculative-eagle-topk" not in plan["argv"] and "--speculative-algorithm" in plan["argv"]
 
 
-def test_launch_plan_refuses_a_non_mapping() -> None:
-    with pytest.raises(AnsibleFilterError, match="mapping"):
-        launch_plan(["not", "a", "mapping"])
-
-
-def test_launch_plan_returns_the_secret_config() -> None:
-    plan = launch_plan(ref_host(sglang_api_key="vault-api", sglang_admin_api_key="vault-admin"))
+def test_instance_plans_return_the_secret_config() -> None:
+    [plan] = plans(ref_host(sglang_api_key="vault-api", sglang_admin_api_key="vault-admin"))
     assert plan["config"] == {"api-key": "vault-api", "admin-api-key": "vault-admin"}
     assert plan["config_keys"] == ["admin-api-key", "api-key"]
     assert plan["args"]["api_key"] == "<secret>" and plan["args"]["admin_api_key"] == "<secret>"
     assert not any("vault-" in word for word in plan["argv"])
 
 
-def test_launch_plan_passes_warnings_through() -> None:
-    plan = launch_plan(ref_host({"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2}))
+def test_instance_plans_pass_warnings_through() -> None:
+    [plan] = plans(ref_host({"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2}))
     assert [w["rule"] for w in plan["warnings"]] == ["spec.topk1_draft"]
 
 

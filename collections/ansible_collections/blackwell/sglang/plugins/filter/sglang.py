@@ -17,32 +17,11 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode 
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import rollout_plan as _rollout_plan
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import load_schema
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import secret_host_vars as _all_secret_vars
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import format_report, role_var_problems, validate_host
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import format_report, role_var_problems
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import HostPlan, plan_host, read_host_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import staged_models as _staged_models
 
 _SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
-
-
-def launch_plan(hostvars: Mapping[str, Any], spec: str | None = None, host: str = "this host") -> dict[str, Any]:
-    """Validate one host's variables and return its launch plan; raise with the full report if invalid.
-
-    ``spec`` is the run's override (``-e spec=``) of the host's ``sglang_spec``; None keeps the host's mode.
-
-    The plan: ``args`` (effective, secrets masked), ``argv`` (no secrets), ``env`` (the public
-    environment), ``warnings``, and two parts with real secret values, to use only in ``no_log``
-    tasks: ``config`` (the secret ``--config`` YAML mapping) and ``secret_env`` (``HF_TOKEN`` and
-    ``sglang_env`` entries named like secrets).
-    """
-    if not isinstance(hostvars, Mapping):
-        raise AnsibleFilterError("launch_plan expects a mapping of host variables")
-    result = validate_host(hostvars, spec=spec)
-    if not result.ok:
-        raise AnsibleFilterError("SGLang configuration rejected\n" + format_report(host, result))
-    plan = result.as_dict()
-    plan["config"] = dict(result.config)
-    plan["secret_env"] = dict(result.secret_env)
-    return plan
 
 
 def input_problems(values: Mapping[str, Any]) -> list[str]:
@@ -129,11 +108,6 @@ def staged_models(host: str, hostvars: Any, role_vars: Mapping[str, Any] | None 
     return stages
 
 
-def server_endpoint(host: str, hostvars: Any, groups: Mapping[str, Any], spec: str | None = None) -> dict[str, Any]:
-    """The first entry of :func:`server_instances` (the only one of a one-instance host)."""
-    return server_instances(host, hostvars, groups, spec)[0]
-
-
 def multinode_layout(host: str, hostvars: Any, groups: Mapping[str, Any]) -> dict[str, Any] | None:
     """``host``'s place in its multi-node instance (group, members, nnodes, node_rank, dist_init_addr), or None.
 
@@ -213,9 +187,7 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         return {
-            "launch_plan": launch_plan,
             "multinode_layout": multinode_layout,
-            "server_endpoint": server_endpoint,
             "server_instances": server_instances,
             "instance_plans": instance_plans,
             "staged_models": staged_models,
