@@ -28,7 +28,7 @@ wheel: ## Download the pinned SGLang wheel the schema is extracted from (no inst
 
 schema: wheel ## Regenerate the committed CLI schema of SGLANG_VERSION
 	$(PYTHON) tools/sglang_schema.py --version $(SGLANG_VERSION) \
-	  --out collections/ansible_collections/blackwell/sglang/plugins/module_utils/schemas/sglang-$(SGLANG_VERSION).json
+	  --out collections/ansible_collections/blackwell/sglang/plugins/plugin_utils/schemas/sglang-$(SGLANG_VERSION).json
 
 conformance-venv: ## Create .venv-conformance with the real SGLang and a CPU-capable torch
 	tests/conformance/setup-venv.sh

@@ -53,7 +53,7 @@ def _import_validator():
     collections = str(REPO / "collections")
     if collections not in sys.path:
         sys.path.insert(0, collections)
-    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import (  # noqa: E501
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import (  # noqa: E501
         validate_host,
     )
 

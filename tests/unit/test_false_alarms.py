@@ -13,10 +13,10 @@ import re
 from typing import Any
 
 import pytest
-from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_validate
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_rules import RENAMED, env_true
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import Schema
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import Result, format_report, validate_host
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_validate
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import RENAMED, env_true
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import Schema
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Result, format_report, validate_host
 from test_validate import LLAMA, MISSING, REFERENCE, SCHEMA, find, flag_values, llama_host, ref_host, rules, the_error
 
 QWEN_NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"

@@ -21,7 +21,7 @@ from ansible_collections.blackwell.sglang.plugins.filter.sglang import (
     systemd_exec_lines,
     systemd_quote,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import validate_host
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import validate_host
 from reference import INCIDENT, host_with, load_reference
 from rendering import exec_start_lines, render, systemd_split
 

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inputs import secret_var
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import load_schema
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import secret_var
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema
 from hypothesis import example, given
 from hypothesis import strategies as st
 from reference import host_with, load_reference

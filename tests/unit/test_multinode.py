@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.filter.sglang import multinode_layout, rollout_plan
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import (
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import (
     DEFAULT_PORT,
     LayoutError,
     host_layout,
     rollout_units,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import rollout_plan as plan_of
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import validate_host
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import rollout_plan as plan_of
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import validate_host
 from reference import load_reference
 from test_action_plugin import report, run_action
 

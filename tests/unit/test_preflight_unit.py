@@ -31,7 +31,7 @@ import jinja2
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.filter.sglang import systemd_exec_lines, systemd_quote
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inputs import text_problem
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import text_problem
 from hypothesis import example, given
 from hypothesis import strategies as st
 from reference import host_with

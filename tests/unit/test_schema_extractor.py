@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _load_tool() -> ModuleType:
-    """Import tools/sglang_schema.py under a private name (module_utils has its own sglang_schema)."""
+    """Import tools/sglang_schema.py under a private name (plugin_utils has its own sglang_schema)."""
     spec = importlib.util.spec_from_file_location("_sglang_schema_tool", REPO / "tools" / "sglang_schema.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -33,7 +33,7 @@ extractor = _load_tool()
 
 VERSION = "0.5.23"
 SCHEMA_PATH = (
-    REPO / "collections/ansible_collections/blackwell/sglang/plugins/module_utils/schemas" / f"sglang-{VERSION}.json"
+    REPO / "collections/ansible_collections/blackwell/sglang/plugins/plugin_utils/schemas" / f"sglang-{VERSION}.json"
 )
 WHEEL_DIR = REPO / extractor.DEFAULT_WHEEL_DIR
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import Result, validate_host
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Result, validate_host
 from reference import host_with
 from rendering import exec_start, parse_env_file, parse_unit, render
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import load_schema
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import (
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import (
     Problem,
     Result,
     format_report,

@@ -61,8 +61,6 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import GROUP_VAR, Layout, hostvars_getter
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import Problem, Result, format_report
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import (  # noqa: F401 (re-exported)
     HOST_VARS,
     HostPlan,
@@ -70,6 +68,8 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan i
     plan_host,
     read_host_vars,
 )
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import GROUP_VAR, Layout, hostvars_getter
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Problem, Result, format_report
 
 display = Display()
 

@@ -7,19 +7,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inputs import (
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import HostPlan, plan_host, read_host_vars
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import staged_models as _staged_models
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import (
     model_path_problem,
     path_problem,
     secret_var,
     text_problem,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import LayoutError, host_layout, hostvars_getter
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import rollout_plan as _rollout_plan
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import load_schema
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import secret_host_vars as _all_secret_vars
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import format_report, role_var_problems
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import HostPlan, plan_host, read_host_vars
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import staged_models as _staged_models
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import LayoutError, host_layout, hostvars_getter
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import rollout_plan as _rollout_plan
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import secret_host_vars as _all_secret_vars
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import format_report, role_var_problems
 
 _SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 

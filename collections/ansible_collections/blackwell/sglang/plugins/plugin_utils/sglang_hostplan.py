@@ -23,7 +23,7 @@ from typing import Any
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode import (
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import (
     ADDR_VAR,
     GROUP_VAR,
     PORT_VAR,
@@ -33,8 +33,8 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_multinode 
     host_layout,
     hostvars_getter,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import secret_host_vars
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import (
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import secret_host_vars
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import (
     ROLE_VARS,
     SECRET_MARKER,
     Problem,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_validate import Context
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
 
 Version = tuple[int, ...]
 

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_inputs as inputs
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_models import ModelFacts, lookup_model
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_rules import MAX_GPUS_PER_HOST, RENAMED, gpu_ids, run_rules
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_schema import (
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_inputs as inputs
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ModelFacts, lookup_model
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import MAX_GPUS_PER_HOST, RENAMED, gpu_ids, run_rules
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import (
     ArgSpec,
     Schema,
     available_versions,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inputs import secret_dests, secret_var
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import secret_dests, secret_var
 
 SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas")
 
