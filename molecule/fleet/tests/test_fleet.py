@@ -172,25 +172,8 @@ def started(container: str) -> tuple[int, int]:
     return main_pid(container), int(sh(container, f"systemctl show -p ExecMainStartTimestampMonotonic --value {SERVICE}"))
 
 
-def test_a_deploy_with_a_change_restarts_one_host_at_a_time(router: str, fleet: Path, tmp_path: Path) -> None:
-    # deploy.yml's default: canary, then batches of 25% (one host of four), each drained from the router first.
-    before = {h: main_pid(h) for h in GPUS}
-    with Traffic(router) as traffic:
-        runner = deploy(fleet, tmp_path, sglang_args={**BASE_ARGS, "mem_fraction_static": 0.8})
-        time.sleep(0.5)
-    assert runner.rc == 0, final_failure(runner)
-    for h in GPUS:
-        assert main_pid(h) != before[h], f"{h} was not restarted"
-        assert server_info(h)["mem_fraction_static"] == 0.8
-    assert traffic.failed == [], traffic.failed[:5]
-    assert traffic.sent >= 50, f"only {traffic.sent} requests were sent during the deploy"
-    assert min(traffic.healthy_counts) == len(GPUS) - 1, "each host left the router (drain), one at a time"
-    assert healthy_workers(router) == sorted(f"http://{h}:30000" for h in GPUS)
-    assert plays(runner).count("Provision and roll out to the rest of the fleet in batches") == len(GPUS) - 1
-    print(f"deploy: {traffic.sent} requests, 0 failed; healthy workers {min(traffic.healthy_counts)}..{max(traffic.healthy_counts)}")
-
-
 def test_restart_restarts_every_host_one_at_a_time(router: str, fleet: Path, tmp_path: Path) -> None:
+    # restart.yml's default: canary, then batches of 25% (one host of four), each drained from the router first.
     before = {h: main_pid(h) for h in GPUS}
     with Traffic(router) as traffic:
         runner = simrun.play(fleet, tmp_path, "restart.yml", sglang_args={**BASE_ARGS, "mem_fraction_static": 0.8},
@@ -199,7 +182,9 @@ def test_restart_restarts_every_host_one_at_a_time(router: str, fleet: Path, tmp
     assert runner.rc == 0, final_failure(runner)
     for h in GPUS:
         assert main_pid(h) != before[h], f"{h} was not restarted"
+        assert server_info(h)["mem_fraction_static"] == 0.8
     assert traffic.failed == [], traffic.failed[:5]
+    assert traffic.sent >= 50, f"only {traffic.sent} requests were sent during the restart"
     assert min(traffic.healthy_counts) == len(GPUS) - 1, "each host left the router (drain), one at a time"
     assert healthy_workers(router) == sorted(f"http://{h}:30000" for h in GPUS)
     assert plays(runner).count("Restart the rest of the fleet in batches") == len(GPUS) - 1
@@ -228,16 +213,18 @@ def test_a_host_that_never_becomes_ready_stops_the_rollout(router: str, fleet: P
     assert healthy_workers(router) == sorted(f"http://{h}:30000" for h in GPUS), "the rolled-back host serves again"
 
 
-def test_a_rerun_after_the_failure_restarts_only_the_failed_and_the_rest(router: str, fleet: Path, tmp_path: Path) -> None:
+def test_a_deploy_after_the_failure_restarts_only_the_failed_and_the_rest(router: str, fleet: Path, tmp_path: Path) -> None:
     # The previous case stopped at GPUS[1] (rolled back); GPUS[0] already has the target, GPUS[2:] were not reached.
+    # deploy.yml with that target, under traffic: provisioning and restarts in batches, GPUS[0] only provisioned.
     sh(GPUS[1], "rm -f /etc/sglang-standin/never-ready.env")  # the fault is fixed
     updated = started(GPUS[0])
     before = {h: main_pid(h) for h in GPUS[1:]}
     bad_env = {**BASE_ENV, "SGLANG_STANDIN_FAULTS": "/etc/sglang-standin/never-ready.env"}  # the same target as before
     with Traffic(router) as traffic:
-        runner = rollout(fleet, tmp_path, sglang_args={**BASE_ARGS, "mem_fraction_static": 0.75}, sglang_env=bad_env)
+        runner = deploy(fleet, tmp_path, sglang_args={**BASE_ARGS, "mem_fraction_static": 0.75}, sglang_env=bad_env)
         time.sleep(0.5)
     assert runner.rc == 0, final_failure(runner)
+    assert plays(runner).count("Provision and roll out to the rest of the fleet in batches") == len(GPUS) - 1
     assert started(GPUS[0]) == updated, f"{GPUS[0]} already had the target and was restarted again"
     for h in GPUS[1:]:
         assert main_pid(h) != before[h], f"{h} was not restarted"
@@ -247,8 +234,10 @@ def test_a_rerun_after_the_failure_restarts_only_the_failed_and_the_rest(router:
                and e["event_data"].get("task") == "Take the server out of the routers and let it finish its requests"}
     assert drained == set(GPUS[1:])
     assert traffic.failed == [], traffic.failed[:5]
+    assert traffic.sent >= 50, f"only {traffic.sent} requests were sent during the deploy"
     assert min(traffic.healthy_counts) == len(GPUS) - 1
     assert healthy_workers(router) == sorted(f"http://{h}:30000" for h in GPUS)
+    print(f"deploy: {traffic.sent} requests, 0 failed; healthy workers {min(traffic.healthy_counts)}..{max(traffic.healthy_counts)}")
 
 
 def test_a_failed_canary_touches_no_other_host(router: str, fleet: Path, tmp_path: Path) -> None:
