@@ -148,3 +148,29 @@ def test_a_multinode_instance_is_one_unit_in_one_batch(tmp_path: Path) -> None:
     inv = inventory(tmp_path, ["gpu-a", "gpu-b"], pair=["gpu-m1", "gpu-m2"])
     assert plan(tmp_path, inv, "-e", "rollout_serial=1") == {
         "canary": ["gpu-a"], "rest": ["gpu-b", "gpu-m1", "gpu-m2"], "batches": [1, 2]}
+
+
+def restarts(names: list[str], due: list[str], force: bool, only: Any) -> list[str]:
+    """__sglang_rollout_restart for a host with instances ``names`` (roles/sglang_rollout/vars/main.yml)."""
+    from rendering import _evaluate, jinja_env
+
+    variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    context: dict[str, Any] = {"__sglang_rollout_names": names, "__sglang_rollout_due": due,
+                               "sglang_rollout_force_restart": force, "sglang_rollout_instances": only}
+    env = jinja_env()
+    env.filters["bool"] = bool  # Ansible's, for the booleans used here
+    for name in ("__sglang_rollout_only", "__sglang_rollout_restart"):
+        context[name] = _evaluate(env, variables[name], context)
+    return context["__sglang_rollout_restart"]
+
+
+@pytest.mark.parametrize(("due", "force", "only", "expected"), [
+    (["code"], False, [], ["code"]),  # deploy / rollout: the due ones
+    ([], True, [], ["chat", "code"]),  # restart.yml: all of them
+    ([], True, "chat", ["chat"]),  # restart.yml -e rollout_instances=chat
+    ([], True, " code, chat ", ["chat", "code"]),  # host order, spaces ignored
+    (["code"], False, ["chat"], []),  # only chat, which is not due
+    ([], True, ["other"], []),  # a name this host does not run
+])
+def test_rollout_instances_picks_instances(due: list[str], force: bool, only: Any, expected: list[str]) -> None:
+    assert restarts(["chat", "code"], due, force, only) == expected

@@ -183,3 +183,19 @@ def test_a_failed_change_of_one_instance_rolls_back_only_it(host, two: Path, tmp
     assert host.file("/etc/systemd/system/sglang-chat.service").content_string == chat_unit
     assert tree(host, "sglang-code.service") == code
     assert_instances_own_their_gpus(host)
+
+
+def test_restart_yml_restarts_only_the_named_instance(host, two: Path, tmp_path: Path,
+                                                      traffic_to_code: dict[str, int]) -> None:
+    host.run(f"rm -f {CHAT_FAULTS}; touch {CHAT_FAULTS}")
+    chat, code = main_pid(host, "sglang-chat"), tree(host, "sglang-code.service")
+    runner = simrun.play(two, tmp_path, "restart.yml", skip_tags="driver,cuda", rollout_instances="nope",
+                         **{**FAST, "sglang_instances": instances(chat_args={"mem_fraction_static": 0.65})})
+    assert runner.rc != 0 and "which no host of sglang_servers runs" in final_failure(runner)
+    assert main_pid(host, "sglang-chat") == chat
+    runner = simrun.play(two, tmp_path, "restart.yml", skip_tags="driver,cuda", rollout_instances="chat",
+                         **{**FAST, "sglang_instances": instances(chat_args={"mem_fraction_static": 0.65})})
+    assert runner.rc == 0, final_failure(runner)
+    assert main_pid(host, "sglang-chat") != chat
+    assert tree(host, "sglang-code.service") == code
+    assert_instances_own_their_gpus(host)
