@@ -190,3 +190,23 @@ def test_gpu_holders_without_instance_devices_keeps_the_one_instance_rules() -> 
     params = {**PARAMS, "owner_devices": [], "sibling_units": []}
     assert gpu_holders.classify(holder(["/dev/nvidia5"]), params) == "ours"
     assert gpu_holders.classify(holder(["/dev/nvidiactl"], user="alice"), params) == "foreign"
+
+
+@pytest.mark.parametrize(("hostvars", "found", "current"), [
+    (host_with(), ["/etc/sglang/last-good/venv"], ["sglang"]),
+    (host_with(), [], []),
+    (two(), ["/etc/sglang/last-good-code/venv"], ["code"]),
+    (two(), ["/etc/sglang/last-good/venv", "/etc/sglang/last-good-chat/venv"], ["chat"]),
+])
+def test_instances_that_started_from_the_current_virtualenv(hostvars: dict[str, Any], found: list[str],
+                                                            current: list[str]) -> None:
+    """install.yml's find of last-good*/venv records naming the current virtualenv -> instance names."""
+    from rendering import _VARS, _evaluate, jinja_env, role_context
+
+    context = role_context(hostvars)
+    context["__sglang_server_venv_same"] = {"files": [{"path": p} for p in found]}
+    env = jinja_env()
+    env.filters["basename"] = lambda p: p.rsplit("/", 1)[-1]
+    env.filters["dirname"] = lambda p: p.rsplit("/", 1)[0]
+    env.filters["regex_replace"] = lambda text, pattern, repl: __import__("re").sub(pattern, repl, text)
+    assert _evaluate(env, _VARS["__sglang_server_venv_current"], context) == current
