@@ -64,7 +64,6 @@ from ansible.utils.display import Display
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import (  # noqa: F401 (re-exported)
     HOST_VARS,
     HostPlan,
-    host_plan,
     plan_host,
     read_host_vars,
 )

@@ -84,11 +84,12 @@ INSTANCE_FIELDS = {
     "model_max_context": "sglang_model_max_context",
     "hf_token": "hf_token",
     "gpus": GPUS_VAR,
+    "model_revision": "sglang_model_revision",
 }
 # Keys that add to the host's mappings (the instance wins key by key), keys with their own meaning,
 # and keys other roles read (roles/sglang stages each instance's model at its revision).
 INSTANCE_MERGED = {"args": "sglang_args", "env": "sglang_env"}
-INSTANCE_OTHER = ("name", "port", "model_revision")
+INSTANCE_OTHER = ("name", "port")
 INSTANCE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
 # Arguments that open a TCP port of their own; two instances of a host must not share one.
 _PORT_ARGS = ("port",)
@@ -110,7 +111,9 @@ class Instance:
         """The plan with no secret in it (``Result.as_dict`` plus the unit), and its digest."""
         data = self.result.as_dict()
         data.update(name=self.name, service=self.service, gpus=list(self.gpus), shorthand=self.index is None,
-                    model=self.model, model_revision=self.model_revision)
+                    model=self.model, model_revision=self.model_revision,
+                    # under sglang_server_config_dir: the shorthand keeps the one-instance layout
+                    last_good="last-good" if self.index is None else f"last-good-{self.name}")
         data["digest"] = digest(data)
         return data
 
@@ -212,15 +215,10 @@ def staged_models(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
     entries = raw.get(INSTANCES_VAR)
     views: list[tuple[dict[str, Any], bool]] = []
     if isinstance(entries, (list, tuple)):
-        for entry in entries:
-            if isinstance(entry, Mapping):
-                view = {k: v for k, v in raw.items() if k not in ("sglang_model_local_path", "sglang_model_dir")}
-                if "model" in entry:
-                    view["sglang_model_path"] = entry["model"]
-                if "model_dir" in entry:
-                    view["sglang_model_local_path"] = entry["model_dir"]
-                if "model_revision" in entry:
-                    view["sglang_model_revision"] = entry["model_revision"]
+        scratch, names = HostPlan(""), set()  # problems are the validator's to report
+        for index, entry in enumerate(entries):
+            view, _ = _instance_vars(scratch, dict(raw), entry, index, names)
+            if view is not None:
                 views.append((view, False))
     else:
         views.append((dict(raw), True))
@@ -281,12 +279,6 @@ def plan_host(host: str, hostvars: Any, groups: Any, spec: str | None = None, ge
         plan.problems = [Problem("host.template", "host variables", None, to_text(exc).splitlines()[0],
                                  "fix the variable's Jinja expression or define what it uses")]
     return plan
-
-
-def host_plan(host: str, hostvars: Any, groups: Any, spec: str | None = None, get: Getter | None = None) -> tuple[Result, Layout | None]:
-    """``plan_host`` as one Result (every instance's problems) and the multi-node layout."""
-    plan = plan_host(host, hostvars, groups, spec, get)
-    return plan.result(), plan.layout
 
 
 def _plan_instances(plan: HostPlan, raw: dict[str, Any], spec: str | None) -> None:
@@ -486,4 +478,4 @@ def check_manual_multinode(host: str, raw: dict[str, Any], outcome: Result) -> N
             f"({PORT_VAR} / {ADDR_VAR} optional) and remove nnodes, node_rank and dist_init_addr from sglang_args"))
 
 
-__all__ = ["HOST_VARS", "SECRET_MARKER", "HostPlan", "Instance", "host_plan", "plan_host", "read_host_vars"]
+__all__ = ["HOST_VARS", "SECRET_MARKER", "HostPlan", "Instance", "plan_host", "read_host_vars"]
