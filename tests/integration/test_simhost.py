@@ -336,3 +336,116 @@ def test_gpu_count_seven_simulates_a_missing_gpu(host: Host) -> None:
     finally:
         host.run("rm -f /etc/fake-nvidia/gpu_count && systemctl restart fake-nvidia-devices")
     assert len(host.out("nvidia-smi -L").splitlines()) == 8
+
+
+# --- hardware profiles ------------------------------------------------------------------------------
+
+
+def _switch_profile(host: Host, profile: str | None) -> None:
+    """Give the running host another hardware profile (None: back to the container's default)."""
+    host.run("rm -f /etc/fake-nvidia/profile" if profile is None else f"echo {profile} > /etc/fake-nvidia/profile")
+    host.run("systemctl restart fake-nvidia-devices")
+
+
+def test_default_host_has_proc_and_pci_entries(host: Host) -> None:
+    assert host.out("cat /run/fake-nvidia/profile").strip() == "rtxpro6000-8"
+    info = host.out("cat /proc/driver/nvidia/gpus/0000:21:00.0/information")
+    assert "Device Minor: \t 1\n" in info and "Bus Location: \t 0000:21:00.0\n" in info
+    assert host.out("ls /sys/bus/pci/devices").split() == ["0000:00:00.0"] + [
+        f"0000:{b}:00.0" for b in ("01", "21", "41", "61", "81", "a1", "c1", "e1")]
+    assert host.out("cat /sys/bus/pci/devices/0000:01:00.0/vendor /sys/bus/pci/devices/0000:01:00.0/class").split() == \
+        ["0x10de", "0x030200"]
+    assert host.run("test -e /sys/bus/pci/devices/0000:01:00.0/iommu_group", check=False).returncode != 0
+    assert host.run("touch /proc/driver/nvidia/x", check=False).returncode != 0  # read-only, like procfs
+    # A sandboxed SGLang unit (fresh procfs) sees the same tree through the image's drop-in.
+    seen = host.out("systemd-run --unit=sglang-h14-procfs --wait --pipe --quiet -p ProtectKernelTunables=yes "
+                    "-p ProtectProc=invisible -p DynamicUser=yes ls /proc/driver/nvidia/gpus")
+    assert len(seen.split()) == 8
+
+
+def test_hgx_profile_nodes_topology_and_fabric_manager(host: Host) -> None:
+    _sh([str(REPO / "tests/fixtures/aptrepo/build-aptrepo.sh")])
+    deb = sorted((REPO / "build/aptrepo").glob("cuda/repos/*/*/nvidia-fabricmanager-580_*.deb"))
+    assert deb, "build-aptrepo.sh built no nvidia-fabricmanager-580"
+    _sh(["docker", "cp", str(deb[-1]), f"{host.name}:/var/tmp/fm.deb"])
+    try:
+        host.run("dpkg -i /var/tmp/fm.deb >/dev/null")
+        res = host.run("systemctl start nvidia-fabricmanager", check=False)
+        assert res.returncode != 0  # a PCIe host has no NVSwitch: fabric manager fails, as the real one does
+        assert "NV_WARN_NOTHING_TO_DO" in host.out("journalctl -u nvidia-fabricmanager -o cat")
+
+        _switch_profile(host, "hgx-b200")
+        rows = host.out("nvidia-smi --query-gpu=index,name,compute_cap,memory.total --format=csv,noheader,nounits")
+        assert rows.splitlines() == [f"{i}, NVIDIA B200, 10.0, 183359" for i in range(8)]
+        assert host.out("ls /dev/nvidia-nvswitch* /dev/infiniband/ /dev/nvidia-caps-imex-channels/").split() == [
+            "/dev/nvidia-nvswitch0", "/dev/nvidia-nvswitch1", "/dev/nvidia-nvswitch2", "/dev/nvidia-nvswitch3",
+            "/dev/nvidia-nvswitchctl", "/dev/infiniband/:", "uverbs0", "uverbs1", "uverbs2", "uverbs3",
+            "/dev/nvidia-caps-imex-channels/:", "channel0"]
+        switches = host.out("grep -l 0x0680 /sys/bus/pci/devices/*/class | xargs -n1 dirname | xargs -n1 basename")
+        assert switches.split() == ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"]
+        assert host.out("cat /sys/bus/pci/devices/0000:1b:00.0/iommu_group/type").strip() == "identity"
+        topo = host.out("nvidia-smi topo -m")
+        assert "GPU0\t X \tNV18\tNV18" in topo and "NIC Legend:" in topo
+        assert "OK" in host.out("nvidia-smi topo -p2p r") and "NS" not in host.out("nvidia-smi topo -p2p r").split("Legend")[0]
+
+        host.run("systemctl reset-failed nvidia-fabricmanager; systemctl start nvidia-fabricmanager")
+        assert host.out("systemctl is-active nvidia-fabricmanager").strip() == "active"
+        pid = int(host.out("systemctl show -p MainPID --value nvidia-fabricmanager"))
+        assert pid in host.pids("fuser /dev/nvidia-nvswitch0 2>/dev/null")
+    finally:
+        host.run("systemctl stop nvidia-fabricmanager; dpkg --purge nvidia-fabricmanager-580 >/dev/null; "
+                 "systemctl reset-failed", check=False)
+        _switch_profile(host, None)
+    assert host.run("ls /dev/nvidia-nvswitch0 /dev/infiniband", check=False).returncode != 0
+    assert len(host.out("nvidia-smi -L").splitlines()) == 8
+
+
+def test_shuffled_minors_cuda_uuids_and_device_report(host: Host) -> None:
+    """CUDA_VISIBLE_DEVICES UUIDs reach /dev/nvidia<minor> through the profile; the stand-in reports what it opened."""
+    unit, port = "sglang-h14-shuffled", 30007
+    _switch_profile(host, "minors-shuffled")
+    try:
+        assert host.out("ls /dev | grep -E '^nvidia[0-9]+$' | sort -V").split() == [f"nvidia{i}" for i in range(4)]
+        uuids = host.out("nvidia-smi --query-gpu=uuid --format=csv,noheader").split()
+        minors = {b: int(host.out(f"grep 'Device Minor' /proc/driver/nvidia/gpus/{b}/information").split()[-1])
+                  for b in ("0000:01:00.0", "0000:21:00.0", "0000:41:00.0", "0000:61:00.0")}
+        assert list(minors.values()) == [2, 0, 3, 1]
+        host.run(f"systemd-run --unit={unit} -p ProtectKernelTunables=yes -p ProtectProc=invisible "
+                 f"-p DevicePolicy=closed -p 'DeviceAllow=/dev/nvidiactl rw' -p 'DeviceAllow=/dev/nvidia1 rw' "
+                 f"-p 'DeviceAllow=/dev/nvidia3 rw' -E CUDA_VISIBLE_DEVICES={uuids[3]},{uuids[2]} "
+                 f"-E SGLANG_STANDIN_LOAD_SECONDS=0.5 {PY} -m sglang.launch_server --model-path m --tp-size 2 --port {port}")
+        host.wait_http(port, "/health", "200", timeout=30)
+        report = json.loads(host.out(f"curl -sf http://127.0.0.1:{port}/standin/devices"))
+        assert report["opened"] == {"sglang::scheduler_TP0": "/dev/nvidia1", "sglang::scheduler_TP1": "/dev/nvidia3"}
+        # All simulated nodes are null devices, which DevicePolicy=closed always allows.
+        assert report["openable"] == {f"/dev/nvidia{m}": "ok" for m in range(4)}
+        assert "stand-in devices: " in host.out(f"journalctl -u {unit} -o cat")
+        apps = host.out("nvidia-smi --query-compute-apps=gpu_bus_id,process_name --format=csv,noheader").splitlines()
+        assert sorted(apps) == ["00000000:41:00.0, sglang::scheduler_TP1", "00000000:61:00.0, sglang::scheduler_TP0"]
+        host.run(f"systemctl stop {unit}")
+
+        bad = host.run(f"CUDA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000000 {PY} -m sglang.launch_server "
+                       f"--model-path m --port {port}", check=False, timeout=30)
+        assert bad.returncode == 1 and "No CUDA GPUs are available" in bad.stderr
+        bad = host.run(f"CUDA_VISIBLE_DEVICES={uuids[0]},GPU-00000000-0000-0000-0000-000000000000 SGLANG_STANDIN_LOAD_SECONDS=0.5 "
+                       f"{PY} -m sglang.launch_server --model-path m --tp-size 2 --port {port}", check=False, timeout=30)
+        assert bad.returncode == 1 and "invalid device ordinal" in bad.stderr
+    finally:
+        host.run(f"systemctl stop {unit}; systemctl reset-failed", check=False)
+        _switch_profile(host, None)
+    assert host.out("ls /dev | grep -E '^nvidia[0-9]+$' | sort -V").split() == [f"nvidia{i}" for i in range(8)]
+
+
+def test_gb10_profile_from_the_container_environment() -> None:
+    """FAKE_NVIDIA_PROFILE of the container (simhost.sh --profile) chooses the profile at boot."""
+    name = f"bsa-simtest-{uuid.uuid4().hex[:8]}"
+    _sh([str(SIMHOST / "simhost.sh"), "up", name, "--profile", "gb10"], timeout=180)
+    try:
+        h = Host(name)
+        assert h.out("nvidia-smi --query-gpu=index,pci.bus_id,name,compute_cap,memory.total --format=csv,noheader,nounits") \
+            == "0, 0000000F:01:00.0, NVIDIA GB10, 12.1, [N/A]\n"
+        assert h.out("ls /proc/driver/nvidia/gpus").split() == ["000f:01:00.0"]
+        assert h.out("ls /dev | grep -E '^nvidia[0-9]+$'").split() == ["nvidia0"]
+        assert h.out("su nobody -s /bin/sh -c 'nvidia-smi -L'").startswith("GPU 0: NVIDIA GB10 (UUID: GPU-")
+    finally:
+        subprocess.run([str(SIMHOST / "simhost.sh"), "down", name], check=False)
