@@ -617,7 +617,12 @@ def test_sm12x_rejects(args: dict[str, str], rule: str, dest: str) -> None:
 def test_same_configs_on_compute_capability_10_are_not_sm12x_errors(args: dict[str, str], rule: str, dest: str) -> None:
     result = validate_host(ref_host(args, nvidia_gpu_compute_capability="10.0"))
     assert not [p for p in result.errors if p.rule.startswith("sm12x")]
-    assert result.ok, format_report("host", result)
+    # 10.0 has its own profile (tests/unit/test_arch_profiles.py): fa3, hpc_ops, flex_attention for hybrid models.
+    assert all(p.rule.startswith("sm10x.") for p in result.errors), format_report("host", result)
+    backend = args.get(dest)
+    hybrid_refuses = dest in ("attention_backend", "prefill_attention_backend", "decode_attention_backend") and backend not in (
+        "triton", "trtllm_mha", "fa4", "flashinfer")  # the reference model is hybrid (attention_registry.py:44, 462-476)
+    assert result.ok == (backend not in ("fa3", "hpc_ops") and not hybrid_refuses), format_report("host", result)
 
 
 def test_sm121_is_sm12x_too() -> None:

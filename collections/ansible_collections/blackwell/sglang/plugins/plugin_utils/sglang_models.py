@@ -44,6 +44,8 @@ class ModelFacts:
     # The checkpoint's own rope_scaling (the keys SGLang's get_context_length reads); None when unknown.
     rope_scaling: dict[str, Any] | None = None
     path: str | None = None  # sglang_model_path, as the facts were looked up
+    # A lower bound of the checkpoint's weight bytes (see WEIGHT_BYTES); None when unknown.
+    weight_bytes: int | None = None
 
 
 # sglang/srt/arg_groups/speculative_hook.py _auto_choose_speculative_params (0.5.23):
@@ -92,6 +94,35 @@ CHECKPOINTS: dict[str, tuple[str, str | None, int, dict[str, Any]]] = {
     "nvidia/Llama-3.3-70B-Instruct-FP4": ("LlamaForCausalLM", "nvfp4", 131072, _ROPE_LLAMA31),
 }
 
+# A LOWER BOUND of each checkpoint's weight bytes, for the "will it fit" check (rule hardware.fit):
+# the nominal parameter count (the name's "397B", "80B", "671B" ...) times the bits per parameter of the
+# checkpoint's format (bf16 16, fp8 8, NVFP4 4), rounded down.  Real checkpoints are larger: NVFP4 and FP8
+# keep scales, and the embeddings, norms, attention or gates stay in bf16 (nvidia/Qwen3.5-397B-A17B-NVFP4 is
+# about a quarter larger than 397e9 x 0.5 bytes), and DeepSeek's 671B leaves out its 14B MTP layer.  An
+# underestimate only lets a too-large model through (it then fails at load, as without the check); it never
+# refuses one that fits.
+_GB = 10**9
+WEIGHT_BYTES: dict[str, int] = {
+    "nvidia/Qwen3.5-397B-A17B-NVFP4": 198 * _GB,  # 397e9 x 0.5
+    "Qwen/Qwen3.5-397B-A17B": 794 * _GB,  # 397e9 x 2
+    "Qwen/Qwen3.5-397B-A17B-FP8": 397 * _GB,
+    "Qwen/Qwen3-Next-80B-A3B-Instruct": 160 * _GB,  # 80e9 x 2
+    "Qwen/Qwen3-Next-80B-A3B-Thinking": 160 * _GB,
+    "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8": 80 * _GB,
+    "nvidia/Qwen3-Next-80B-A3B-Instruct-NVFP4": 40 * _GB,
+    "deepseek-ai/DeepSeek-V3": 671 * _GB,  # 671e9 x 1 (FP8)
+    "deepseek-ai/DeepSeek-V3-0324": 671 * _GB,
+    "deepseek-ai/DeepSeek-R1": 671 * _GB,
+    "deepseek-ai/DeepSeek-R1-0528": 671 * _GB,
+    "nvidia/DeepSeek-V3-0324-FP4": 335 * _GB,  # 671e9 x 0.5
+    "nvidia/DeepSeek-R1-0528-FP4": 335 * _GB,
+    "meta-llama/Llama-3.1-8B-Instruct": 16 * _GB,  # 8.03e9 x 2
+    "meta-llama/Llama-3.1-70B-Instruct": 141 * _GB,  # 70.6e9 x 2
+    "meta-llama/Llama-3.3-70B-Instruct": 141 * _GB,
+    "meta-llama/Meta-Llama-3-8B-Instruct": 16 * _GB,
+    "nvidia/Llama-3.3-70B-Instruct-FP4": 35 * _GB,  # 70.6e9 x 0.5
+}
+
 # Spellings of checkpoint quantization accepted in sglang_model_quantization.
 QUANTIZATION_ALIASES = {
     "nvfp4": "nvfp4",
@@ -112,25 +143,28 @@ def lookup_model(
     max_context: int | None = None,
 ) -> ModelFacts:
     """Facts for ``model_path``; explicit per-host overrides win over the table."""
-    arch, quant, ctx, known, rope = None, None, None, False, None
+    arch, quant, ctx, known, rope, weights = None, None, None, False, None, None
     key = (model_path or "").rstrip("/")
-    entry = CHECKPOINTS.get(key)
-    if entry is None:
+    name = key if key in CHECKPOINTS else None
+    if name is None:
         # A local directory named like the checkpoint (/models/Qwen3.5-397B-A17B-NVFP4).
         base = key.rsplit("/", 1)[-1].lower()
-        entry = next((v for k, v in CHECKPOINTS.items() if k.rsplit("/", 1)[-1].lower() == base), None)
-    if entry is not None:
-        arch, quant, ctx, rope = entry
+        name = next((k for k in CHECKPOINTS if k.rsplit("/", 1)[-1].lower() == base), None)
+    if name is not None:
+        arch, quant, ctx, rope = CHECKPOINTS[name]
+        weights = WEIGHT_BYTES.get(name)
         known = True
     if architecture:
         arch, known = architecture, True
     if quantization is not None:
-        quant = QUANTIZATION_ALIASES.get(str(quantization).lower(), str(quantization).lower())
-        known = True
+        declared = QUANTIZATION_ALIASES.get(str(quantization).lower(), str(quantization).lower())
+        if declared != quant:
+            weights = None  # another format than the table's checkpoint: its size is not known
+        quant, known = declared, True
     if max_context:
         ctx = int(max_context)
     facts = ModelFacts(architecture=arch, quantization=quant, max_context=ctx, known=known,
-                       rope_scaling=None if rope is None else dict(rope), path=key or None)
+                       rope_scaling=None if rope is None else dict(rope), path=key or None, weight_bytes=weights)
     arch_facts = ARCHITECTURES.get(arch or "")
     if arch_facts is not None:
         facts = replace(

@@ -9,8 +9,10 @@ check of SGLang itself, its ``source`` names the file and line in that release.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,29 +79,6 @@ ATTENTION_DESTS = (
     "speculative_draft_attention_backend",
 )
 MOE_RUNNER_DESTS = ("moe_runner_backend", "speculative_moe_runner_backend")
-
-# Attention backends that do not run on compute capability 12.x, and why.
-NOT_ON_SM12X_ATTENTION = {
-    "fa3": "FlashAttention 3 is a Hopper (SM90) kernel; on SM120 it fails at run time",
-    "cutedsl_mla": "the CuTe-DSL MLA kernels target datacenter Blackwell (SM100) only",
-    "hpc_ops": "hpc_ops kernels are not built for SM120",
-    "trtllm_mla": "TensorRT-LLM MLA kernels are SM100-only",
-    "cutlass_mla": "CUTLASS MLA kernels are SM100-only",
-    "flashmla": "FlashMLA supports SM90/SM100 only",
-    "aiter": "aiter is AMD ROCm only",
-    "wave": "wave is AMD ROCm only",
-    "ascend": "ascend is Huawei Ascend NPU only",
-    "intel_amx": "intel_amx is a CPU backend",
-    "intel_xpu": "intel_xpu is an Intel GPU backend",
-}
-# Where SGLang itself refuses a backend on SM120 at argument time (the others fail only at run time).
-SGLANG_SOURCE_SM12X_ATTENTION = {"cutedsl_mla": "sglang/srt/arg_groups/overrides.py:1245"}
-# Full-attention backends that work for hybrid linear-attention models (Qwen3.5, Qwen3-Next) on SM120.
-HYBRID_SM12X_ATTENTION = ("triton", "trtllm_mha", "flashinfer")
-SM100_ONLY_MOE_RUNNERS = {"flashinfer_trtllm", "flashinfer_trtllm_routed", "experimental_sgl_trtllm"}
-# Runs, but produced garbage output on SM120 in the deployment that started this project.
-GARBAGE_ON_SM12X_MOE_RUNNERS = {"flashinfer_cutedsl"}
-SM100_ONLY_QUANTIZATION = {"nvfp4_online"}
 
 RuleFn = Callable[["Context"], None]
 
@@ -372,66 +351,296 @@ def _mamba_no_buffer(ctx: Context) -> None:
               "sglang/srt/arg_groups/mamba_hook.py:158")
 
 
-# --- compute capability 12.x (RTX PRO 6000 / RTX 50xx Blackwell) --------------------------------------
+# --- hardware profiles: what each compute capability runs -------------------------------------------
+#
+# One profile per GPU architecture SGLang 0.5.23 tells apart (get_platform().is_sm90 / is_sm100 / is_sm110 /
+# is_sm120 / is_blackwell: sglang/srt/utils/common.py:289-335 match on the MAJOR only, so 10.3 is "sm100" and
+# 12.1 is "sm120").  Each entry says what that architecture refuses and where SGLang refuses it; an entry
+# without a source is stricter than SGLang (it fails only at run time) and its reason says so.
 
 
-@rule("sm12x.attention")
-def _sm12x_attention(ctx: Context) -> None:
-    if not ctx.sm12x:
+@dataclass(frozen=True)
+class Refusal:
+    """Why an architecture cannot run a backend or format; ``source`` is SGLang's own check, if any."""
+
+    why: str
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class ArchProfile:
+    """The hardware rules of one compute-capability family; ``family`` prefixes the rule ids."""
+
+    family: str
+    gpus: str
+    attention: Mapping[str, Refusal]  # text attention backends (attention, prefill, decode, draft)
+    mla_attention: Mapping[str, Refusal]  # refused only for MLA models (DeepSeek)
+    hybrid_attention: tuple[str, ...] | None  # full-attention backends hybrid GDN models may use; None: any
+    mm_attention: Mapping[str, Refusal]  # the vision encoder's mm_attention_backend
+    moe_runners: Mapping[str, Refusal]
+    kv_cache: Mapping[str, Refusal]
+    trtllm_mha_fp8_kv: bool = False  # TRTLLM FMHAv2 prefill (SM120) has no fp8_e4m3 KV cache
+    trtllm_mha_cp: bool = False  # trtllm_mha prefill with attn_cp_size > 1 needs SM100's context kernel
+    nvfp4_moe_explicit: bool = False  # NVFP4 MoE checkpoints need quantization modelopt_fp4 (or flashinfer_cutlass)
+    sm100: bool = False  # datacenter Blackwell SM100/SM103 (get_platform().is_sm100)
+    # FlashInfer's linear-attention (GDN) decode/verify kernels on SM100+ (major >= 10) keep a bf16 state.
+    linear_flashinfer_bf16: bool = False
+
+
+_REG = "sglang/srt/layers/attention/attention_registry.py"
+_NON_NVIDIA = {
+    "aiter": Refusal("aiter is AMD ROCm only"),
+    "wave": Refusal("wave is AMD ROCm only"),
+    "ascend": Refusal("ascend is Huawei Ascend NPU only"),
+    "intel_amx": Refusal("intel_amx is a CPU backend"),
+    "intel_xpu": Refusal("intel_xpu is an Intel GPU backend"),
+}
+_FA3 = Refusal("FlashAttention 3 runs on SM80 (non-MLA models) and SM90 only; SGLang asserts it when it builds the "
+               "backend, after loading the weights", f"{_REG}:241-246")
+_FA3_MLA = Refusal("FlashAttention 3 on SM80/SM86/SM89 serves non-MLA models only; SGLang asserts it when it builds "
+                   "the backend, after loading the weights", f"{_REG}:241-246")
+_HPC_OPS = Refusal("the hpc_ops kernels ship for SM90 (Hopper) only; SGLang refuses other GPUs when it builds the backend",
+                   "sglang/srt/layers/attention/hpc_ops_backend.py:138-143")
+_TRTLLM_MHA = Refusal("the TRTLLM MHA backend runs on SM90, SM100 and SM120 only",
+                      "sglang/srt/arg_groups/attention_hook.py:200-225")
+_TRTLLM_MLA = Refusal("the TRTLLM MLA backend runs on Blackwell only", "sglang/srt/arg_groups/overrides.py:1210-1213")
+_TRTLLM_MLA_SM12X = Refusal("TensorRT-LLM MLA kernels are SM100-only (stricter than SGLang, which lets SM12x through "
+                            "at start-up: the kernels then fail at run time)")
+_CUTEDSL_MLA = Refusal("the CuTe-DSL MLA kernels target datacenter Blackwell (SM100) only",
+                       "sglang/srt/arg_groups/overrides.py:1244-1247")
+_FLASHMLA = Refusal("FlashMLA supports SM90/SM100 only (stricter than SGLang, which fails at run time)")
+_MM_FA3 = Refusal("the vision encoder's FlashAttention 3 does not run on Blackwell",
+                  "sglang/srt/layers/attention/vision.py:1330-1331")
+_MM_NON_NVIDIA = {
+    "aiter_attn": Refusal("aiter_attn is AMD ROCm only"),
+    "ascend_attn": Refusal("ascend_attn is Huawei Ascend NPU only"),
+    "amx_attn": Refusal("amx_attn is a CPU backend"),
+    "xpu_attn": Refusal("xpu_attn is an Intel GPU backend"),
+}
+_TRTLLM_MOE = Refusal("uses TensorRT-LLM (trtllm-gen) MoE kernels built for datacenter Blackwell (SM100) only "
+                      "(SGLang says so where it picks a runner, sglang/srt/arg_groups/overrides.py:1513-1522, but "
+                      "lets an explicit choice through: stricter, it fails at run time)")
+_MOE_SM100 = dict.fromkeys(("flashinfer_trtllm", "flashinfer_trtllm_routed", "experimental_sgl_trtllm"), _TRTLLM_MOE)
+_MOE_NON_NVIDIA = {"aiter": Refusal("aiter is AMD ROCm only"), "intel_xpu": Refusal("intel_xpu is an Intel GPU backend")}
+_KV = "sglang/srt/arg_groups/kv_cache_hook.py"
+_KV_MXFP8 = Refusal("an MXFP8 KV cache needs Blackwell (SM100+) block-scaled operands", f"{_KV}:105-109")
+_KV_NVFP4 = Refusal("an NVFP4 KV cache needs Blackwell SM100 or SM120", f"{_KV}:126-131")
+# The hybrid GDN models' full-attention backends (sglang/srt/layers/attention/attention_registry.py:462-476).
+HYBRID_SM12X_ATTENTION = ("triton", "trtllm_mha", "flashinfer")
+HYBRID_SM100_ATTENTION = ("triton", "trtllm_mha", "fa4", "flashinfer")  # HYBRID_GDN_SM100_BACKENDS, :44
+
+_SM8X = dict(
+    attention={**_NON_NVIDIA, "hpc_ops": _HPC_OPS, "trtllm_mha": _TRTLLM_MHA, "trtllm_mla": _TRTLLM_MLA,
+               "cutedsl_mla": _CUTEDSL_MLA, "flashmla": _FLASHMLA},
+    mla_attention={"fa3": _FA3_MLA}, hybrid_attention=None, mm_attention=_MM_NON_NVIDIA,
+    moe_runners={**_MOE_NON_NVIDIA, **_MOE_SM100}, kv_cache={"mxfp8": _KV_MXFP8, "nvfp4": _KV_NVFP4},
+)
+_SM8X_AMPERE = ArchProfile("sm8x", "Ampere (A100, A10, RTX 30)", **_SM8X)
+_SM8X_ADA = ArchProfile("sm8x", "Ada (L40S, L4, RTX 40)", **_SM8X)
+_SM90 = ArchProfile(
+    "sm90", "Hopper (H100, H200, GH200)",
+    attention={**_NON_NVIDIA, "trtllm_mla": _TRTLLM_MLA, "cutedsl_mla": _CUTEDSL_MLA},
+    mla_attention={}, hybrid_attention=None, mm_attention=_MM_NON_NVIDIA,
+    moe_runners={**_MOE_NON_NVIDIA, **_MOE_SM100}, kv_cache={"mxfp8": _KV_MXFP8, "nvfp4": _KV_NVFP4},
+    trtllm_mha_cp=True,
+)
+_SM10X = ArchProfile(
+    "sm10x", "datacenter Blackwell (B200, GB200, B300, GB300)",
+    attention={**_NON_NVIDIA, "fa3": _FA3, "hpc_ops": _HPC_OPS},
+    mla_attention={}, hybrid_attention=HYBRID_SM100_ATTENTION, mm_attention={**_MM_NON_NVIDIA, "fa3": _MM_FA3},
+    moe_runners=_MOE_NON_NVIDIA, kv_cache={}, sm100=True, linear_flashinfer_bf16=True,
+)
+_SM110 = ArchProfile(
+    "sm110", "Jetson Thor",
+    attention={**_NON_NVIDIA, "fa3": _FA3, "hpc_ops": _HPC_OPS, "trtllm_mha": _TRTLLM_MHA, "cutedsl_mla": _CUTEDSL_MLA},
+    mla_attention={}, hybrid_attention=HYBRID_SM100_ATTENTION, mm_attention={**_MM_NON_NVIDIA, "fa3": _MM_FA3},
+    moe_runners={**_MOE_NON_NVIDIA, **_MOE_SM100}, kv_cache={"nvfp4": _KV_NVFP4}, nvfp4_moe_explicit=True,
+    linear_flashinfer_bf16=True,
+)
+_SM12X = ArchProfile(
+    "sm12x", "workstation Blackwell (RTX PRO 6000, RTX 50, GB10)",
+    attention={**_NON_NVIDIA, "fa3": _FA3, "hpc_ops": _HPC_OPS, "cutedsl_mla": _CUTEDSL_MLA, "trtllm_mla": _TRTLLM_MLA_SM12X,
+               "flashmla": _FLASHMLA},
+    mla_attention={}, hybrid_attention=HYBRID_SM12X_ATTENTION, mm_attention={**_MM_NON_NVIDIA, "fa3": _MM_FA3},
+    moe_runners={**_MOE_NON_NVIDIA, **_MOE_SM100,
+                 "flashinfer_cutedsl": Refusal("starts, but produced garbage output on SM120 in the deployment that "
+                                               "started this project (stricter than SGLang)")},
+    kv_cache={}, trtllm_mha_fp8_kv=True, trtllm_mha_cp=True, nvfp4_moe_explicit=True, linear_flashinfer_bf16=True,
+)
+# Compute capability -> profile (nvidia-smi --query-gpu=compute_cap).
+PROFILES: dict[tuple[int, int], ArchProfile] = {
+    (8, 0): _SM8X_AMPERE, (8, 6): _SM8X_AMPERE, (8, 7): _SM8X_AMPERE, (8, 9): _SM8X_ADA,
+    (9, 0): _SM90,
+    (10, 0): _SM10X, (10, 3): _SM10X,
+    (11, 0): _SM110,
+    (12, 0): _SM12X, (12, 1): _SM12X,
+}
+# Quantization methods and the least capability (major * 10 + minor) SGLang loads them on: the loader refuses
+# less (sglang/srt/model_loader/loader.py:254-265, after the model's config is read, before the weights).
+_Q = "sglang/srt/layers/quantization"
+QUANT_MIN_CAPABILITY: dict[str, tuple[int, str]] = {
+    "modelopt": (89, f"{_Q}/modelopt_quant.py:462-463"),
+    "modelopt_fp8": (89, f"{_Q}/modelopt_quant.py:462-463"),
+    "w8a8_fp8": (89, f"{_Q}/w8a8_fp8.py:66-67"),
+    "w4afp8": (90, f"{_Q}/w4afp8.py:70-71"),
+    "petit_nvfp4": (90, f"{_Q}/petit.py:62-64"),
+    "mxfp8": (100, f"{_Q}/fp8.py:329-339"),
+    "nvfp4_online": (100, f"{_Q}/nvfp4_online.py:135-136"),
+}
+# --quantization nvfp4_online is for SM100/SM103 only (is_sm100: major 10).
+NVFP4_ONLINE_SOURCE = "sglang/srt/arg_groups/overrides.py:1457-1461"
+MIN_PROFILED = (8, 0)
+
+
+def arch_profile(ctx: Context) -> ArchProfile | None:
+    """The profile of the declared compute capability; None when it is not declared or has none."""
+    return PROFILES.get(ctx.compute_capability) if ctx.compute_capability else None
+
+
+def _cc(ctx: Context) -> str:
+    return ".".join(map(str, ctx.compute_capability or ()))
+
+
+@rule("arch.profile")
+def _arch_known(ctx: Context) -> None:
+    """A compute capability without a profile is said so, never passed in silence."""
+    if ctx.compute_capability is None or ctx.compute_capability in PROFILES:
         return
-    cc = ".".join(map(str, ctx.compute_capability or ()))
+    known = ", ".join(".".join(map(str, cc)) for cc in PROFILES)
+    if ctx.compute_capability < MIN_PROFILED:
+        ctx.error("arch.unsupported", "nvidia_gpu_compute_capability",
+                  f"compute capability {_cc(ctx)} is older than Ampere (8.0): its GPUs have no bfloat16, which the "
+                  "checkpoints this project serves are made of, and most of SGLang's kernels (FlashInfer, FP8 and FP4 "
+                  f"MoE) are not built for it. Profiled: {known}.",
+                  "serve from Ampere (8.0) or newer GPUs; if the value is a typo, set what nvidia-smi "
+                  "--query-gpu=compute_cap prints", value=_cc(ctx))
+        return
+    ctx.warn("arch.unknown", "nvidia_gpu_compute_capability",
+             f"the validator has no hardware profile for compute capability {_cc(ctx)} (profiled: {known}); the "
+             "attention, MoE, quantization and KV cache rules for the GPU were NOT checked.",
+             "check the value against nvidia-smi --query-gpu=compute_cap; if it is right, try the configuration on one "
+             "host first (or add a profile to sglang_rules.PROFILES from SGLang's own checks)", value=_cc(ctx))
+
+
+def _trtllm_in(ctx: Context, dests: tuple[str, ...]) -> bool:
+    return any(b == "trtllm_mha" for d, b in _attention_backends(ctx) if d in dests)
+
+
+@rule("arch.attention")
+def _arch_attention(ctx: Context) -> None:
+    profile = arch_profile(ctx)
+    if profile is None:
+        return
+    cc, fam = _cc(ctx), profile.family
+    hybrid_fix = " (trtllm_mha for hybrid models)" if ctx.model.hybrid_linear_attention else ""
     for dest, backend in _attention_backends(ctx):
-        why = NOT_ON_SM12X_ATTENTION.get(backend)
-        if why:
-            ctx.error("sm12x.attention", dest, f"{dest} {backend!r} does not work on compute capability {cc}: {why}.",
-                      "use triton or flashinfer" + (" (trtllm_mha for hybrid models)" if ctx.model.hybrid_linear_attention else ""),
-                      SGLANG_SOURCE_SM12X_ATTENTION.get(backend))
-        elif ctx.model.hybrid_linear_attention and dest != "speculative_draft_attention_backend" and backend not in HYBRID_SM12X_ATTENTION:
-            ctx.error("sm12x.hybrid_attention", dest,
+        refusal = profile.attention.get(backend) or (profile.mla_attention.get(backend) if ctx.model.mla else None)
+        if refusal:
+            ctx.error(f"{fam}.attention", dest,
+                      f"{dest} {backend!r} does not work on compute capability {cc} ({profile.gpus}): {refusal.why}.",
+                      "use triton or flashinfer" + hybrid_fix, refusal.source)
+        elif (profile.hybrid_attention and ctx.model.hybrid_linear_attention and dest != "speculative_draft_attention_backend"
+              and backend not in profile.hybrid_attention):
+            ctx.error(f"{fam}.hybrid_attention", dest,
                       f"{ctx.model.architecture} mixes linear and full attention; on compute capability {cc} its full-attention "
-                      f"layers run only on {', '.join(HYBRID_SM12X_ATTENTION)}, not {backend!r}.",
-                      "use triton (safest), flashinfer or trtllm_mha")
-    uses_trtllm = any(b == "trtllm_mha" for d, b in _attention_backends(ctx) if d != "speculative_draft_attention_backend")
-    if uses_trtllm:
-        kv = str(ctx.args.get("kv_cache_dtype") or "")
-        if kv == "fp8_e4m3":
-            ctx.error("sm12x.trtllm_mha_kv", "kv_cache_dtype",
-                      f"trtllm_mha with kv_cache_dtype fp8_e4m3 is not supported on compute capability {cc} "
-                      "(TRTLLM FMHAv2 prefill on SM120).",
-                      "use kv_cache_dtype auto (or bf16), or the triton / flashinfer backend",
-                      "sglang/srt/arg_groups/attention_hook.py:218")
+                      f"layers run only on {', '.join(profile.hybrid_attention)}, not {backend!r} (SGLang asserts it when "
+                      "it builds the attention backend, after loading the weights).",
+                      "use triton (safest), flashinfer or trtllm_mha", f"{_REG}:462-476")
+    mm = ctx.args.get("mm_attention_backend")
+    if mm is not None and str(mm) in profile.mm_attention and "mm_attention_backend" in ctx.schema.arguments:
+        refusal = profile.mm_attention[str(mm)]
+        ctx.error(f"{fam}.mm_attention", "mm_attention_backend",
+                  f"mm_attention_backend {mm!r} (the vision encoder) does not work on compute capability {cc}: {refusal.why}.",
+                  "use triton_attn or sdpa, or leave it unset (SGLang picks per GPU)", refusal.source)
+    non_draft = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+    if profile.trtllm_mha_fp8_kv and _trtllm_in(ctx, non_draft) and str(ctx.args.get("kv_cache_dtype") or "") == "fp8_e4m3":
+        ctx.error(f"{fam}.trtllm_mha_kv", "kv_cache_dtype",
+                  f"trtllm_mha with kv_cache_dtype fp8_e4m3 is not supported on compute capability {cc} "
+                  "(TRTLLM FMHAv2 prefill on SM120).",
+                  "use kv_cache_dtype auto (or bf16), or the triton / flashinfer backend",
+                  "sglang/srt/arg_groups/attention_hook.py:218")
+    if profile.trtllm_mha_cp and _trtllm_in(ctx, ("attention_backend", "prefill_attention_backend")) \
+            and _int(ctx, "attn_cp_size", 1) > 1:
+        ctx.error(f"{fam}.trtllm_mha_cp", "attn_cp_size",
+                  f"prefill context parallelism (attn_cp_size={_int(ctx, 'attn_cp_size', 1)}) with the TRTLLM MHA prefill "
+                  f"backend needs SM100; compute capability {cc} has the fmha_v2 prefill path, which lacks it.",
+                  "set attn_cp_size: 1, or another prefill_attention_backend", "sglang/srt/arg_groups/attention_hook.py:226-236")
+    if profile.linear_flashinfer_bf16:
+        _linear_flashinfer(ctx, profile)
+    kv = str(ctx.args.get("kv_cache_dtype") or "")
+    if kv in profile.kv_cache:
+        refusal = profile.kv_cache[kv]
+        ctx.error(f"{fam}.kv_cache", "kv_cache_dtype",
+                  f"kv_cache_dtype {kv!r} does not work on compute capability {cc}: {refusal.why}.",
+                  "use kv_cache_dtype auto, bf16 or fp8_e4m3", refusal.source)
 
 
-@rule("sm12x.moe")
-def _sm12x_moe(ctx: Context) -> None:
-    if not ctx.sm12x:
+def _linear_flashinfer(ctx: Context, profile: ArchProfile) -> None:
+    """FlashInfer GDN decode / verify on SM100+ needs mamba_ssm_dtype bfloat16 (unset is refused too)."""
+    if ctx.args.get("mamba_ssm_dtype") == "bfloat16":
         return
-    cc = ".".join(map(str, ctx.compute_capability or ()))
+    decode_dest = "linear_attn_decode_backend" if ctx.args.get("linear_attn_decode_backend") else "linear_attn_backend"
+    decode = ctx.args.get(decode_dest)
+    verify = ctx.args.get("linear_attn_verify_backend")
+    for dest, backend, line in ((decode_dest, decode, "333-344"), ("linear_attn_verify_backend", verify, "366-375")):
+        if backend == "flashinfer":
+            ctx.error(f"{profile.family}.linear_attention", dest,
+                      f"{dest} flashinfer on compute capability {_cc(ctx)} (SM100 and newer) keeps the linear-attention "
+                      f"state in bfloat16 and needs mamba_ssm_dtype bfloat16; it is "
+                      f"{ctx.args.get('mamba_ssm_dtype') or 'unset'}.",
+                      f"set {ctx.var('mamba_ssm_dtype')}: bfloat16, or use the triton linear-attention backend",
+                      f"sglang/srt/arg_groups/attention_hook.py:{line}")
+            return
+
+
+@rule("arch.moe")
+def _arch_moe(ctx: Context) -> None:
+    profile = arch_profile(ctx)
+    if profile is None:
+        return
+    cc, fam = _cc(ctx), profile.family
     for dest in MOE_RUNNER_DESTS:
         runner = ctx.args.get(dest)
-        if runner in SM100_ONLY_MOE_RUNNERS:
-            ctx.error("sm12x.moe", dest,
-                      f"MoE runner {runner!r} uses TensorRT-LLM kernels built for datacenter Blackwell (SM100) only; "
-                      f"it fails on compute capability {cc}.",
-                      "use flashinfer_cutlass (NVFP4 on SM120), triton, or leave it unset (auto)")
-        if runner in GARBAGE_ON_SM12X_MOE_RUNNERS:
-            ctx.error("sm12x.moe", dest,
-                      f"MoE runner {runner!r} starts on compute capability {cc} but produced garbage output on SM120.",
-                      "use flashinfer_cutlass (NVFP4 on SM120), triton, or leave it unset (auto)")
-    quant = ctx.args.get("quantization")
-    if quant in SM100_ONLY_QUANTIZATION:
-        ctx.error("sm12x.quantization", "quantization",
-                  f"quantization {quant!r} is SM100-only; it fails on compute capability {cc}.",
-                  "use a pre-quantized NVFP4 checkpoint with quantization modelopt_fp4",
-                  "sglang/srt/arg_groups/overrides.py:1458")
+        refusal = profile.moe_runners.get(str(runner)) if runner is not None else None
+        if refusal:
+            ctx.error(f"{fam}.moe", dest, f"MoE runner {runner!r} does not work on compute capability {cc}: {refusal.why}.",
+                      ("use flashinfer_cutlass (NVFP4 on SM120), triton, or leave it unset (auto)" if fam == "sm12x"
+                       else "use triton, flashinfer_cutlass, or leave it unset (auto)"), refusal.source)
+    if not profile.sm100 and ctx.args.get("moe_a2a_backend") == "flashinfer_megamoe":
+        ctx.error(f"{fam}.moe", "moe_a2a_backend",
+                  f"moe_a2a_backend 'flashinfer_megamoe' needs an SM100-family GPU; compute capability {cc} has none of its "
+                  "kernels.", "use moe_a2a_backend none (or deepep)", "sglang/srt/arg_groups/moe_hook.py:335-339")
+    _arch_quantization(ctx, profile)
     # MoE models only: the SM100-only kernels are MoE runners; a dense NVFP4 checkpoint picks none, and a model
     # of unknown architecture (moe None) is not accused.
-    if (ctx.model.moe and ctx.model.quantization == "nvfp4" and quant != "modelopt_fp4"
+    quant = ctx.args.get("quantization")
+    if (profile.nvfp4_moe_explicit and ctx.model.moe and ctx.model.quantization == "nvfp4" and quant != "modelopt_fp4"
             and ctx.args.get("moe_runner_backend") != "flashinfer_cutlass"):
-        ctx.error("sm12x.nvfp4", "quantization",
+        ctx.error(f"{fam}.nvfp4", "quantization",
                   f"{ctx.args.get('model_path')} is an NVFP4 mixture-of-experts checkpoint; on compute capability {cc} "
-                  "SGLang then picks SM100-only MoE kernels at run time unless told otherwise.",
-                  "set sglang_args.quantization: modelopt_fp4 (or moe_runner_backend: flashinfer_cutlass)")
+                  "SGLang then picks SM100-only MoE kernels at run time unless told otherwise (it picks flashinfer_cutlass "
+                  "on SM110/SM120 only for quantization modelopt_fp4).",
+                  "set sglang_args.quantization: modelopt_fp4 (or moe_runner_backend: flashinfer_cutlass)",
+                  "sglang/srt/arg_groups/overrides.py:1513-1522")
+
+
+def _arch_quantization(ctx: Context, profile: ArchProfile) -> None:
+    quant = ctx.args.get("quantization")
+    if quant is None:
+        return
+    cc, fam, major, minor = _cc(ctx), profile.family, *(ctx.compute_capability or (0, 0))
+    if quant == "nvfp4_online" and not profile.sm100:
+        ctx.error(f"{fam}.quantization", "quantization",
+                  f"quantization 'nvfp4_online' is SM100-only (B200/GB200/B300/GB300); it fails on compute capability {cc}.",
+                  "use a pre-quantized NVFP4 checkpoint with quantization modelopt_fp4", NVFP4_ONLINE_SOURCE)
+        return
+    least = QUANT_MIN_CAPABILITY.get(str(quant))
+    if least and major * 10 + minor < least[0]:
+        ctx.error(f"{fam}.quantization", "quantization",
+                  f"quantization {quant!r} needs compute capability {least[0] // 10}.{least[0] % 10} or newer; this host has "
+                  f"{cc}. SGLang refuses it after reading the model's config.",
+                  "use a checkpoint format the GPU runs (bf16, fp8 or an AWQ/GPTQ checkpoint), or newer GPUs",
+                  f"sglang/srt/model_loader/loader.py:254-265, {least[1]}")
 
 
 # --- parallelism against the declared hardware -----------------------------------------------------
@@ -537,6 +746,109 @@ def _gpus_overflow(ctx: Context, sizes: dict[str, int], nnodes: int, ids: list[i
               f"{layout} needs {per_node} GPU(s) on this node ({where}), but the host has nvidia_gpu_count={count}: "
               f"{named} {'pushes' if len(culprits) == 1 else 'push'} it past them.",
               f"set {fix} to fit {count} GPU(s), or correct nvidia_gpu_count / base_gpu_id / gpu_id_step if they are wrong")
+
+
+# --- the host's gathered GPU facts: memory and the links between the instance's GPUs ------------------
+
+
+def instance_gpus(ctx: Context) -> list[int]:
+    """The GPU indexes (as the facts number them) the instance's ranks on this node use."""
+    return list(ctx.host_gpus) if ctx.host_gpus is not None else gpu_ids(ctx)
+
+
+def gpu_memory_mib(ctx: Context) -> tuple[int | None, str]:
+    """(memory of each GPU in MiB, where that came from): nvidia_gpu_memory_mib, else the smallest memory_mib of
+    the instance's GPUs in the facts; (None, "") when neither says (GB10's unified memory reports none)."""
+    if ctx.gpu_memory_mib is not None:
+        return ctx.gpu_memory_mib, ctx.gpu_memory_source
+    if ctx.facts is None:
+        return None, ""
+    by_index = {g.get("index"): g.get("memory_mib") for g in ctx.facts["gpus"]}
+    ids = instance_gpus(ctx)
+    sizes = [by_index.get(i) for i in ids]
+    if not sizes or not all(isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in sizes):
+        return None, ""
+    return min(sizes), f"nvidia_gpu_facts, the smallest of GPUs {ids}"
+
+
+@rule("hardware.fit")
+def _fit(ctx: Context) -> None:
+    """The checkpoint's weights, split over tp_size x pp_size GPUs, must fit each GPU's memory share.
+
+    SGLang loads the weights first and only then finds out (an out-of-memory error after minutes); the
+    table's weight_bytes is a lower bound and, without mem_fraction_static, the share is the whole GPU, so
+    this never refuses what fits.
+    """
+    weights, (mib, source) = ctx.model.weight_bytes, gpu_memory_mib(ctx)
+    tp, pp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1)
+    if not weights or mib is None or tp < 1 or pp < 1:
+        return
+    frac = ctx.args.get("mem_fraction_static")
+    frac = frac if isinstance(frac, (int, float)) and not isinstance(frac, bool) and 0 < frac < 1 else None
+    usable = mib * 2**20 * (frac or 1.0)
+    per_gpu = weights / (tp * pp)
+    if per_gpu <= usable:
+        return
+    gib = 2**30
+    need = -(-weights // int(usable))  # GPUs' worth of memory the weights need at this share
+    shares = f"mem_fraction_static={frac} of {mib} MiB" if frac else f"all of its {mib} MiB"
+    ctx.error("hardware.fit", "tp_size",
+              f"{ctx.model.path}: at least {weights / gib:.0f} GiB of weights over tp_size={tp} x pp_size={pp} is "
+              f"{per_gpu / gib:.1f} GiB per GPU, more than {usable / gib:.1f} GiB ({shares}; memory from {source}). "
+              "SGLang would run out of memory loading them, minutes into the start.",
+              f"spread the weights over at least {need} GPUs (tp_size x pp_size >= {need}), serve a quantized checkpoint "
+              "(FP8 halves and NVFP4 quarters bf16 weights)" + (", or raise mem_fraction_static" if frac else ""),
+              value=tp)
+
+
+def nccl_flag(env: Mapping[str, str], name: str) -> bool:
+    """True when NCCL reads ``name`` as on: it parses the value as an integer (strtol), so "1" is on and "true" is 0."""
+    value = env.get(name, "").strip()
+    return bool(re.fullmatch(r"[+-]?\d+", value)) and int(value) != 0
+
+
+def _tp_groups(ctx: Context) -> list[list[int]]:
+    """The instance's GPUs on this node, grouped by the TP group whose all-reduce they share (tp fastest)."""
+    ids = instance_gpus(ctx)
+    tp, pp, nnodes = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), max(_int(ctx, "nnodes", 1), 1)
+    size = min(tp, max(tp * pp // nnodes, 1))
+    return [ids[k:k + size] for k in range(0, len(ids), size)] if size > 1 else []
+
+
+@rule("host.p2p")
+def _p2p(ctx: Context) -> None:
+    """PCIe peer-to-peer between the GPUs of a TP group, from the facts (nvidia-smi topo -m / -p2p r, the IOMMU)."""
+    if ctx.facts is None or _int(ctx, "tp_size", 1) < 2:
+        return
+    topology = ctx.facts.get("topology") if isinstance(ctx.facts.get("topology"), Mapping) else {}
+    links = topology.get("links") if isinstance(topology.get("links"), Mapping) else {}
+    p2p = topology.get("p2p_read") if isinstance(topology.get("p2p_read"), Mapping) else {}
+    pcie, no_p2p = [], []
+    for group in _tp_groups(ctx):
+        for a, b in combinations(sorted(set(group)), 2):
+            key = f"{a},{b}"
+            link = links.get(key)
+            if link is None or str(link).startswith("NV"):
+                continue  # NVLink, or not in the facts
+            pcie.append(f"GPU{a}-GPU{b} {link}")
+            if key in p2p and str(p2p[key]) != "OK":
+                no_p2p.append(f"GPU{a}-GPU{b} {p2p[key]}")
+    if pcie and ctx.facts.get("iommu") == "translated" and not nccl_flag(ctx.env, "NCCL_P2P_DISABLE"):
+        ctx.error("host.iommu", "sglang_env.NCCL_P2P_DISABLE",
+                  f"the GPUs of a TP group talk over PCIe ({', '.join(pcie[:4])}{' ...' if len(pcie) > 4 else ''}) and the "
+                  "host's IOMMU translates DMA (nvidia_gpu_facts.iommu: translated). NCCL's PCIe peer-to-peer then hangs at "
+                  "the first all-reduce, and the server sits there until the whole ready timeout runs out. Stricter than "
+                  "SGLang, which does not look at the IOMMU.",
+                  "set sglang_env.NCCL_P2P_DISABLE: \"1\" (NCCL goes through host memory), or put the IOMMU in "
+                  "passthrough (iommu=pt on the kernel command line) and gather the facts again",
+                  value=ctx.env.get("NCCL_P2P_DISABLE"))
+    if no_p2p and not ctx.is_set("disable_custom_all_reduce"):
+        ctx.warn("host.p2p", "disable_custom_all_reduce",
+                 f"nvidia-smi topo -p2p r reports no peer-to-peer reads between GPUs of a TP group ({', '.join(no_p2p[:4])}"
+                 f"{' ...' if len(no_p2p) > 4 else ''}). SGLang's custom all-reduce needs P2P: it tests it at start and "
+                 "falls back to NCCL with a warning (on more than two PCIe-only GPUs it is off anyway).",
+                 "set sglang_args.disable_custom_all_reduce: true to say so and skip the test",
+                 "sglang/srt/distributed/device_communicators/custom_all_reduce_utils.py:487-507")
 
 
 # --- numeric sanity SGLang does not check at argument time -----------------------------------------

@@ -164,6 +164,14 @@ class Context:
     spec: str
     allow_unauthenticated: bool = False
     problems: list[Problem] = field(default_factory=list)
+    # nvidia-smi indexes (as the instance's CUDA numbers them) of the GPUs the ranks on this node use; set by
+    # the host plan (sglang_hostplan); None: sglang_rules.gpu_ids(ctx) (base_gpu_id onwards).
+    host_gpus: list[int] | None = None
+    # The host's gathered GPU facts (hostvars nvidia_gpu_facts, schema 1, driver answered), else None.
+    facts: Mapping[str, Any] | None = None
+    # Memory of each GPU in MiB: nvidia_gpu_memory_mib, else the facts' smallest over the instance's GPUs.
+    gpu_memory_mib: int | None = None
+    gpu_memory_source: str = ""
 
     @property
     def secrets(self) -> frozenset[str]:
@@ -226,12 +234,24 @@ def parse_version(version: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _parse_cc(value: Any) -> tuple[int, int] | None:
-    if value in (None, ""):
-        return None
-    match = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", str(value))
+CC_VAR = "nvidia_gpu_compute_capability"
+# MAJOR.MINOR as nvidia-smi --query-gpu=compute_cap prints it: no sign, no leading zero, one-digit minor
+# (SGLang computes major * 10 + minor and asserts 0 <= minor < 10, sglang/srt/model_loader/loader.py:256-258).
+_CC = re.compile(r"([1-9][0-9]?)\.([0-9])")
+
+
+def parse_compute_capability(value: Any) -> tuple[int, int]:
+    """'12.0' -> (12, 0); ValueError saying why for anything else.
+
+    Strict: only a string like "12.0", "12.1", "10.3", "8.6".  A YAML number is refused even when it
+    would round-trip, because YAML has already lost the text: 12.10 reads as 12.1, and 12.0 as 12.0 only by luck.
+    """
+    if isinstance(value, bool) or not isinstance(value, str):
+        kind = "a YAML number" if isinstance(value, (int, float)) and not isinstance(value, bool) else f"a {type(value).__name__}"
+        raise ValueError(f"{kind}, not a quoted string (YAML reads 12.10 as 12.1, so a number is ambiguous)")
+    match = _CC.fullmatch(value)
     if not match:
-        raise ValueError(value)
+        raise ValueError("not MAJOR.MINOR with a one-digit minor, as nvidia-smi --query-gpu=compute_cap prints it")
     return int(match.group(1)), int(match.group(2))
 
 
@@ -842,16 +862,86 @@ def _read_host_facts(ctx: Context, hostvars: Mapping[str, Any]) -> None:
             ctx.error("host.hardware", "nvidia_gpu_count",
                       f"nvidia_gpu_count must be a positive integer (a whole number of GPUs, at most {most}), got {count!r}.",
                       "set nvidia_gpu_count: 8 (the number of GPUs nvidia-smi -L lists)")
-    cap = hostvars.get("nvidia_gpu_compute_capability")
-    try:
-        ctx.compute_capability = _parse_cc(cap)
-    except ValueError:
-        ctx.error("host.hardware", "nvidia_gpu_compute_capability", f"{cap!r} is not a compute capability like \"12.0\".",
-                  "quote it as a string: nvidia_gpu_compute_capability: \"12.0\" (nvidia-smi --query-gpu=compute_cap)")
-    if cap in (None, ""):
-        ctx.error("host.hardware", "nvidia_gpu_compute_capability",
-                  "nvidia_gpu_compute_capability is not declared; the backend rules for the GPU cannot be checked.",
-                  "declare it, e.g. nvidia_gpu_compute_capability: \"12.0\" for RTX PRO 6000 Blackwell")
+    cap = hostvars.get(CC_VAR)
+    if cap is None or cap == "":
+        ctx.error("host.hardware", CC_VAR,
+                  f"{CC_VAR} is not declared; the backend rules for the GPU cannot be checked.",
+                  f"declare it, e.g. {CC_VAR}: \"12.0\" for RTX PRO 6000 Blackwell (nvidia-smi --query-gpu=compute_cap)")
+    else:
+        try:
+            ctx.compute_capability = parse_compute_capability(cap)
+        except ValueError as exc:
+            ctx.error("host.hardware", CC_VAR, f"{CC_VAR} {cap!r} is not a compute capability like \"12.0\": {exc}.",
+                      f"quote it as a string: {CC_VAR}: \"12.0\" (what nvidia-smi --query-gpu=compute_cap prints)", value=cap)
+    _read_gpu_memory(ctx, hostvars.get(MEMORY_VAR))
+    _read_gpu_facts(ctx, hostvars, count)
+
+
+MEMORY_VAR = "nvidia_gpu_memory_mib"
+FACTS_VAR = "nvidia_gpu_facts"
+
+
+def _read_gpu_memory(ctx: Context, value: Any) -> None:
+    """nvidia_gpu_memory_mib (optional): each GPU's memory in MiB, as nvidia-smi --query-gpu=memory.total prints it."""
+    if value is None or value == "":
+        return
+    number = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, str) and re.fullmatch(r"[1-9][0-9]{0,8}", value):
+        number = int(value)
+    if number is None or not 0 < number < 10**9:
+        ctx.error("host.hardware", MEMORY_VAR, f"{MEMORY_VAR} must be a whole number of MiB per GPU, got {value!r}.",
+                  f"set {MEMORY_VAR}: 97887 (nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits), or remove it",
+                  value=value)
+        return
+    ctx.gpu_memory_mib, ctx.gpu_memory_source = number, MEMORY_VAR
+
+
+def facts_usable(facts: Any) -> bool:
+    """True for gathered facts of the schema this code reads whose nvidia-smi answered (see the gpu_facts module)."""
+    return (isinstance(facts, Mapping) and facts.get("schema") == 1 and facts.get("driver_loaded") is True
+            and isinstance(facts.get("gpus"), list) and all(isinstance(g, Mapping) for g in facts["gpus"]))
+
+
+def _read_gpu_facts(ctx: Context, hostvars: Mapping[str, Any], declared_count: Any) -> None:
+    """Cross-check the declared GPUs against the host's gathered facts (absent: the declarations alone, as before).
+
+    The declarations stay required: the validator runs before any host is reached, and facts only confirm them.
+    """
+    facts = hostvars.get(FACTS_VAR)
+    if facts is None:
+        return
+    if not facts_usable(facts):
+        if isinstance(facts, Mapping) and facts.get("schema") == 1 and facts.get("driver_loaded") is False:
+            return  # no driver yet (first deploy): nothing to compare
+        ctx.warn("host.facts", FACTS_VAR, f"{FACTS_VAR} is not a gathered facts mapping of schema 1; the hardware was not "
+                 "cross-checked against the host.", "gather them again (blackwell.sglang.gpu_facts), or clear the fact cache")
+        return
+    ctx.facts = facts
+    gpus = facts["gpus"]
+    found = facts.get("gpu_count")
+    if ctx.gpu_count is not None and found != ctx.gpu_count:
+        ctx.error("host.facts", "nvidia_gpu_count",
+                  f"nvidia_gpu_count={declared_count!r} (inventory) but nvidia-smi on the host lists {found} GPU(s) "
+                  f"({FACTS_VAR}.gpu_count).",
+                  f"set nvidia_gpu_count: {found}, or find out why the host shows {found} (a GPU fallen off the bus, "
+                  "a driver that did not load)", value=declared_count)
+    caps = sorted({str(g.get("compute_capability")) for g in gpus if g.get("compute_capability") is not None})
+    if len(caps) > 1:
+        ctx.error("host.facts", CC_VAR,
+                  f"the host mixes GPUs of compute capabilities {', '.join(caps)} ({FACTS_VAR}.gpus); one "
+                  f"{CC_VAR} cannot describe them, and one SGLang server needs GPUs of one kind.",
+                  "serve each kind of GPU by its own host entry or instance (sglang_gpus), or remove the odd GPU")
+    elif caps and ctx.compute_capability is not None:
+        try:
+            found_cc = parse_compute_capability(caps[0])
+        except ValueError:
+            found_cc = None
+        if found_cc != ctx.compute_capability:
+            declared = ".".join(map(str, ctx.compute_capability))
+            ctx.error("host.facts", CC_VAR,
+                      f"{CC_VAR}={declared!r} (inventory) but nvidia-smi on the host reports compute capability "
+                      f"{caps[0]!r} ({FACTS_VAR}.gpus[].compute_capability); the hardware rules would judge the wrong GPU.",
+                      f"set {CC_VAR}: \"{caps[0]}\"", value=declared)
 
 
 def format_report(host: str, result: Result) -> str:
