@@ -110,6 +110,8 @@ def check_files(rendered: Rendered) -> argparse.Namespace:
     cache = ctx["sglang_server_cache_dir"]
     expected = {"HOME": ctx["sglang_server_state_dir"], "HF_HOME": f"{cache}/huggingface", "XDG_CACHE_HOME": cache,
                 "TRITON_CACHE_DIR": f"{cache}/triton", **plan["env"], **plan["secret_env"]}
+    if plan["binding"]["cuda_visible_devices"]:
+        expected.update(CUDA_VISIBLE_DEVICES=plan["binding"]["cuda_visible_devices"], CUDA_DEVICE_ORDER="PCI_BUS_ID")
     if plan["secret_env"]:
         expected["SGLANG_REDACT_ENV"] = ",".join(sorted(plan["secret_env"]))
     assert env == expected

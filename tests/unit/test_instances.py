@@ -46,8 +46,9 @@ def test_two_instances_have_their_own_units_gpus_ports_and_models() -> None:
     chat, code = result.instances
     assert (chat.name, chat.service, chat.gpus) == ("chat", "sglang-chat", [0, 1, 2, 3])
     assert (code.name, code.service, code.gpus) == ("code", "sglang-code", [4, 5, 6, 7])
-    assert chat.result.env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3" and code.result.env["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"
-    assert chat.result.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert chat.binding["cuda_visible_devices"] == "0,1,2,3" and code.binding["cuda_visible_devices"] == "4,5,6,7"
+    assert code.binding["devices"] == ["/dev/nvidia4", "/dev/nvidia5", "/dev/nvidia6", "/dev/nvidia7"]
+    assert "CUDA_VISIBLE_DEVICES" not in chat.result.env  # the binding, not the validated plan, pins the GPUs
     assert chat.result.endpoint["port"] == 30001 and code.result.endpoint["port"] == 30002
     # The host's sglang_args are the common base; the instance's args win key by key.
     assert chat.result.args["mem_fraction_static"] == 0.85 and chat.result.args["tp_size"] == 4
@@ -58,10 +59,10 @@ def test_two_instances_have_their_own_units_gpus_ports_and_models() -> None:
 def test_the_shorthand_is_one_instance_named_after_the_service() -> None:
     [one] = plan(host_with()).instances
     assert (one.name, one.service, one.index) == ("sglang", "sglang", None)
-    assert one.gpus == list(range(8)) and "CUDA_VISIBLE_DEVICES" not in one.result.env
+    assert one.gpus == list(range(8)) and one.binding["cuda_visible_devices"] == "0,1,2,3,4,5,6,7"
     [one] = plan(host_with({"tp_size": 4}, sglang_server_service_name="llm", sglang_gpus=[4, 5, 6, 7])).instances
     assert one.result.ok, one.result.errors
-    assert one.service == "llm" and one.gpus == [4, 5, 6, 7] and one.result.env["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"
+    assert one.service == "llm" and one.gpus == [4, 5, 6, 7] and one.binding["cuda_visible_devices"] == "4,5,6,7"
 
 
 @pytest.mark.parametrize(("change", "expected"), [
@@ -210,3 +211,67 @@ def test_instances_that_started_from_the_current_virtualenv(hostvars: dict[str, 
     env.filters["dirname"] = lambda p: p.rsplit("/", 1)[0]
     env.filters["regex_replace"] = lambda text, pattern, repl: __import__("re").sub(pattern, repl, text)
     assert _evaluate(env, _VARS["__sglang_server_venv_current"], context) == current
+
+
+def facts(minors: list[int], **extra: Any) -> dict[str, Any]:
+    """Gathered facts (plugins/modules/gpu_facts.py) of an RTX PRO 6000 host whose GPU k has device minor minors[k]."""
+    gpus = [{"index": k, "uuid": f"GPU-{k:08d}-aaaa", "bus_id": f"0000:{0x18 + k:02x}:00.0", "minor": m,
+             "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "compute_capability": "12.0", "memory_mib": 97887}
+            for k, m in enumerate(minors)]
+    pairs = {f"{a},{b}": "NODE" for a in range(len(minors)) for b in range(a + 1, len(minors))}
+    return {"schema": 1, "driver_loaded": True, "driver_version": "580.95.05", "cuda_version": "13.0", "gpus": gpus,
+            "gpu_count": len(gpus), "compute_capabilities": ["12.0"],
+            "topology": {"links": pairs, "p2p_read": {k: "OK" for k in pairs}, "nvlink": False}, "iommu": "off",
+            "nvswitch_pci": [], "nvswitch_devices": [], "infiniband_devices": ["/dev/infiniband/uverbs0"],
+            "imex_channels": [], "os": {"id": "debian", "version_id": "12", "codename": "bookworm"},
+            "python": {"path": "/usr/bin/python3", "version": "3.11.2", "headers": True}, "compilers": {"cc": "/usr/bin/gcc"},
+            **extra}
+
+
+SHUFFLED = [2, 0, 3, 1, 6, 4, 7, 5]
+
+
+def test_with_facts_gpus_are_pinned_by_uuid_and_allowed_by_device_minor() -> None:
+    host = two(nvidia_gpu_facts=facts(SHUFFLED))
+    result = plan(host)
+    assert result.ok, result.result().errors
+    chat, code = result.instances
+    assert code.binding == {"cuda_visible_devices": "GPU-00000004-aaaa,GPU-00000005-aaaa,GPU-00000006-aaaa,GPU-00000007-aaaa",
+                            "devices": ["/dev/nvidia6", "/dev/nvidia4", "/dev/nvidia7", "/dev/nvidia5"],
+                            "extra_devices": [], "source": "facts"}
+    # Facts do not change what was validated: the digests are those of a run that never gathered them.
+    assert [i.public()["digest"] for i in result.instances] == [i.public()["digest"] for i in plan(two()).instances]
+    rendered = render(host, instance="code")
+    allowed = [v.split()[0] for s, k, v in parse_unit(rendered.unit) if k == "DeviceAllow"]
+    assert [d for d in allowed if d[11:].isdigit()] == ["/dev/nvidia6", "/dev/nvidia4", "/dev/nvidia7", "/dev/nvidia5"]
+    assert 'CUDA_VISIBLE_DEVICES="GPU-00000004-aaaa,GPU-00000005-aaaa,GPU-00000006-aaaa,GPU-00000007-aaaa"' in rendered.env
+    assert rendered.context["__sglang_server_gpu_devices"] == ["/dev/nvidia6", "/dev/nvidia4", "/dev/nvidia7", "/dev/nvidia5"]
+
+
+def test_a_gpu_the_gathered_facts_lack_is_refused() -> None:
+    host = two()
+    host["nvidia_gpu_facts"] = facts(SHUFFLED[:6], gpu_count=6)
+    host["nvidia_gpu_count"] = 6
+    host["sglang_instances"][1]["gpus"] = [4, 5]
+    host["sglang_instances"][1]["args"]["tp_size"] = 2
+    host["sglang_instances"][1]["args"]["mem_fraction_static"] = None  # 0.85 of a GPU is less than half the 397B (hardware.fit)
+    assert plan(host).ok
+    host["nvidia_gpu_count"] = 8  # declared 8: the instance may list GPU 6, which the host does not have
+    host["sglang_instances"][1]["gpus"] = [6, 7]
+    found = [(p.variable, p.rule) for p in plan(host).result().errors]
+    assert ("sglang_instances[1].gpus", "host.facts") in found
+    assert ("nvidia_gpu_count", "host.facts") in found  # the host's count, though each instance sees only its GPUs
+
+
+def test_a_multinode_instance_may_open_the_infiniband_and_imex_nodes_a_single_node_one_may_not() -> None:
+    one = plan(host_with(nvidia_gpu_facts=facts(list(range(8))))).instances[0]
+    assert one.binding["extra_devices"] == [] and one.binding["devices"] == [f"/dev/nvidia{k}" for k in range(8)]
+    node = {**host_with({"tp_size": 16}, nvidia_gpu_facts=facts(list(range(8)), imex_channels=["/dev/nvidia-caps-imex-channels/channel0"])),
+            "sglang_multinode_group": "pair"}
+    hostvars = {"p1": {**node, "ansible_host": "10.0.0.5"}, "p2": dict(node)}
+    groups = {"all": ["p1", "p2"], "pair": ["p1", "p2"]}
+    [second] = plan_host("p2", hostvars, groups).instances
+    assert second.result.ok, second.result.errors
+    assert second.binding["extra_devices"] == ["/dev/infiniband/uverbs0", "/dev/nvidia-caps-imex-channels/channel0"]
+    [full] = instance_plans("p2", hostvars, groups)
+    assert full["binding"]["extra_devices"] == second.binding["extra_devices"] and "binding" not in second.public()

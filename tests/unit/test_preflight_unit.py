@@ -92,7 +92,9 @@ def render_unit(argv: list[str], venv: str = VENV, libexec: str = str(FILES)) ->
         "__sglang_server_launcher": f"{libexec}/sglang-launch.py",
         "__sglang_server_exec_lines": systemd_exec_lines(argv),
         "__sglang_server_argv": argv,
-        "__sglang_server_plan": {"version": "0.5.23", "gpu_ids": [0], "gpus": [0]},
+        "__sglang_server_plan": {"version": "0.5.23", "gpu_ids": [0], "gpus": [0],
+                                 "binding": {"devices": ["/dev/nvidia0"], "extra_devices": []}},
+        "__sglang_server_gpu_devices": ["/dev/nvidia0"],
         "sglang_server_service_name": "sglang",
     }
     return env.from_string(TEMPLATE).render(**context)

@@ -109,10 +109,12 @@ def test_the_shorthand_host_becomes_two_instances(host, two: Path, tmp_path: Pat
     # The old unit held all eight GPUs: it is stopped and removed before the instances start.
     assert not host.file("/etc/systemd/system/sglang.service").exists
     assert host.run("systemctl is-active sglang.service").stdout.strip() != "active"
+    uuids = dict(line.split(", ") for line in host.check_output("nvidia-smi --query-gpu=index,uuid --format=csv,noheader").splitlines())
     for unit, gpus, model in (("sglang-chat", "0,1,2,3", "chat"), ("sglang-code", "4,5,6,7", "code")):
         assert host.service(unit).is_running and host.service(unit).is_enabled
         env = host.file(f"/etc/sglang/{unit}.env").content_string
-        assert f'CUDA_VISIBLE_DEVICES="{gpus}"' in env and 'CUDA_DEVICE_ORDER="PCI_BUS_ID"' in env
+        pinned = ",".join(uuids[g] for g in gpus.split(","))  # by UUID, from the host's GPU facts
+        assert f'CUDA_VISIBLE_DEVICES="{pinned}"' in env and 'CUDA_DEVICE_ORDER="PCI_BUS_ID"' in env
         unit_text = host.file(f"/etc/systemd/system/{unit}.service").content_string
         assert [f"/dev/nvidia{g}" for g in gpus.split(",")] == [
             line.split("=", 1)[1].split()[0] for line in unit_text.splitlines()

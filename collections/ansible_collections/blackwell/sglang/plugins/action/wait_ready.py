@@ -11,7 +11,8 @@ description:
     O(progress_every) seconds; then the elapsed time, the unit's state and the server's last log line are
     printed, so a 397B model's minutes of loading are visible at little cost per round trip.
   - Fails early when the unit has failed (crash loop that hit the start limit) or exited, with the last
-    journal lines; fails after O(timeout) otherwise.
+    journal lines; when the server has shown no progress for O(no_progress_timeout) seconds (no new journal
+    line of the unit, no growth of the memory used on O(gpus)); after O(timeout) otherwise.
 options:
   url:
     description: Health URL.
@@ -33,9 +34,23 @@ options:
     description: Seconds between progress lines.
     type: float
     default: 15
+  no_progress_timeout:
+    description: >-
+      Fail when neither a new journal line of O(unit) (its journal cursor moved) nor growth of the GPU memory
+      used on O(gpus) was seen for this many seconds; 0 disables the check.
+    type: float
+    default: 600
+  gpus:
+    description: nvidia-smi indices of the server's GPUs (empty, every GPU of the host).
+    type: list
+    elements: int
+    default: []
 """
 
+import re
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ansible.plugins.action import ActionBase
@@ -43,12 +58,133 @@ from ansible.utils.display import Display
 
 display = Display()
 
+# One look at the server: server_probe's module arguments in, its result out.
+# A deadline closer than this is due now (a round trip cannot wait less).
+_SLACK = 0.001
+Probe = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass
+class Progress:
+    """When the server last showed progress, from what the probes saw: a moved journal cursor, more GPU memory."""
+
+    since: float
+    cursor: str | None = None
+    line: str = ""
+    memory_mib: int | None = None
+    primed: bool = False
+
+    def observe(self, probe: dict[str, Any], now: float) -> None:
+        """Take one probe's observations; progress when the journal moved or GPU memory grew past its highest."""
+        log = probe.get("log") or []
+        cursor = probe.get("cursor")
+        # Without a cursor (a journal that keeps none for the unit) a different last line is the evidence.
+        mark = cursor if cursor is not None else (log[-1] if log else None)
+        if mark is not None and mark != self.cursor:
+            if self.primed:  # the first look only sets the baseline
+                self.since = now
+            self.cursor = mark
+        self.primed = True
+        if log:
+            self.line = log[-1]
+        memory = probe.get("gpu_memory_mib")
+        if isinstance(memory, int):
+            if self.memory_mib is not None and memory > self.memory_mib:
+                self.since = now
+            self.memory_mib = memory if self.memory_mib is None else max(self.memory_mib, memory)
+
+    def stalled(self, now: float, limit: float) -> bool:
+        return limit > 0 and now - self.since >= limit - _SLACK
+
+
+def stall_message(unit: str, limit: float, progress: Progress, gpus: list[int]) -> str:
+    """The failure of a stalled start: what was not seen for how long, the last log line, the variable."""
+    where = f"GPU(s) {', '.join(str(g) for g in gpus)}" if gpus else "the host's GPUs"
+    memory = f"{progress.memory_mib} MiB used" if progress.memory_mib is not None else "nvidia-smi gave no reading"
+    return (f"{unit} made no progress for {limit:.0f}s: no new journal line (last: {progress.line[:300]!r}) and no growth "
+            f"of the GPU memory used on {where} ({memory}). The start looks stalled (a hung model load, download or "
+            f"collective). Look at `journalctl -u {unit}`; if the start only needs longer between signs of life, "
+            "raise sglang_server_no_progress_timeout (0 disables the check and waits the whole sglang_server_ready_timeout).")
+
+
+# Failures whose log line names a cause the operator can fix on the host, and the fix.
+KNOWN_CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"system not yet initialized|cudaErrorSystemNotReady|CUDA error 802", re.IGNORECASE),
+     "CUDA error 802 (system not yet initialized): on an NVSwitch host (HGX/DGX B200, B300) fabric manager is not "
+     "running or has not finished training the fabric. Check `systemctl status nvidia-fabricmanager` (and nvlsm on NVLink 5 "
+     "fabrics); roles/nvidia_driver installs and starts it where the PCI bus holds an NVSwitch "
+     "(nvidia_driver_fabricmanager: always if the detection missed it)."),
+)
+
+
+def known_cause(lines: list[Any]) -> str | None:
+    """The fix for the first log line that names a known cause, or None."""
+    for line in lines:
+        for pattern, fix in KNOWN_CAUSES:
+            if pattern.search(str(line)):
+                return fix
+    return None
+
+
+def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.monotonic,
+         show: Callable[[str], None] = display.display, host: str = "?") -> dict[str, Any]:
+    """Probe until healthy, failed, stalled or timed out; the action's result (``failed`` and ``msg`` on failure).
+
+    ``probe`` runs server_probe with the given module arguments, ``clock`` is monotonic seconds: the loop
+    takes no time of its own, so tests drive it with recorded observations and a fake clock.
+    """
+    start = clock()
+    last_progress_line = start
+    progress = Progress(since=start)
+    limit = float(args.get("no_progress_timeout") or 0)
+    gpus = list(args.get("gpus") or [])
+    probes = 0
+    while True:
+        probes += 1
+        now = clock()
+        remaining = args["timeout"] - (now - start)
+        # One round trip waits on the host until healthy, failed, the next progress line or the stall limit is due.
+        due = [args["progress_every"], remaining] + ([progress.since + limit - now] if limit > 0 else [])
+        result = probe({"url": args["url"], "unit": args["unit"], "log_lines": 1, "interval": args["interval"],
+                        "wait": max(0.0, min(due)), "gpus": gpus})
+        now = clock()
+        elapsed = now - start
+        state = result.get("unit_state", {})
+        if result.get("status") == 200:
+            return {"changed": False, "elapsed": round(elapsed, 1), "probes": probes, "unit_state": state}
+        progress.observe(result, now)
+        failed_unit = state.get("ActiveState") in ("failed", "inactive")
+        stalled = progress.stalled(now, limit)
+        if result.get("failed") or failed_unit or stalled or elapsed >= args["timeout"] - _SLACK:
+            tail = probe({"url": args["url"], "unit": args["unit"], "log_lines": 20})
+            if result.get("msg"):
+                why = result["msg"]
+            elif failed_unit:
+                why = f"{args['unit']} is {state.get('ActiveState')} ({state.get('Result')}, {state.get('NRestarts')} restarts)"
+            elif stalled:
+                why = stall_message(args["unit"], limit, progress, gpus)
+            else:
+                why = f"{args['url']} not healthy after {args['timeout']}s"
+            cause = known_cause(list(tail.get("log", [])))
+            if cause:
+                why = f"{why}. {cause}"
+            return {"failed": True, "msg": why, "elapsed": round(elapsed, 1), "unit_state": state, "stalled": stalled,
+                    "log": tail.get("log", [])}
+        if now - last_progress_line >= args["progress_every"]:
+            last_progress_line = now
+            memory = f", GPU memory {progress.memory_mib} MiB" if progress.memory_mib is not None else ""
+            show(f"[{host}] waiting for {args['url']}: {elapsed:.0f}s, HTTP {result.get('status')}, "
+                 f"{args['unit']} {state.get('ActiveState')}/{state.get('SubState')}{memory}; "
+                 f"last log: {progress.line[:160]}")
+
 
 class ActionModule(ActionBase):
-    """Poll server_probe until healthy, failed, or timed out."""
+    """Poll server_probe until healthy, failed, stalled, or timed out."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("url", "unit", "timeout", "interval", "progress_every"))
+    # Monotonic seconds of the wait (tests put a fake clock here).
+    clock: Callable[[], float] = staticmethod(time.monotonic)
+    _VALID_ARGS = frozenset(("url", "unit", "timeout", "interval", "progress_every", "no_progress_timeout", "gpus"))
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
@@ -60,46 +196,14 @@ class ActionModule(ActionBase):
                 "timeout": {"type": "int", "default": 3600},
                 "interval": {"type": "float", "default": 0.5},
                 "progress_every": {"type": "float", "default": 15},
+                "no_progress_timeout": {"type": "float", "default": 600},
+                "gpus": {"type": "list", "elements": "int", "default": []},
             }
         )
-        host = task_vars.get("inventory_hostname", "?")
-        start = time.monotonic()
-        last_progress = start
-        probes = 0
-        probe: dict[str, Any] = {}
-        while True:
-            probes += 1
-            # One round trip waits on the host until healthy, failed, or the next progress line is due.
-            remaining = args["timeout"] - (time.monotonic() - start)
-            probe = self._execute_module(
-                module_name="blackwell.sglang.server_probe",
-                module_args={"url": args["url"], "unit": args["unit"], "log_lines": 1, "interval": args["interval"],
-                             "wait": max(0.0, min(args["progress_every"], remaining))},
-                task_vars=task_vars,
-            )
-            elapsed = time.monotonic() - start
-            state = probe.get("unit_state", {})
-            if probe.get("status") == 200:
-                result.update(changed=False, elapsed=round(elapsed, 1), probes=probes, unit_state=state)
-                return result
-            failed_unit = state.get("ActiveState") in ("failed", "inactive")
-            if probe.get("failed") or failed_unit or elapsed > args["timeout"]:
-                tail = self._execute_module(
-                    module_name="blackwell.sglang.server_probe",
-                    module_args={"url": args["url"], "unit": args["unit"], "log_lines": 20},
-                    task_vars=task_vars,
-                )
-                why = (
-                    probe.get("msg")
-                    or (f"{args['unit']} is {state.get('ActiveState')} ({state.get('Result')}, {state.get('NRestarts')} restarts)"
-                        if failed_unit else f"{args['url']} not healthy after {args['timeout']}s")
-                )
-                result.update(failed=True, msg=why, elapsed=round(elapsed, 1), unit_state=state, log=tail.get("log", []))
-                return result
-            if time.monotonic() - last_progress >= args["progress_every"]:
-                last_progress = time.monotonic()
-                line = (probe.get("log") or [""])[-1][:160]
-                display.display(
-                    f"[{host}] waiting for {args['url']}: {elapsed:.0f}s, HTTP {probe.get('status')}, "
-                    f"{args['unit']} {state.get('ActiveState')}/{state.get('SubState')}; last log: {line}"
-                )
+
+        def probe(module_args: dict[str, Any]) -> dict[str, Any]:
+            return self._execute_module(module_name="blackwell.sglang.server_probe", module_args=module_args,
+                                        task_vars=task_vars)
+
+        result.update(wait(args, probe, clock=self.clock, host=task_vars.get("inventory_hostname", "?")))
+        return result

@@ -36,6 +36,12 @@ options:
     description: Seconds between probes while waiting.
     type: float
     default: 0.25
+  gpus:
+    description: >-
+      nvidia-smi indices of the server's GPUs whose used memory to report as RV(gpu_memory_mib) (an empty
+      list: every GPU); unset, nvidia-smi is not run.
+    type: list
+    elements: int
 """
 
 RETURN = r"""
@@ -50,6 +56,14 @@ unit_state:
 log:
   description: The last journal lines of the unit.
   type: list
+  returned: always
+cursor:
+  description: The journal cursor of the unit's last line (a new line moves it), or null when it has none.
+  type: str
+  returned: always
+gpu_memory_mib:
+  description: Memory used on O(gpus) in MiB (nvidia-smi --query-gpu memory.used, summed), or null.
+  type: int
   returned: always
 """
 
@@ -77,6 +91,19 @@ def unit_state(module: AnsibleModule, unit: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
+def gpu_memory_mib(module: AnsibleModule, gpus: list[int]) -> int | None:
+    """memory.used of the GPUs ``gpus`` (all when empty) summed in MiB; None when nvidia-smi does not answer."""
+    rc, out, _ = module.run_command(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"])
+    if rc != 0:
+        return None
+    total, seen = 0, False
+    for line in out.splitlines():
+        parts = [part.strip() for part in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit() and (not gpus or int(parts[0]) in gpus):
+            total, seen = total + int(parts[1]), True
+    return total if seen else None
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -86,6 +113,7 @@ def main() -> None:
             "log_lines": {"type": "int", "default": 1},
             "wait": {"type": "float", "default": 0},
             "interval": {"type": "float", "default": 0.25},
+            "gpus": {"type": "list", "elements": "int"},
         },
         supports_check_mode=True,
     )
@@ -98,9 +126,13 @@ def main() -> None:
             break
         time.sleep(params["interval"])
     _, log, _ = module.run_command(
-        ["journalctl", "-u", params["unit"], "-n", str(params["log_lines"]), "-o", "cat", "--no-pager"]
+        ["journalctl", "-u", params["unit"], "-n", str(params["log_lines"]), "-o", "cat", "--no-pager", "--show-cursor"]
     )
-    module.exit_json(changed=False, status=status, error=error, unit_state=state, log=log.splitlines()[-params["log_lines"]:])
+    lines = log.splitlines()
+    cursor = lines.pop()[len("-- cursor: "):] if lines and lines[-1].startswith("-- cursor: ") else None
+    memory = gpu_memory_mib(module, params["gpus"]) if params["gpus"] is not None else None
+    module.exit_json(changed=False, status=status, error=error, unit_state=state, log=lines[-params["log_lines"]:],
+                     cursor=cursor, gpu_memory_mib=memory)
 
 
 if __name__ == "__main__":

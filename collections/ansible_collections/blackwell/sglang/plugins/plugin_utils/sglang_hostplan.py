@@ -35,10 +35,12 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode 
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import secret_host_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import (
+    FACTS_VAR,
     ROLE_VARS,
     SECRET_MARKER,
     Problem,
     Result,
+    facts_usable,
     validate_host,
 )
 
@@ -64,6 +66,8 @@ HOST_VARS = (
     "sglang_spec",
     "sglang_model_download",
     "sglang_model_revision",
+    "nvidia_gpu_memory_mib",
+    FACTS_VAR,
     "hf_token",
     INSTANCES_VAR,
     GPUS_VAR,
@@ -106,6 +110,7 @@ class Instance:
     index: int | None  # position in sglang_instances; None for the shorthand
     model: Any
     model_revision: Any = None
+    binding: dict[str, Any] = field(default_factory=dict)  # see gpu_binding(); not part of the public plan
 
     def public(self) -> dict[str, Any]:
         """The plan with no secret in it (``Result.as_dict`` plus the unit), and its digest."""
@@ -120,6 +125,7 @@ class Instance:
     def full(self) -> dict[str, Any]:
         """The plan with the secret parts the files need (``config``, ``secret_env``): for no_log use only."""
         data = self.public()
+        data["binding"] = dict(self.binding)
         data["config"] = dict(self.result.config)
         data["secret_env"] = dict(self.result.secret_env)
         return data
@@ -418,25 +424,107 @@ def _plan_one(plan: HostPlan, raw: dict[str, Any], index: int | None, name: str,
                                  "list GPUs the host has"))
         raw = {**raw, "nvidia_gpu_count": len(gpus)}
     raw = {**raw, "sglang_model_local_path": local_model_path(raw, index is None)}
+    facts = raw.get(FACTS_VAR)
+    if gpus is not None and facts_usable(facts):
+        raw = {**raw, FACTS_VAR: visible_facts(facts, gpus)}  # the instance sees its GPUs as CUDA numbers them
     result = validate_host(raw, spec=spec)
     check_manual_multinode(plan.host, raw, result)
     result.errors = early + result.errors
     if gpus is not None:
-        # CUDA numbers the GPUs it may see 0..n-1; the unit allows exactly these device nodes.
-        result.env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
-        result.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         physical = [gpus[i] for i in result.gpu_ids if i < len(gpus)]
+        visible = list(gpus)
     else:
         physical = list(result.gpu_ids)
+        # base_gpu_id / gpu_id_step count from the host's first GPU: CUDA sees the GPUs up to the last one used.
+        visible = list(range(max(physical) + 1)) if physical and not early else []
+    binding, why = gpu_binding(visible, facts if facts_usable(facts) else None, (result.args.get("nnodes") or 1) > 1)
+    if why and result.ok:  # a layout already refused needs no second error
+        result.errors.append(Problem("host.facts", gpus_var if gpus is not None else "sglang_args.base_gpu_id", visible,
+                                     why, "list GPUs nvidia-smi -L shows on the host (or correct nvidia_gpu_count)"))
     if index is not None:
         result.errors = [_rename(p, index, name, entry or {}) for p in result.errors]
         result.warnings = [_rename(p, index, name, entry or {}) for p in result.warnings]
     plan.instances.append(Instance(name, service, result, physical, index, raw.get("sglang_model_path"),
-                                   (entry or {}).get("model_revision")))
+                                   (entry or {}).get("model_revision"), binding))
+
+
+def visible_facts(facts: Mapping[str, Any], gpus: list[int]) -> dict[str, Any]:
+    """The host's facts as an instance restricted to ``gpus`` sees them: those GPUs, renumbered 0..n-1 in that
+    order (as CUDA numbers CUDA_VISIBLE_DEVICES), with the links between them; everything else unchanged."""
+    by_index = {g.get("index"): g for g in facts["gpus"] if isinstance(g, Mapping)}
+    out = dict(facts)
+    out["gpus"] = [{**by_index[g], "index": k} for k, g in enumerate(gpus) if g in by_index]
+    out["gpu_count"] = len(out["gpus"])
+    topology = facts.get("topology") if isinstance(facts.get("topology"), Mapping) else {}
+    new_topology: dict[str, Any] = {"nvlink": False}
+    for kind in ("links", "p2p_read"):
+        table = topology.get(kind) if isinstance(topology.get(kind), Mapping) else {}
+        renamed = {}
+        for a in range(len(gpus)):
+            for b in range(a + 1, len(gpus)):
+                lo, hi = sorted((gpus[a], gpus[b]))
+                if f"{lo},{hi}" in table:
+                    renamed[f"{a},{b}"] = table[f"{lo},{hi}"]
+        new_topology[kind] = renamed
+    new_topology["nvlink"] = any(str(v).startswith("NV") for v in new_topology["links"].values())
+    out["topology"] = new_topology
+    return out
+
+
+def gpu_binding(visible: list[int], facts: Mapping[str, Any] | None, multinode: bool) -> tuple[dict[str, Any], str | None]:
+    """How the unit pins an instance to its GPUs, and why it cannot (or None).
+
+    ``visible``: the nvidia-smi indices CUDA is to see, in order. Returns ``{cuda_visible_devices, devices,
+    extra_devices, source}``: with the host's facts the GPUs are named by UUID (what a reboot or a driver
+    reload does not renumber) and their device nodes by device minor (the driver names the node
+    /dev/nvidia<minor>, and the minor is not the nvidia-smi index in general); without facts (a run that
+    never gathered them, e.g. validate.yml -e render_dir) by index, which is right where the minors follow
+    the index order. A multi-node instance may also open the host's InfiniBand and IMEX channel nodes, so
+    NCCL uses them instead of falling back to sockets.
+    """
+    binding: dict[str, Any] = {"cuda_visible_devices": ",".join(str(g) for g in visible),
+                               "devices": [f"/dev/nvidia{g}" for g in visible], "extra_devices": [],
+                               "source": "inventory"}
+    if facts is None:
+        return binding, None
+    by_index = {g.get("index"): g for g in facts["gpus"] if isinstance(g, Mapping)}
+    missing = [g for g in visible if g not in by_index]
+    if missing:
+        shown = ", ".join(str(i) for i in sorted(by_index)) or "none"
+        return binding, (f"GPU(s) {missing} are not on the host: nvidia-smi lists GPU indices {shown} "
+                         f"({facts.get('gpu_count', len(by_index))} GPU(s) in the gathered facts).")
+    nameless = [g for g in visible if not by_index[g].get("uuid") or not isinstance(by_index[g].get("minor"), int)]
+    if nameless:
+        return binding, (f"the facts give no UUID or device minor for GPU(s) {nameless} "
+                         "(/proc/driver/nvidia/gpus/*/information unreadable?), so the unit cannot pin them.")
+    binding.update(cuda_visible_devices=",".join(str(by_index[g]["uuid"]) for g in visible),
+                   devices=[f"/dev/nvidia{by_index[g]['minor']}" for g in visible], source="facts")
+    if multinode:
+        binding["extra_devices"] = [str(d) for d in list(facts.get("infiniband_devices") or [])
+                                    + list(facts.get("imex_channels") or [])]
+    return binding, None
 
 
 def _check_across(plan: HostPlan, raw: Mapping[str, Any]) -> None:
-    """Instances of one host share no GPU and no port."""
+    """Instances of one host share no GPU and no port; the host has the GPUs the inventory declares.
+
+    An instance that lists its GPUs is validated against those GPUs only (the facts as it sees them), so the
+    host's GPU count is compared with the facts here; the shorthand without a GPU list is compared by the validator.
+    """
+    facts = raw.get(FACTS_VAR)
+    declared = raw.get("nvidia_gpu_count")
+    try:
+        count = int(float(str(declared).strip()))
+    except ValueError:
+        count = None  # the validator reports the declaration itself
+    listed = raw.get(INSTANCES_VAR) is not None or raw.get(GPUS_VAR) is not None
+    if listed and count is not None and facts_usable(facts) and count != facts.get("gpu_count"):
+        plan.problems.append(Problem(
+            "host.facts", "nvidia_gpu_count", declared,
+            f"nvidia_gpu_count={declared!r} (inventory) but nvidia-smi on the host lists {facts.get('gpu_count')} GPU(s) "
+            f"({FACTS_VAR}.gpu_count).",
+            f"set nvidia_gpu_count: {facts.get('gpu_count')}, or find out why the host shows {facts.get('gpu_count')} "
+            "(a GPU fallen off the bus, a driver that did not load)"))
     owner: dict[int, str] = {}
     ports: dict[int, str] = {}
     for inst in plan.instances:
