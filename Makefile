@@ -50,9 +50,10 @@ fuzz: venv ## Property-based input-contract tests, long: FUZZ_EXAMPLES (10000) r
 conformance: venv conformance-venv ## Our validator against SGLang 0.5.23's own argument checks
 	$(BIN)/pytest -q tests/conformance
 
-simhost: ## Build the simulated Blackwell host image (cached by content hash)
+simhost: ## Build the simulated Blackwell host images, Debian 12 and 13 (cached by content hash)
 	tests/fixtures/simhost/ensure-docker.sh
 	tests/fixtures/simhost/build-image.sh
+	SIMHOST_SUITE=trixie tests/fixtures/simhost/build-image.sh
 
 wheelhouse: ## Build the stand-in sglang wheel(s) into build/wheelhouse
 	tests/fixtures/sglang_standin/build-wheelhouse.sh
