@@ -346,26 +346,32 @@ def unit_files(unit: Path, search: tuple[str, ...] | None = None) -> list[Path]:
     return [unit] + [chosen[name] for name in sorted(chosen)]
 
 
+def service_settings(unit: Path) -> list[tuple[Path, str, str]]:
+    """(file, key, value) of every [Service] assignment of the unit and its drop-ins, in the order systemd applies them."""
+    out: list[tuple[Path, str, str]] = []
+    for path in unit_files(unit):
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UnitError(f"{path}: not UTF-8 ({exc})") from None
+        out += [(path, key, value) for section, key, value in parse_unit(text) if section == "Service"]
+    return out
+
+
 def unit_exec_start(unit: Path) -> ExecCommand:
     """The one command the unit's ExecStart= runs, with the drop-ins beside it (``NAME.service.d/*.conf``) applied.
 
     An empty ``ExecStart=`` resets the list, as in systemd; more than one command is refused
     (the server's Type=exec allows one).
     """
-    files = unit_files(unit)
     commands: list[ExecCommand] = []
-    for path in files:
+    for path, key, value in service_settings(unit):
+        if key != "ExecStart":
+            continue
         try:
-            text = path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UnitError(f"{path}: not UTF-8 ({exc})") from None
-        for section, key, value in parse_unit(text):
-            if section != "Service" or key != "ExecStart":
-                continue
-            try:
-                commands = commands + split_exec(value) if value else []
-            except UnitError as exc:
-                raise UnitError(f"{path}: {exc}") from None
+            commands = commands + split_exec(value) if value else []
+        except UnitError as exc:
+            raise UnitError(f"{path}: {exc}") from None
     if len(commands) != 1:
         raise UnitError(f"{unit}: ExecStart= holds {len(commands)} commands; the server's unit runs exactly one")
     return commands[0]
@@ -471,24 +477,18 @@ def sandbox_properties(unit: Path) -> list[str]:
     (or in a drop-in) is classified here before the preflight runs without it. Empty assignments
     are kept: they reset a list as ``-p NAME=`` does.
     """
-    files = unit_files(unit)
     out: list[str] = []
-    for path in files:
+    for path, key, value in service_settings(unit):
+        if key in SANDBOX_LEFT_OUT:
+            continue
+        if key not in SANDBOX_PROPERTIES:
+            raise UnitError(f"{path}: [Service] {key}= is not classified for the preflight's sandbox "
+                            "(add it to SANDBOX_PROPERTIES or SANDBOX_LEFT_OUT in sglang-preflight.py)")
         try:
-            text = path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UnitError(f"{path}: not UTF-8 ({exc})") from None
-        for section, key, value in parse_unit(text):
-            if section != "Service" or key in SANDBOX_LEFT_OUT:
-                continue
-            if key not in SANDBOX_PROPERTIES:
-                raise UnitError(f"{path}: [Service] {key}= is not classified for the preflight's sandbox "
-                                "(add it to SANDBOX_PROPERTIES or SANDBOX_LEFT_OUT in sglang-preflight.py)")
-            try:
-                literal = _device_allow(value) if key == _DEVICE_ALLOW else _literal(value, key)
-            except UnitError as exc:
-                raise UnitError(f"{path}: {exc}") from None
-            out.append(f"{key}={literal}")
+            literal = _device_allow(value) if key == _DEVICE_ALLOW else _literal(value, key)
+        except UnitError as exc:
+            raise UnitError(f"{path}: {exc}") from None
+        out.append(f"{key}={literal}")
     return out
 
 

@@ -41,6 +41,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate i
     Problem,
     Result,
     facts_usable,
+    gpu_count_problem,
     validate_host,
 )
 
@@ -519,12 +520,7 @@ def _check_across(plan: HostPlan, raw: Mapping[str, Any]) -> None:
         count = None  # the validator reports the declaration itself
     listed = raw.get(INSTANCES_VAR) is not None or raw.get(GPUS_VAR) is not None
     if listed and count is not None and facts_usable(facts) and count != facts.get("gpu_count"):
-        plan.problems.append(Problem(
-            "host.facts", "nvidia_gpu_count", declared,
-            f"nvidia_gpu_count={declared!r} (inventory) but nvidia-smi on the host lists {facts.get('gpu_count')} GPU(s) "
-            f"({FACTS_VAR}.gpu_count).",
-            f"set nvidia_gpu_count: {facts.get('gpu_count')}, or find out why the host shows {facts.get('gpu_count')} "
-            "(a GPU fallen off the bus, a driver that did not load)"))
+        plan.problems.append(gpu_count_problem(declared, facts))
     owner: dict[int, str] = {}
     ports: dict[int, str] = {}
     for inst in plan.instances:

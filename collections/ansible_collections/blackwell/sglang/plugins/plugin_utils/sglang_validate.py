@@ -902,6 +902,16 @@ def facts_usable(facts: Any) -> bool:
             and isinstance(facts.get("gpus"), list) and all(isinstance(g, Mapping) for g in facts["gpus"]))
 
 
+def gpu_count_problem(declared: Any, facts: Mapping[str, Any]) -> Problem:
+    """``host.facts``: the inventory declares ``declared`` GPUs, the gathered facts show another count."""
+    found = facts.get("gpu_count")
+    return Problem("host.facts", "nvidia_gpu_count", declared,
+                   f"nvidia_gpu_count={declared!r} (inventory) but nvidia-smi on the host lists {found} GPU(s) "
+                   f"({FACTS_VAR}.gpu_count).",
+                   f"set nvidia_gpu_count: {found}, or find out why the host shows {found} (a GPU fallen off the bus, "
+                   "a driver that did not load)")
+
+
 def _read_gpu_facts(ctx: Context, hostvars: Mapping[str, Any], declared_count: Any) -> None:
     """Cross-check the declared GPUs against the host's gathered facts (absent: the declarations alone, as before).
 
@@ -920,11 +930,8 @@ def _read_gpu_facts(ctx: Context, hostvars: Mapping[str, Any], declared_count: A
     gpus = facts["gpus"]
     found = facts.get("gpu_count")
     if ctx.gpu_count is not None and found != ctx.gpu_count:
-        ctx.error("host.facts", "nvidia_gpu_count",
-                  f"nvidia_gpu_count={declared_count!r} (inventory) but nvidia-smi on the host lists {found} GPU(s) "
-                  f"({FACTS_VAR}.gpu_count).",
-                  f"set nvidia_gpu_count: {found}, or find out why the host shows {found} (a GPU fallen off the bus, "
-                  "a driver that did not load)", value=declared_count)
+        problem = gpu_count_problem(declared_count, facts)
+        ctx.error(problem.rule, problem.variable, problem.message, problem.fix, value=problem.value)
     caps = sorted({str(g.get("compute_capability")) for g in gpus if g.get("compute_capability") is not None})
     if len(caps) > 1:
         ctx.error("host.facts", CC_VAR,
