@@ -24,6 +24,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import secret_var
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import HEADER_SECRETS
 from hypothesis import example, given
 from hypothesis import strategies as st
 from reference import host_with, load_reference
@@ -241,6 +242,8 @@ def test_secret_argument(dest: str, text: str) -> None:
         return
     check_files(rendered)
     assert yaml.safe_load(rendered.config)[SCHEMA.arguments[dest].flag[2:]] == value
+    if dest in HEADER_SECRETS:  # clients send it as "Authorization: Bearer <key>"
+        assert all("!" <= c <= "~" for c in value)
     assert CANARY not in repr(rendered.plan["args"]) + repr(rendered.plan["argv"]) + rendered.unit
     assert CANARY not in render(hostvars, mask_secrets=True).config
 

@@ -85,7 +85,7 @@ def test_every_consumer_reads_the_same_port(key: str, value: Any) -> None:
     assert seen["rollout"]["local_url"] == "http://127.0.0.1:31000"  # the rollout's health gate and soak
     assert seen["validated"]["digest"] == plan["digest"]  # the validate task's plan is the installed one
     assert seen["validated"]["endpoint"] == plan["endpoint"] == {k: v for k, v in seen["rollout"].items()
-                                                                 if k not in ("name", "service", "url")}
+                                                                 if k not in ("name", "service", "url", "served_model")}
     inventory = {HOST: host_with({key: value}, ansible_host="10.0.0.7")}
     env = jinja_env().from_string(ROUTER_ENV).render(groups={"sglang_servers": [HOST]}, hostvars=inventory, ansible_managed="",
                                                      sglang_router_worker_group="sglang_servers")

@@ -248,3 +248,23 @@ def test_a_model_directory_the_service_cannot_see_fails_the_preflight(tmp_path: 
     unit.write_text(render_unit(["--model-path", str(tmp_path / "hidden")]), encoding="utf-8")
     code, report = _run(unit, gb10_env)
     assert code == preflight.EXIT_HOST and report["where"] == "model" and "does not exist" in str(report["error"])
+
+
+def test_tls_files_are_loaded_as_uvicorn_would_before_anything_stops(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from standin_inproc import make_pki
+
+    pki = make_pki(tmp_path / "pki", password="right-password")
+    args = SimpleNamespace(ssl_certfile=str(pki.cert), ssl_keyfile=str(pki.key), ssl_ca_certs=str(pki.ca),
+                           ssl_keyfile_password="right-password")
+    assert preflight.tls_problem(args) is None
+    assert preflight.tls_problem(SimpleNamespace(ssl_certfile=None)) is None  # no TLS, nothing to check
+    wrong = preflight.tls_problem(SimpleNamespace(**{**vars(args), "ssl_keyfile_password": "wrong"}))
+    assert wrong and "sglang_ssl_keyfile_password" in wrong and "right-password" not in wrong
+    other = make_pki(tmp_path / "other")  # a key that belongs to another certificate
+    mismatch = preflight.tls_problem(SimpleNamespace(**{**vars(args), "ssl_keyfile": str(other.key),
+                                                        "ssl_keyfile_password": None}))
+    assert mismatch and "belongs to the certificate" in mismatch
+    missing = preflight.tls_problem(SimpleNamespace(**{**vars(args), "ssl_keyfile": str(tmp_path / "nope.key")}))
+    assert missing and "--ssl-keyfile" in missing and "cannot be read by the service" in missing

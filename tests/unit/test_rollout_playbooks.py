@@ -63,7 +63,8 @@ def test_gpu_hosts_go_canary_then_serial_batches_through_the_rollout_role(name: 
 
 def test_deploy_provisions_inside_the_batches_after_the_routers() -> None:
     deploy = plays("deploy.yml")
-    assert [roles_of(p) for p in deploy[1:]] == [["sglang_router"], *[["nvidia_driver", "cuda_toolkit", "sglang", "sglang_rollout"]] * 2]
+    assert [roles_of(p) for p in deploy[1:]] == [
+        ["sglang_router"], *[["nvidia_driver", "cuda_toolkit", "sglang", "gpu_health", "sglang_rollout"]] * 2]
     assert deploy[1]["hosts"] == "sglang_routers"
 
 

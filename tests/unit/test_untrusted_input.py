@@ -105,7 +105,8 @@ def test_ssl_keyfile_password_is_a_secret_derived_from_the_schema() -> None:
     assert rendered.plan["args"]["ssl_keyfile_password"] == "<secret>"
     assert yaml.safe_load(rendered.config) == {"api-key": "api-canary-1", "ssl-keyfile-password": "pw-canary-1"}
     assert exec_start(rendered.unit)[-2:] == ["--config", "/etc/sglang/sglang.yaml"]
-    assert "pw-canary-1" not in render(host(sglang_ssl_keyfile_password="pw-canary-1"), mask_secrets=True).config
+    assert "pw-canary-1" not in render(host({"ssl_certfile": "/etc/ssl/c.pem", "ssl_keyfile": "/etc/ssl/k.pem"},
+                                            sglang_ssl_keyfile_password="pw-canary-1"), mask_secrets=True).config
 
 
 @pytest.mark.parametrize("name", ["HF_TOKEN", "WANDB_API_KEY", "DB_PASSWORD", "S3_SECRET"])

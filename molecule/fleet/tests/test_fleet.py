@@ -5,25 +5,30 @@ drives playbooks/deploy.yml, restart.yml or rollout.yml (canary, then serial bat
 three) through ansible-runner and
 asserts on the hosts (PIDs, what SGLang resolved), on the router (its /workers, polled during the
 run) and on a stream of requests sent through the router. The cases run in file order.
-Only the docker network of the scenario's own containers is addressed.
+Only the docker network of the scenario's own containers is addressed. Every hop is HTTPS with keys
+(inventory/fleet-sim/group_vars): the certificates come from the scenario's prepare (a throwaway CA),
+requests carry the fleet's API key, the router's /workers its control-plane key.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import os
 import shutil
+import socket
+import ssl
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import ansible_runner
 import pytest
 import simrun
-from simrun import BASE_ARGS, BASE_ENV, REPO, final_failure
+import yaml
+from simrun import BASE_ENV, REPO, final_failure
 
 GPUS = [f"bsa-fleet-gpu{i}" for i in range(1, 5)]
 SPARE = "bsa-fleet-gpu5"
@@ -31,6 +36,16 @@ PAIR = ["bsa-fleet-mn1", "bsa-fleet-mn2"]  # one multi-node instance (group flee
 GATEWAY = "bsa-fleet-gw"
 NETWORK = "bsa-fleet"
 SERVICE = "sglang.service"
+GROUP_VARS = REPO / "inventory" / "fleet-sim" / "group_vars"
+# The fleet's own settings, read from the inventory (one source): arguments, keys.
+FLEET_ARGS: dict[str, Any] = yaml.safe_load((GROUP_VARS / "sglang_servers.yml").read_text())["sglang_args"]
+API_KEY: str = yaml.safe_load((GROUP_VARS / "all.yml").read_text())["sglang_api_key"]
+CONTROL_KEY: str = yaml.safe_load((GROUP_VARS / "sglang_routers.yml").read_text())["sglang_router_control_plane_api_key"]
+# The scenario's CA (molecule/fleet/prepare.yml), on the control node and on the hosts.
+CA = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent")) / "tls" / "ca.pem"
+# curl on a host, to its own server: verified against the CA, with the API key.
+CURL = f"curl --cacert /etc/ssl/sglang/ca.pem -H 'Authorization: Bearer {API_KEY}'"
+LOCAL = "https://127.0.0.1:30000"
 FAST = {"sglang_server_ready_timeout": 60, "sglang_server_ready_poll_interval": 1,
         "sglang_server_ready_progress_every": 5, "rollout_confirm": "yes"}
 
@@ -47,7 +62,12 @@ def main_pid(container: str) -> int:
 
 
 def server_info(container: str) -> dict[str, Any]:
-    return json.loads(sh(container, "curl -fsS http://127.0.0.1:30000/server_info"))
+    return json.loads(sh(container, f"{CURL} -fsS {LOCAL}/server_info"))
+
+
+def worker_urls(hosts: list[str]) -> list[str]:
+    """The workers the router lists for ``hosts``: the plans' https URLs."""
+    return sorted(f"https://{h}:30000" for h in hosts)
 
 
 def make_inventory(directory: Path, gpus: list[str], pair: bool = False) -> Path:
@@ -70,19 +90,43 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def router() -> str:
+    """The gateway's address on the scenario's network (its certificate names GATEWAY: see request())."""
     fmt = '{{(index .NetworkSettings.Networks "' + NETWORK + '").IPAddress}}'
     address = subprocess.run(["docker", "inspect", "-f", fmt, GATEWAY], capture_output=True, text=True, check=True).stdout.strip()
     assert address, "the gateway has no address on the scenario's network"
-    return f"http://{address}:30000"
+    return address
 
 
-def get_json(url: str, timeout: float = 5) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (the scenario's own container)
-        return json.load(resp)
+class _Gateway(http.client.HTTPSConnection):
+    """HTTPS to the gateway's address, verifying its certificate for GATEWAY (the controller cannot resolve it)."""
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self.host, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=GATEWAY)  # type: ignore[attr-defined]
+
+
+def request(router: str, path: str, key: str | None, body: Any = None, timeout: float = 30) -> tuple[int, bytes]:
+    """(status, body) of one request to the router, over verified TLS, with ``key`` as bearer token (None: none)."""
+    conn = _Gateway(router, 30000, timeout=timeout, context=ssl.create_default_context(cafile=str(CA)))
+    headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {key}"} if key else {})
+    try:
+        conn.request("POST" if body is not None else "GET", path, json.dumps(body).encode() if body is not None else None,
+                     headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def get_json(router: str, path: str) -> Any:
+    status, body = request(router, path, CONTROL_KEY, timeout=5)
+    if status != 200:
+        raise OSError(f"GET {path}: HTTP {status} {body[:200]!r}")
+    return json.loads(body)
 
 
 def healthy_workers(router: str) -> list[str]:
-    return sorted(w["url"] for w in get_json(f"{router}/workers")["workers"] if w["is_healthy"])
+    return sorted(w["url"] for w in get_json(router, "/workers")["workers"] if w["is_healthy"])
 
 
 def rollout(inventory: Path, tmp_path: Path, limit: str = "", **extravars: Any) -> ansible_runner.Runner:
@@ -109,19 +153,16 @@ class Traffic:
             time.sleep(0.2)
 
     def _send(self) -> None:
-        body = json.dumps({"model": "qwen3.5-397b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}).encode()
+        body = {"model": "qwen3.5-397b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
         while not self.stop.is_set() and self.sent < self.max_requests:
-            req = urllib.request.Request(f"{self.router}/v1/chat/completions", data=body,
-                                         headers={"Content-Type": "application/json"})
             self.sent += 1
             try:
-                with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
-                    answer = json.load(resp)
-                if not answer.get("choices"):
-                    self.failed.append(f"request {self.sent}: no choices in {answer}")
+                status, raw = request(self.router, "/v1/chat/completions", API_KEY, body)
+                answer = json.loads(raw) if status == 200 else {}
+                if status != 200 or not answer.get("choices"):
+                    self.failed.append(f"request {self.sent}: HTTP {status} {raw[:200]!r}")
             except (OSError, ValueError) as exc:
-                detail = exc.read().decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else ""
-                self.failed.append(f"request {self.sent}: {exc} {detail}")
+                self.failed.append(f"request {self.sent}: {exc}")
             time.sleep(0.05)
 
     def __enter__(self) -> Traffic:
@@ -136,14 +177,37 @@ class Traffic:
 
 
 def test_the_router_serves_through_every_gpu_host(router: str) -> None:
-    expected = sorted(f"http://{h}:30000" for h in GPUS)
-    assert healthy_workers(router) == expected
+    assert healthy_workers(router) == worker_urls(GPUS)
     with Traffic(router) as traffic:
         time.sleep(3)
     assert traffic.sent >= 10 and traffic.failed == []
-    served = [int(sh(h, "curl -fsS http://127.0.0.1:30000/metrics | awk '/^sglang:num_requests_total/ {print $2}'")
+    served = [int(sh(h, f"{CURL} -fsS {LOCAL}/metrics | awk '/^sglang:num_requests_total/ {{print $2}}'")
                   .split(".")[0]) for h in GPUS]
     assert all(n > 0 for n in served), f"every worker takes requests through the router: {served}"
+
+
+def test_every_hop_is_tls_and_refuses_a_request_without_its_key(router: str) -> None:
+    chat = {"model": "qwen3.5-397b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    # The router's data plane takes the fleet's key only; its control plane only the control-plane key.
+    assert request(router, "/v1/chat/completions", None, chat)[0] == 401
+    assert request(router, "/v1/chat/completions", "not-the-key", chat)[0] == 401
+    assert request(router, "/v1/chat/completions", API_KEY, chat)[0] == 200
+    assert request(router, "/workers", API_KEY)[0] == 401
+    assert request(router, "/workers", None)[0] == 401
+    # A worker, from the gateway as the router reaches it: HTTPS verified for its name; 401 without the key.
+    worker = f"https://{GPUS[0]}:30000/v1/models"
+    code = "-s -o /dev/null -w '%{http_code}' --cacert /etc/ssl/sglang/ca.pem"
+    assert sh(GATEWAY, f"curl {code} {worker}", check=False) == "401"
+    assert sh(GATEWAY, f"curl {code} -H 'Authorization: Bearer {API_KEY}' {worker}", check=False) == "200"
+    # No plain HTTP on either: the TLS handshake fails, nothing answers in clear.
+    assert sh(GATEWAY, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health", check=False) == "000"
+    assert sh(GPUS[0], "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health", check=False) == "000"
+    # The keys and the key password are on no command line, and their files are root's and the service's only.
+    password = yaml.safe_load((GROUP_VARS / "all.yml").read_text())["sglang_ssl_keyfile_password"]
+    for host in [GATEWAY, GPUS[0]]:
+        processes = sh(host, "ps -eo args=")
+        assert not any(secret in processes for secret in (API_KEY, CONTROL_KEY, password)), f"a secret is in {host}'s ps"
+    assert sh(GATEWAY, "stat -c '%a %U %G' /etc/sglang-router/sglang-router.secrets.json") == "640 root sglang-router"
 
 
 def test_a_second_deploy_of_the_router_changes_nothing(fleet: Path, tmp_path: Path) -> None:
@@ -176,7 +240,7 @@ def test_restart_restarts_every_host_one_at_a_time(router: str, fleet: Path, tmp
     # restart.yml's default: canary, then batches of 25% (one host of four), each drained from the router first.
     before = {h: main_pid(h) for h in GPUS}
     with Traffic(router) as traffic:
-        runner = simrun.play(fleet, tmp_path, "restart.yml", sglang_args={**BASE_ARGS, "mem_fraction_static": 0.8},
+        runner = simrun.play(fleet, tmp_path, "restart.yml", sglang_args={**FLEET_ARGS, "mem_fraction_static": 0.8},
                              **{k: v for k, v in FAST.items() if k != "rollout_confirm"})
         time.sleep(0.5)
     assert runner.rc == 0, final_failure(runner)
@@ -186,7 +250,7 @@ def test_restart_restarts_every_host_one_at_a_time(router: str, fleet: Path, tmp
     assert traffic.failed == [], traffic.failed[:5]
     assert traffic.sent >= 50, f"only {traffic.sent} requests were sent during the restart"
     assert min(traffic.healthy_counts) == len(GPUS) - 1, "each host left the router (drain), one at a time"
-    assert healthy_workers(router) == sorted(f"http://{h}:30000" for h in GPUS)
+    assert healthy_workers(router) == worker_urls(GPUS)
     assert plays(runner).count("Restart the rest of the fleet in batches") == len(GPUS) - 1
     print(f"restart: {traffic.sent} requests, 0 failed; healthy workers {min(traffic.healthy_counts)}..{max(traffic.healthy_counts)}")
 
@@ -196,7 +260,7 @@ def test_a_host_that_never_becomes_ready_stops_the_rollout(router: str, fleet: P
     before = {h: main_pid(h) for h in GPUS}
     bad_env = {**BASE_ENV, "SGLANG_STANDIN_FAULTS": "/etc/sglang-standin/never-ready.env"}
     with Traffic(router) as traffic:
-        runner = rollout(fleet, tmp_path, sglang_args={**BASE_ARGS, "mem_fraction_static": 0.75}, sglang_env=bad_env,
+        runner = rollout(fleet, tmp_path, sglang_args={**FLEET_ARGS, "mem_fraction_static": 0.75}, sglang_env=bad_env,
                          sglang_server_ready_timeout=6)
     assert runner.rc != 0
     assert f"Rollout stopped at {GPUS[1]}" in final_failure(runner)
@@ -210,7 +274,7 @@ def test_a_host_that_never_becomes_ready_stops_the_rollout(router: str, fleet: P
         assert "SGLANG_STANDIN_FAULTS" not in sh(h, "cat /etc/sglang/sglang.env")
     assert traffic.failed == [], traffic.failed[:5]
     assert min(traffic.healthy_counts) >= len(GPUS) - 1
-    assert healthy_workers(router) == sorted(f"http://{h}:30000" for h in GPUS), "the rolled-back host serves again"
+    assert healthy_workers(router) == worker_urls(GPUS), "the rolled-back host serves again"
 
 
 def test_a_deploy_after_the_failure_restarts_only_the_failed_and_the_rest(router: str, fleet: Path, tmp_path: Path) -> None:
@@ -221,7 +285,7 @@ def test_a_deploy_after_the_failure_restarts_only_the_failed_and_the_rest(router
     before = {h: main_pid(h) for h in GPUS[1:]}
     bad_env = {**BASE_ENV, "SGLANG_STANDIN_FAULTS": "/etc/sglang-standin/never-ready.env"}  # the same target as before
     with Traffic(router) as traffic:
-        runner = deploy(fleet, tmp_path, sglang_args={**BASE_ARGS, "mem_fraction_static": 0.75}, sglang_env=bad_env)
+        runner = deploy(fleet, tmp_path, sglang_args={**FLEET_ARGS, "mem_fraction_static": 0.75}, sglang_env=bad_env)
         time.sleep(0.5)
     assert runner.rc == 0, final_failure(runner)
     assert plays(runner).count("Provision and roll out to the rest of the fleet in batches") == len(GPUS) - 1
@@ -236,7 +300,7 @@ def test_a_deploy_after_the_failure_restarts_only_the_failed_and_the_rest(router
     assert traffic.failed == [], traffic.failed[:5]
     assert traffic.sent >= 50, f"only {traffic.sent} requests were sent during the deploy"
     assert min(traffic.healthy_counts) == len(GPUS) - 1
-    assert healthy_workers(router) == sorted(f"http://{h}:30000" for h in GPUS)
+    assert healthy_workers(router) == worker_urls(GPUS)
     print(f"deploy: {traffic.sent} requests, 0 failed; healthy workers {min(traffic.healthy_counts)}..{max(traffic.healthy_counts)}")
 
 
@@ -245,7 +309,7 @@ def test_a_failed_canary_touches_no_other_host(router: str, fleet: Path, tmp_pat
     before = {h: main_pid(h) for h in GPUS}
     canary_mem = server_info(GPUS[0])["mem_fraction_static"]
     bad_env = {**BASE_ENV, "SGLANG_STANDIN_FAULTS": "/etc/sglang-standin/canary-bad.env"}
-    runner = rollout(fleet, tmp_path, sglang_args={**BASE_ARGS, "mem_fraction_static": 0.7}, sglang_env=bad_env,
+    runner = rollout(fleet, tmp_path, sglang_args={**FLEET_ARGS, "mem_fraction_static": 0.7}, sglang_env=bad_env,
                      sglang_server_ready_timeout=6)
     assert runner.rc != 0
     assert f"Rollout stopped at {GPUS[0]}" in final_failure(runner)
@@ -257,7 +321,7 @@ def test_a_failed_canary_touches_no_other_host(router: str, fleet: Path, tmp_pat
     stopped = {e["event_data"]["host"] for e in runner.events
                if e.get("event") == "runner_on_ok" and e["event_data"].get("task") == stop}
     assert stopped == {GPUS[0]}
-    assert healthy_workers(router) == sorted(f"http://{h}:30000" for h in GPUS)
+    assert healthy_workers(router) == worker_urls(GPUS)
 
 
 def test_adding_a_host_restarts_nobody_else(router: str, tmp_path: Path) -> None:
@@ -273,7 +337,7 @@ def test_adding_a_host_restarts_nobody_else(router: str, tmp_path: Path) -> None
     assert runner.rc == 0, final_failure(runner)
     assert {h: main_pid(h) for h in GPUS} == before
     assert sh(SPARE, f"systemctl is-active {SERVICE}") == "active"
-    assert healthy_workers(router) == sorted(f"http://{h}:30000" for h in [*GPUS, SPARE])
+    assert healthy_workers(router) == worker_urls([*GPUS, SPARE])
     hosts = {e["event_data"].get("host") for e in runner.events if e.get("event") in ("runner_on_ok", "runner_on_failed")}
     assert hosts <= {SPARE, GATEWAY}
 
@@ -288,7 +352,7 @@ def test_without_a_router_the_rollout_skips_drain_and_join(tmp_path: Path) -> No
         "vars": {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"},
     }}))
     before = {h: main_pid(h) for h in hosts}
-    runner = rollout(inventory, tmp_path, sglang_args={**BASE_ARGS, "mem_fraction_static": 0.65}, rollout_serial=[1, "100%"])
+    runner = rollout(inventory, tmp_path, sglang_args={**FLEET_ARGS, "mem_fraction_static": 0.65}, rollout_serial=[1, "100%"])
     assert runner.rc == 0, final_failure(runner)
     for h in hosts:
         assert main_pid(h) != before[h]
@@ -338,8 +402,9 @@ def test_a_two_host_instance_gets_node_ranks_and_one_rendezvous(router: str, pai
     first, second = (unit_args(h) for h in PAIR)
     assert first == {"--nnodes": "2", "--node-rank": "0", "--dist-init-addr": f"{PAIR[0]}:20000", "--tp-size": "16"}
     assert second == {**first, "--node-rank": "1"}
-    for h in PAIR:
-        assert sh(h, "curl -fsS -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health") == "200"
+    # Node 0 serves the API over TLS; node 1 only health, on plain HTTP (SGLang's health-only server).
+    assert sh(PAIR[0], f"{CURL} -fsS -o /dev/null -w '%{{http_code}}' {LOCAL}/health") == "200"
+    assert sh(PAIR[1], "curl -fsS -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health") == "200"
     # 16 tensor-parallel ranks, eight on each host's own GPUs; only node 0 serves the API.
     assert [s.split("_TP")[1] for s in sh(PAIR[0], "ps -eo args= | grep -o '^sglang::scheduler_TP[0-9]*'").split()] == \
         [str(i) for i in range(8)]
@@ -348,7 +413,7 @@ def test_a_two_host_instance_gets_node_ranks_and_one_rendezvous(router: str, pai
     assert server_info(PAIR[0])["tp_size"] == 16
     assert sh(PAIR[1], "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/models", check=False) == "404"
     workers = healthy_workers(router)
-    assert f"http://{PAIR[0]}:30000" in workers and f"http://{PAIR[1]}:30000" not in workers
+    assert f"https://{PAIR[0]}:30000" in workers and f"https://{PAIR[1]}:30000" not in workers
     assert {h: main_pid(h) for h in GPUS} == before
 
 
@@ -395,9 +460,10 @@ def test_node_0_never_ready_rolls_back_the_whole_instance(router: str, paired: P
     for h in PAIR:
         env = sh(h, "cat /etc/sglang/sglang.env")
         assert "SGLANG_STANDIN_FAULTS" not in env and "pair-1" in env, f"{h} was not rolled back"
-        assert sh(h, "curl -fsS -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health") == "200"
+        url = LOCAL if h == PAIR[0] else "http://127.0.0.1:30000"  # node 1: health only, plain HTTP
+        assert sh(h, f"{CURL} -fsS -o /dev/null -w '%{{http_code}}' {url}/health") == "200"
     rolled = {e["event_data"]["host"] for e in runner.events if e.get("event") == "runner_on_ok"
               and e["event_data"].get("task") == "Start the other nodes of the multi-node instance"}
     assert rolled == {PAIR[1]}, "node 1 was restarted with node 0's rollback"
     assert {h: main_pid(h) for h in GPUS} == others
-    assert f"http://{PAIR[0]}:30000" in healthy_workers(router)
+    assert f"https://{PAIR[0]}:30000" in healthy_workers(router)

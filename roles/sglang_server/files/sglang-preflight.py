@@ -48,6 +48,7 @@ import json
 import os
 import re
 import shutil
+import ssl
 import stat
 import subprocess
 import sys
@@ -729,6 +730,37 @@ def model_path_problem(model_path: Any) -> str | None:
             "and make it readable by the service user")
 
 
+def tls_problem(server_args: Any) -> str | None:
+    """Why the server could not serve TLS with its files as the service sees them, or None.
+
+    SGLang checks only that the files exist (serving_hook.py:47-87); uvicorn loads the certificate and key,
+    with ssl_keyfile_password, when the HTTP server starts: after the weights are loaded. An unreadable key,
+    a wrong password or a key that does not belong to the certificate fails there, minutes in. This
+    loads them the way uvicorn does (ssl.SSLContext.load_cert_chain), as the service, in its sandbox.
+    """
+    certfile = getattr(server_args, "ssl_certfile", None)
+    keyfile = getattr(server_args, "ssl_keyfile", None)
+    if not certfile:
+        return None
+    files = [("--ssl-certfile", certfile), ("--ssl-keyfile", keyfile), ("--ssl-ca-certs", getattr(server_args, "ssl_ca_certs", None))]
+    for flag, path in files:
+        if not path:
+            continue
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            return (f"{flag} {path} cannot be read by the service ({exc.strerror}): make it readable by the service's "
+                    "group (e.g. root:sglang, mode 0640) and outside /home, /root and /run/user")
+    try:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certfile, keyfile, getattr(server_args, "ssl_keyfile_password", None))
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        return (f"the server could not load its TLS certificate and key ({certfile}, {keyfile}): {exc}. Check that the "
+                "key belongs to the certificate and that sglang_ssl_keyfile_password is its password")
+    return None
+
+
 def describe_gpus_to_torch(devices: list[dict[str, Any]]) -> None:
     """Answer torch.cuda's queries from nvidia-smi instead of initialising CUDA."""
     try:
@@ -841,6 +873,10 @@ def check(unit: Path, python: str = sys.executable, launcher: Path | None = None
             return emit(report, EXIT_HOST)
         server_args.resolve_once()
         server_args.check_server_args()
+        problem = tls_problem(server_args)
+        if problem:
+            report["error"], report["where"] = problem, "tls"
+            return emit(report, EXIT_HOST)
     except SystemExit as exc:  # argparse already printed its message
         report["error"] = f"argparse exited with {exc.code}"
         return emit(report, 2)

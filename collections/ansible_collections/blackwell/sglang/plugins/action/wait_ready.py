@@ -18,6 +18,10 @@ options:
     description: Health URL.
     type: str
     required: true
+  ca_path:
+    description: PEM CA bundle that verifies the server's certificate when O(url) is https (empty, the system's store).
+    type: str
+    default: ""
   unit:
     description: systemd unit of the server.
     type: str
@@ -138,6 +142,7 @@ def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.m
     progress = Progress(since=start)
     limit = float(args.get("no_progress_timeout") or 0)
     gpus = list(args.get("gpus") or [])
+    tls = {"ca_path": args["ca_path"]} if args.get("ca_path") else {}
     probes = 0
     while True:
         probes += 1
@@ -146,7 +151,7 @@ def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.m
         # One round trip waits on the host until healthy, failed, the next progress line or the stall limit is due.
         due = [args["progress_every"], remaining] + ([progress.since + limit - now] if limit > 0 else [])
         result = probe({"url": args["url"], "unit": args["unit"], "log_lines": 1, "interval": args["interval"],
-                        "wait": max(0.0, min(due)), "gpus": gpus})
+                        "wait": max(0.0, min(due)), "gpus": gpus, **tls})
         now = clock()
         elapsed = now - start
         state = result.get("unit_state", {})
@@ -156,7 +161,7 @@ def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.m
         failed_unit = state.get("ActiveState") in ("failed", "inactive")
         stalled = progress.stalled(now, limit)
         if result.get("failed") or failed_unit or stalled or elapsed >= args["timeout"] - _SLACK:
-            tail = probe({"url": args["url"], "unit": args["unit"], "log_lines": 20})
+            tail = probe({"url": args["url"], "unit": args["unit"], "log_lines": 20, **tls})
             if result.get("msg"):
                 why = result["msg"]
             elif failed_unit:
@@ -165,6 +170,8 @@ def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.m
                 why = stall_message(args["unit"], limit, progress, gpus)
             else:
                 why = f"{args['url']} not healthy after {args['timeout']}s"
+                if result.get("error"):
+                    why = f"{why} (last error: {result['error']})"
             cause = known_cause(list(tail.get("log", [])))
             if cause:
                 why = f"{why}. {cause}"
@@ -184,7 +191,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     # Monotonic seconds of the wait (tests put a fake clock here).
     clock: Callable[[], float] = staticmethod(time.monotonic)
-    _VALID_ARGS = frozenset(("url", "unit", "timeout", "interval", "progress_every", "no_progress_timeout", "gpus"))
+    _VALID_ARGS = frozenset(("url", "unit", "ca_path", "timeout", "interval", "progress_every", "no_progress_timeout", "gpus"))
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
@@ -193,6 +200,7 @@ class ActionModule(ActionBase):
             argument_spec={
                 "url": {"type": "str", "required": True},
                 "unit": {"type": "str", "required": True},
+                "ca_path": {"type": "str", "default": ""},
                 "timeout": {"type": "int", "default": 3600},
                 "interval": {"type": "float", "default": 0.5},
                 "progress_every": {"type": "float", "default": 15},

@@ -59,6 +59,78 @@ def _url(address: str, scheme: str, port: Any) -> str:
     return f"{scheme}://{f'[{address}]' if ':' in address else address}:{port}"
 
 
+# roles/sglang_router's settings that say where and how its API answers (sglang_router_<key>).
+ROUTER_SETTINGS = ("host", "port", "tls_cert_file", "tls_key_file", "ca_file", "api_key", "control_plane_api_key",
+                   "allow_unauthenticated")
+_ROUTER_SECRETS = ("api_key", "control_plane_api_key")
+_LOOPBACK = re.compile(r"127[.][0-9.]+|::1|localhost")
+_ANY = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+_TRUTHY = {"true", "yes", "on", "1"}
+
+
+def _router_problems(cfg: Mapping[str, Any]) -> list[str]:
+    """``"sglang_router_<key>: why"`` for each router setting that cannot be used as given."""
+    out = []
+    host = cfg["host"]
+    if not isinstance(host, str) or not host or text_problem(host) or host.startswith("-") or any(c.isspace() for c in host):
+        out.append(f"sglang_router_host {host!r}: it must be an address or host name (e.g. 127.0.0.1 or 0.0.0.0)")
+    if not re.fullmatch(r"[1-9][0-9]{0,4}", str(cfg["port"])) or int(cfg["port"]) > 65535:
+        out.append(f"sglang_router_port {cfg['port']!r}: it must be a TCP port, 1-65535")
+    for key in ("tls_cert_file", "tls_key_file", "ca_file"):
+        if cfg[key]:
+            why = path_problem(cfg[key])
+            if why:
+                out.append(f"sglang_router_{key} {cfg[key]!r}: {why}")
+    if bool(cfg["tls_cert_file"]) != bool(cfg["tls_key_file"]):
+        out.append("sglang_router_tls_cert_file and sglang_router_tls_key_file: set both (TLS) or neither")
+    for key in _ROUTER_SECRETS:
+        value = cfg[key]
+        if not isinstance(value, str):
+            out.append(f"sglang_router_{key}: it must be a string (value not shown)")
+        elif value and not all("!" <= c <= "~" for c in value):
+            out.append(f"sglang_router_{key}: an API key travels in an HTTP Authorization header, which carries "
+                       "printable ASCII without spaces (value not shown)")
+    open_port = not (isinstance(host, str) and _LOOPBACK.fullmatch(host))
+    if open_port and not cfg["allow_unauthenticated"] and not (cfg["api_key"] and cfg["control_plane_api_key"]):
+        missing = " and ".join(f"sglang_router_{k}" for k in _ROUTER_SECRETS if not cfg[k])
+        out.append(f"sglang_router_host {host!r} listens beyond loopback without {missing}: anyone who reaches the "
+                   "port could send requests or change the workers. Set the keys (from Ansible Vault), or "
+                   "sglang_router_allow_unauthenticated: true if a firewall or the network already restricts it")
+    return out
+
+
+def router_endpoint(settings: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Where a router's API answers and how the role calls it, from its ``sglang_router_*`` settings.
+
+    ``settings``: a mapping of the bare keys (``host``, ``port``, ...) as a play has them; or, with
+    ``defaults`` (such a mapping), a router host's ``hostvars``, whose ``sglang_router_<key>`` values (its
+    inventory and group values) win over ``defaults``. Returns ``{url, headers, ca_path, tls, api_key, problems}``: ``url`` is
+    loopback when the router listens on every address, ``headers`` carry the control-plane key (a secret:
+    use no_log), ``problems`` the settings that are refused (empty when usable). One computation for the
+    router's own play (main.yml) and the GPU hosts' drain and join, which run with their own variables.
+    Usage: ``hostvars[router] | blackwell.sglang.router_endpoint(__sglang_router_settings)``.
+    """
+    cfg = {}
+    for key in ROUTER_SETTINGS:
+        value = settings.get(key) if defaults is None else settings.get(f"sglang_router_{key}", defaults.get(key))
+        cfg[key] = "" if value is None else value
+    cfg["allow_unauthenticated"] = str(cfg["allow_unauthenticated"]).strip().lower() in _TRUTHY
+    problems = _router_problems(cfg)
+    host = str(cfg["host"])
+    connect = _ANY.get(host, host)
+    tls = bool(cfg["tls_cert_file"])
+    key = cfg["control_plane_api_key"] if isinstance(cfg["control_plane_api_key"], str) else ""
+    return {
+        "url": _url(connect, "https" if tls else "http", cfg["port"]),
+        "headers": {"Authorization": f"Bearer {key}"} if key else {},
+        "ca_path": str(cfg["ca_file"] or ""),
+        "tls": tls,
+        # The data-plane key clients send (a secret: no_log), for the request through the router.
+        "api_key": str(cfg["api_key"]) if not problems else "",
+        "problems": problems,
+    }
+
+
 def instance_plans(host: str, hostvars: Any, groups: Mapping[str, Any], spec: str | None = None,
                    role_vars: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The launch plan of every SGLang instance of ``host``, as the validate task computed it, with secrets.
@@ -75,7 +147,7 @@ def instance_plans(host: str, hostvars: Any, groups: Mapping[str, Any], spec: st
 def server_instances(host: str, hostvars: Any, groups: Mapping[str, Any], spec: str | None = None) -> list[dict[str, Any]]:
     """Where each SGLang instance of ``host`` listens and how it is reached, from its launch plan.
 
-    ``[{name, service, scheme, listen_host, port, local_url, url, node_rank}]``: the same plans the validate
+    ``[{name, service, scheme, ca_file, listen_host, port, local_url, url, node_rank, served_model}]``: the same plans the validate
     task and the units use, so ``port``, ``--port`` and ``port: "31000"`` all give 31000. ``local_url`` is how
     the host itself reaches the server, ``url`` how others do (its ``ansible_host``, else its inventory name).
     Raises for an invalid host (the run stops at validation before anything uses this).
@@ -85,7 +157,9 @@ def server_instances(host: str, hostvars: Any, groups: Mapping[str, Any], spec: 
     out = []
     for inst in _valid_plan(host, hostvars, groups, spec).instances:
         endpoint = dict(inst.result.endpoint)
-        endpoint.update(name=inst.name, service=inst.service, url=_url(address, endpoint["scheme"], endpoint["port"]))
+        args = inst.result.args
+        endpoint.update(name=inst.name, service=inst.service, url=_url(address, endpoint["scheme"], endpoint["port"]),
+                        served_model=str(args.get("served_model_name") or args.get("model_path") or ""))
         out.append(endpoint)
     return out
 
@@ -187,6 +261,7 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         return {
+            "router_endpoint": router_endpoint,
             "multinode_layout": multinode_layout,
             "server_instances": server_instances,
             "instance_plans": instance_plans,

@@ -18,6 +18,11 @@ options:
     description: systemd unit of the server.
     type: str
     required: true
+  ca_path:
+    description: >-
+      PEM CA bundle that verifies the server's TLS certificate when O(url) is https (the plan's
+      C(endpoint.ca_file), from C(sglang_tls_ca_file)); unset or empty, the system's CA store.
+    type: str
   timeout:
     description: HTTP timeout in seconds.
     type: float
@@ -69,15 +74,16 @@ gpu_memory_mib:
 
 import time
 import urllib.error
-import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
 
 
-def probe(url: str, timeout: float) -> tuple[int, str]:
-    """HTTP status of one GET (-1 and the error when nothing answered)."""
+def probe(url: str, timeout: float, ca_path: str | None = None) -> tuple[int, str]:
+    """HTTP status of one GET (-1 and the error when nothing answered, e.g. a certificate that does not verify)."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
+        with open_url(url, timeout=timeout, ca_path=ca_path or None, validate_certs=True,
+                      follow_redirects="none", use_proxy=False) as response:
             return response.status, ""
     except urllib.error.HTTPError as exc:
         return exc.code, ""
@@ -109,6 +115,7 @@ def main() -> None:
         argument_spec={
             "url": {"type": "str", "required": True},
             "unit": {"type": "str", "required": True},
+            "ca_path": {"type": "str"},
             "timeout": {"type": "float", "default": 5},
             "log_lines": {"type": "int", "default": 1},
             "wait": {"type": "float", "default": 0},
@@ -120,7 +127,7 @@ def main() -> None:
     params = module.params
     deadline = time.monotonic() + params["wait"]
     while True:
-        status, error = probe(params["url"], params["timeout"])
+        status, error = probe(params["url"], params["timeout"], params["ca_path"])
         state = unit_state(module, params["unit"])
         if status == 200 or state.get("ActiveState") in ("failed", "inactive") or time.monotonic() >= deadline:
             break

@@ -64,6 +64,8 @@ HOST_VARS = (
     "sglang_model_max_context",
     "sglang_listen_host",
     "sglang_allow_unauthenticated",
+    "sglang_tls_ca_file",
+    "sglang_metrics",
     "sglang_spec",
     "sglang_model_download",
     "sglang_model_revision",

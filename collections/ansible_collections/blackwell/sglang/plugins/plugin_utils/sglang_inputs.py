@@ -92,6 +92,19 @@ def text_problem(value: Any) -> str | None:
     return None
 
 
+def header_token_problem(value: str) -> str | None:
+    """Why ``value`` cannot travel as a bearer token (``Authorization: Bearer <value>``), or None.
+
+    Clients, the roles' health checks and the routers send API keys in an HTTP header; a header value
+    carries printable ASCII only, and a space would end the token (RFC 9110 section 11.4).
+    """
+    bad = sorted({c for c in value if not ("!" <= c <= "~")})
+    if bad:
+        return ("an API key travels in an HTTP Authorization header, which carries printable ASCII without "
+                "spaces (found " + ", ".join(repr(c) for c in bad[:3]) + ")")
+    return None
+
+
 def argv_value_problem(word: str) -> str | None:
     """Why ``word`` cannot be the value of an option on SGLang's command line, or None."""
     if word == "":

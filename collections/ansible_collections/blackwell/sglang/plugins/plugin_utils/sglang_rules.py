@@ -173,6 +173,28 @@ def _deprecated_conflicts(ctx: Context) -> None:
                       "and refuses to start.", f"remove {ctx.var(dest)}", "sglang/srt/kernel_plugins/amd/binding.py:205-217")
 
 
+@rule("serving.ssl")
+def _ssl(ctx: Context) -> None:
+    """TLS arguments that only work together (the files themselves are checked on the host by the preflight)."""
+    where = "sglang/srt/arg_groups/serving_hook.py:47-87 (handle_ssl_validation)"
+    cert, key = ctx.is_set("ssl_certfile"), ctx.is_set("ssl_keyfile")
+    if cert != key:
+        have, lacks = ("ssl_certfile", "ssl_keyfile") if cert else ("ssl_keyfile", "ssl_certfile")
+        ctx.error("serving.ssl", have, f"--{have.replace('_', '-')} requires --{lacks.replace('_', '-')}; SGLang "
+                  "refuses one without the other.", f"set sglang_args.{lacks} (a PEM file on the host) or remove "
+                  f"{ctx.var(have)}", where)
+    elif not cert:
+        for dest, var in (("ssl_ca_certs", ctx.var("ssl_ca_certs")), ("ssl_keyfile_password", "sglang_ssl_keyfile_password")):
+            if ctx.is_set(dest):
+                named = var if dest == "ssl_keyfile_password" else dest
+                ctx.error("serving.ssl", named, f"{var} has no effect without ssl_certfile and ssl_keyfile; SGLang "
+                          "refuses it.", f"set sglang_args.ssl_certfile and ssl_keyfile, or remove {var}", where)
+    if ctx.is_set("enable_ssl_refresh") and not (cert and key):
+        ctx.error("serving.ssl", "enable_ssl_refresh", "--enable-ssl-refresh reloads a certificate the server does not "
+                  "have; SGLang refuses it without ssl_certfile and ssl_keyfile.",
+                  f"set sglang_args.ssl_certfile and ssl_keyfile, or remove {ctx.var('enable_ssl_refresh')}", where)
+
+
 def _dp_attention(ctx: Context) -> None:
     """SGLang's handle_deprecated_dp_attention (sglang/srt/arg_groups/parallel_hook.py:39-61), applied to the args.
 

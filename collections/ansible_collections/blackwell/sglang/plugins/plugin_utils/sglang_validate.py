@@ -70,6 +70,8 @@ ROLE_DIRS = (
     "sglang_uv_cache_dir",
     "sglang_user_home",
 )
+# Secrets that clients send in an HTTP header (Authorization: Bearer <key>), not only write to a file.
+HEADER_SECRETS = frozenset(("api_key", "admin_api_key"))
 ROLE_VARS = (*ROLE_NAMES, *ROLE_DIRS, "sglang_server_model_path")
 # Arguments the roles manage themselves.
 MANAGED_ARGS = {
@@ -163,6 +165,8 @@ class Context:
     model: ModelFacts
     spec: str
     allow_unauthenticated: bool = False
+    # sglang_tls_ca_file: the CA bundle (on the hosts) that verifies the servers' certificates; "" = system store.
+    tls_ca_file: str = ""
     problems: list[Problem] = field(default_factory=list)
     # nvidia-smi indexes (as the instance's CUDA numbers them) of the GPUs the ranks on this node use; set by
     # the host plan (sglang_hostplan); None: sglang_rules.gpu_ids(ctx) (base_gpu_id onwards).
@@ -651,6 +655,7 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | None = None) -> Resul
                       f"remove it from sglang_args{'; set ' + owner if owner.startswith('sglang_') else ''}")
             ctx.args.pop(dest)
     _apply_multinode(ctx, hostvars.get("sglang_multinode"))
+    _apply_metrics(ctx, hostvars.get("sglang_metrics", True))
     listen = hostvars.get("sglang_listen_host")
     if listen not in (None, ""):
         problem = inputs.argv_value_problem(listen) if isinstance(listen, str) else "it must be an address or host name"
@@ -660,6 +665,7 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | None = None) -> Resul
         else:
             ctx.args["host"] = listen
     ctx.allow_unauthenticated = str(hostvars.get("sglang_allow_unauthenticated", False)).strip().lower() in _TRUE
+    _read_tls_ca(ctx, hostvars.get("sglang_tls_ca_file"))
     if not model_path:
         ctx.error("host.model_path", "sglang_model_path", "sglang_model_path is required (the --model-path of the server).",
                   "set sglang_model_path to a Hugging Face id or a local directory")
@@ -704,14 +710,53 @@ def endpoint(ctx: Context) -> dict[str, Any]:
     listen = str(ctx.args.get("host") or "127.0.0.1")
     port = ctx.get("port", 30000)
     connect = _ANY_ADDRESS.get(listen, listen)
-    scheme = "https" if ctx.is_set("ssl_certfile") else "http"
+    node_rank = ctx.args.get("node_rank") or 0
+    # Nodes 1..N-1 of a multi-node instance serve only health (and metrics) on plain HTTP, whatever the TLS
+    # arguments: sglang/srt/utils/common.py:3624-3664 (launch_dummy_health_check_server, no ssl options),
+    # started for node_rank > 0 at sglang/srt/entrypoints/engine.py:1281.
+    scheme = "https" if ctx.is_set("ssl_certfile") and node_rank == 0 else "http"
     return {
         "scheme": scheme,
+        # What every client of the plan (health waits, drains, reports, the routers) verifies TLS against.
+        "ca_file": ctx.tls_ca_file if scheme == "https" else "",
         "listen_host": listen,
         "port": port,
         "local_url": f"{scheme}://{f'[{connect}]' if ':' in connect else connect}:{port}",
-        "node_rank": ctx.args.get("node_rank") or 0,
+        "node_rank": node_rank,
     }
+
+
+def _apply_metrics(ctx: Context, value: Any) -> None:
+    """``sglang_metrics`` (default true): ``--enable-metrics`` unless ``sglang_args`` says otherwise.
+
+    Prometheus (roles/sglang_monitoring), the drain (in-flight requests) and the request report read
+    /metrics; SGLang serves it only with --enable-metrics (sglang/srt/entrypoints/http_server.py, the
+    /metrics mount under ``if server_args.enable_metrics``). ``enable_metrics`` written in sglang_args wins.
+    """
+    if value in (True, False):
+        on = value
+    else:
+        on = str(value).strip().lower() in _TRUE
+        if str(value).strip().lower() not in _TRUE | {"false", "no", "off", "0"}:
+            ctx.error("input.metrics", "sglang_metrics", f"sglang_metrics {value!r} is not a boolean.",
+                      "set sglang_metrics: true (the default) or false")
+            return
+    # Any spelling of enable_metrics in sglang_args (true, false, or null: leave the flag out) wins.
+    if on and "enable_metrics" not in ctx.keys and "enable_metrics" in ctx.schema.arguments:
+        ctx.args["enable_metrics"] = True
+
+
+def _read_tls_ca(ctx: Context, value: Any) -> None:
+    """``sglang_tls_ca_file``: an absolute file path (it reaches the roles' HTTP clients and the routers' argv)."""
+    if value in (None, ""):
+        return
+    problem = inputs.path_problem(value)
+    if problem:
+        ctx.error("input.tls_ca_file", "sglang_tls_ca_file", f"sglang_tls_ca_file {value!r}: {problem}.",
+                  "set sglang_tls_ca_file to the absolute path of a PEM CA bundle on the hosts, e.g. "
+                  "/etc/ssl/sglang/ca.pem, or remove it (the system's CA store)", value=value)
+        return
+    ctx.tls_ca_file = value
 
 
 def _read_secrets(ctx: Context, hostvars: Mapping[str, Any]) -> None:
@@ -727,6 +772,8 @@ def _read_secrets(ctx: Context, hostvars: Mapping[str, Any]) -> None:
         if value in (None, ""):
             continue
         problem = inputs.text_problem(value) if isinstance(value, str) else "it must be a string"
+        if not problem and dest in HEADER_SECRETS:
+            problem = inputs.header_token_problem(value)
         if problem:
             ctx.error("input.secret", var, f"{var}: {problem} (value not shown).", f"set {var} to the secret text alone")
         else:
