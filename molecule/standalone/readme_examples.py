@@ -19,7 +19,9 @@ REPO = Path(__file__).resolve().parents[2]
 SECTION = "## Example playbook"
 # The order the scenario runs them in. sglang_server comes before sglang, so it must create its own
 # service account (prepare.yml only puts a virtualenv in place); the router last, in front of the server.
-RUN_ORDER = ["nvidia_driver", "cuda_toolkit", "sglang_server", "sglang", "sglang_router", "sglang_rollout"]
+RUN_ORDER = ["nvidia_driver", "gpu_health", "cuda_toolkit", "sglang_server", "sglang", "sglang_router", "sglang_rollout",
+             # monitoring: DCGM after the driver; Prometheus last, scraping what the others put in place
+             "node_exporter", "dcgm_exporter", "sglang_monitoring"]
 # Roles that are no play's subject (no tasks).
 NO_EXAMPLE_RUN = {"sglang_common"}
 
