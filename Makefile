@@ -10,7 +10,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema bench clean
+.PHONY: help venv deps wheel lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema bench dist changelog sanity clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -41,7 +41,7 @@ lint: venv ## yamllint, ansible-lint (production profile), ruff
 	$(BIN)/ruff check tools tests collections bench molecule
 
 unit: venv wheel ## Unit tests and playbook tests that need no container
-	$(BIN)/pytest -q tests/unit tests/integration/test_validate_playbook.py
+	$(BIN)/pytest -q tests/unit tests/integration/test_validate_playbook.py tests/integration/test_collection_dist.py
 
 FUZZ_EXAMPLES ?= 10000
 fuzz: venv ## Property-based input-contract tests, long: FUZZ_EXAMPLES (10000) random cases per property (CI runs a fixed-seed sample)
@@ -78,5 +78,33 @@ demo-down: ## Remove the demo's simulated host
 bench: venv simhost wheelhouse provision-fixtures ## All five benchmarks (bench/run_all.py) and one table: validation at scale, time to reject, restart overhead, no-op deploy, fleet rollout
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
+COLLECTION := collections/ansible_collections/blackwell/sglang
+COLLECTION_VERSION = $(shell sed -n 's/^version: *//p' $(COLLECTION)/galaxy.yml)
+dist: venv ## Build the blackwell.sglang collection tarball (plugins, roles, playbooks) into build/dist/
+	$(BIN)/python tools/build_collection.py --out build/dist
+
+changelog: venv ## Release the changelog fragments as the galaxy.yml version (antsibull-changelog): CHANGELOG.rst
+	cd $(COLLECTION) && antsibull-changelog lint && antsibull-changelog release --version $(COLLECTION_VERSION)
+	rm -f $(COLLECTION)/changelogs/.plugin-cache.yaml
+
+# ansible-test sanity on the built tarball, unpacked (what ships, roles and playbooks included), from .venv-sanity
+# (ansible-core, and the requirements ansible-test installs there). ansible-test downloads its pip bootstrap script
+# from its CI file server; tools/ansible_test_get_pip.py stands in for it where only the package index is reachable.
+SANITY_VENV ?= .venv-sanity
+SANITY_ARGS ?= --skip-test pslint --skip-test shellcheck
+SANITY_GET_PIP := $(HOME)/.ansible/test/cache/get_pip_24_2.py
+$(SANITY_VENV)/.stamp: requirements.txt
+	$(PYTHON) -m venv $(SANITY_VENV)
+	$(SANITY_VENV)/bin/pip install --quiet "$$(grep '^ansible-core==' requirements.txt)"
+	touch $@
+
+sanity: $(SANITY_VENV)/.stamp dist ## ansible-test sanity (every test but pslint and shellcheck) on the collection tarball
+	test -f $(SANITY_GET_PIP) || install -D -m 0644 tools/ansible_test_get_pip.py $(SANITY_GET_PIP)
+	# Unpacked outside the repository: inside it, ansible-test would take git's file list, which ignores build/.
+	dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && mkdir -p "$$dir/ansible_collections/blackwell/sglang" && \
+	  tar -xzf build/dist/blackwell-sglang-$(COLLECTION_VERSION).tar.gz -C "$$dir/ansible_collections/blackwell/sglang" && \
+	  cd "$$dir/ansible_collections/blackwell/sglang" && env -u ANSIBLE_CONFIG PATH=$(CURDIR)/$(SANITY_VENV)/bin:$$PATH \
+	  ansible-test sanity --local --python 3.11 --requirements $(SANITY_ARGS)
+
 clean: ## Remove virtualenvs, caches and build output
-	rm -rf $(VENV) .venv-conformance .cache build
+	rm -rf $(VENV) .venv-conformance $(SANITY_VENV) .cache build

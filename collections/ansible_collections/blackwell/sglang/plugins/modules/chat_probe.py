@@ -5,6 +5,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: chat_probe
+version_added: 0.1.0
 short_description: Send one streaming chat completion to an SGLang server or router and time it
 description:
   - Sends ONE OpenAI-API streaming chat completion (C(POST <url>/v1/chat/completions) with C(stream=true)
@@ -61,6 +62,8 @@ notes:
   - Supports check mode (it changes nothing).
   - RV(tokens_per_s) is the decode rate after the first token, the completion tokens but one divided by the
     seconds between the first and the last token.
+author:
+  - blackwell-sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

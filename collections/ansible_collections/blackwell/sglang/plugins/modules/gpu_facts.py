@@ -5,6 +5,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: gpu_facts
+version_added: 0.1.0
 short_description: Gather the host's NVIDIA GPU facts into C(nvidia_gpu_facts)
 description:
   - >-
@@ -34,6 +35,8 @@ options:
     description: nvidia-smi to run (an absolute path, or a name looked up on PATH).
     type: str
     default: nvidia-smi
+author:
+  - blackwell-sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -104,6 +107,10 @@ _GPU_LABEL = re.compile(r"GPU(\d+)")
 _EXTRA_COLUMNS = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID")
 _EXTRA_STOP = {"CPU", "NUMA", "GPU", "Affinity", "ID"}
 _MISSING = re.compile(r"^\[.*\]$|^N/A$")
+
+
+# The per-GPU facts the module returns, in this order.
+GPU_FACT_KEYS = ("index", "uuid", "bus_id", "minor", "name", "compute_capability", "memory_mib", "persistence")
 
 
 def strip_ansi(text: str) -> str:
@@ -419,9 +426,7 @@ def gather(module: AnsibleModule, python: str, nvidia_smi: str) -> dict[str, Any
         "driver_loaded": state["driver_loaded"],
         "driver_version": state["driver_version"],
         "cuda_version": state["cuda_version"],
-        "gpus": [{key: gpu[key] for key in ("index", "uuid", "bus_id", "minor", "name", "compute_capability", "memory_mib",
-                                                 "persistence")}
-                 for gpu in gpus],
+        "gpus": [{key: gpu[key] for key in GPU_FACT_KEYS} for gpu in gpus],
         "gpu_count": len(gpus),
         "compute_capabilities": sorted(caps, key=_natural),
         "topology": state["topology"],

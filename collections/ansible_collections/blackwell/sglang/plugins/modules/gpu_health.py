@@ -6,6 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: gpu_health
+version_added: 0.1.0
 short_description: Check the health of the host's NVIDIA GPUs before they serve
 description:
   - >-
@@ -79,6 +80,8 @@ options:
     description: Seconds between the two samples of the clock slowdown reasons (a reason must be active in both).
     type: float
     default: 1.0
+author:
+  - blackwell-sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -577,8 +580,8 @@ class Gate:
         run = {c for c in checks if all(f in self.fields for f in REQUIRED_FIELDS[c])}
         for check in checks:
             if check not in run:
-                self.skip(check, "nvidia-smi does not report " + ", ".join(f for f in REQUIRED_FIELDS[check]
-                                                                            if f not in self.fields))
+                missing = [f for f in REQUIRED_FIELDS[check] if f not in self.fields]
+                self.skip(check, "nvidia-smi does not report " + ", ".join(missing))
         if "clocks" in run:
             rows = self.resample_clocks(smi, rows)
         for row, gpu in zip(rows, self.gpus, strict=True):

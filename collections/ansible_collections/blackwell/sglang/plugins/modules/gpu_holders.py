@@ -5,6 +5,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: gpu_holders
+version_added: 0.1.0
 short_description: List the processes holding NVIDIA devices, and release those of one service
 description:
   - Scans C(/proc/*/fd) for processes holding the NVIDIA device files and sorts them into kinds.
@@ -81,6 +82,8 @@ options:
     description: Path of nvidia-smi for the compute-apps check; skipped when not installed.
     type: str
     default: nvidia-smi
+author:
+  - blackwell-sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: server_probe
+version_added: 0.1.0
 short_description: Probe an SGLang server once (HTTP health, systemd state, last log lines)
 description:
   - Fetches O(url) once and reads the unit's state and the last O(log_lines) journal lines.
@@ -47,6 +48,25 @@ options:
       list: every GPU); unset, nvidia-smi is not run.
     type: list
     elements: int
+author:
+  - blackwell-sglang-ansible contributors (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Look at the server once, with its last 20 journal lines
+  blackwell.sglang.server_probe:
+    url: http://127.0.0.1:30000/health
+    unit: sglang.service
+    log_lines: 20
+  register: probe
+
+- name: Wait on the host up to 30 seconds for the server to answer, reporting the memory used on its GPUs
+  blackwell.sglang.server_probe:
+    url: https://127.0.0.1:30000/health
+    unit: sglang.service
+    ca_path: /etc/sglang/ca.pem
+    wait: 30
+    gpus: [0, 1]
 """
 
 RETURN = r"""

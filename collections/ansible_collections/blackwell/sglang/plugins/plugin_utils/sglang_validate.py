@@ -1011,4 +1011,3 @@ def format_report(host: str, result: Result) -> str:
         if problem.source:
             lines.append(f"        source: {problem.source}")
     return "\n".join(lines)
-

@@ -1,0 +1,91 @@
+#!/usr/bin/python
+"""Documentation of the blackwell.sglang.validate action plugin: every host's SGLang launch configuration.
+
+The action plugin plugins/action/validate.py does the work on the controller; this file holds only its
+documentation, which ansible-doc and ansible-test read from modules.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: validate
+version_added: 0.1.0
+short_description: Validate SGLang launch arguments of inventory hosts, on the controller
+description:
+  - Checks each host's C(sglang_args), C(sglang_model_path), C(sglang_env) and declared hardware
+    (C(nvidia_gpu_count), C(nvidia_gpu_compute_capability)) against the committed CLI schema and
+    the rules of the pinned SGLang release (C(sglang_version)).
+  - Runs on the controller only and connects to no host. Meant to be used with C(run_once) so one
+    task validates every host of the play.
+  - Prints one readable block per bad host (hosts with identical problems share one block) naming each
+    variable, the value, why, the fix and, where the rule is SGLang's own, its source location; fails
+    when any host is invalid (see O(fail_on_error)).
+options:
+  hosts:
+    description: Inventory hostnames to validate. Defaults to every host of the play (C(ansible_play_hosts_all)).
+    type: list
+    elements: str
+  spec:
+    description:
+      - How to treat the speculative-decoding triple. C(keep) as written, C(auto) drop num_steps/eagle_topk/draft_tokens
+        so SGLang chooses, C(off) drop every speculative_* argument, C(explicit) require the triple.
+      - Overrides each host's C(sglang_spec) (default C(keep)) for this run; unset, every host uses its own.
+    type: str
+    choices: [keep, auto, "off", explicit]
+  fail_on_error:
+    description:
+      - Fail the task when any host is invalid; the report is then printed by the plugin, once.
+      - With false the plugin prints nothing and returns the report for the caller to show; C(playbooks/validate.yml)
+        prints it in one task and stops in another, so that a large fleet's result is not printed again.
+    type: bool
+    default: true
+notes:
+  - An action plugin; this module file holds its documentation only.
+author:
+  - blackwell-sglang-ansible contributors (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Validate every host's SGLang arguments, printing the report and failing on any invalid host
+  blackwell.sglang.validate:
+  run_once: true
+
+- name: Validate with SGLang choosing the speculative triple, and report without failing
+  blackwell.sglang.validate:
+    spec: auto
+    fail_on_error: false
+  register: validation
+  run_once: true
+
+- name: Show the problems
+  ansible.builtin.debug:
+    msg: "{{ validation.report }}"
+  when: validation.report | length > 0
+  run_once: true
+"""
+
+RETURN = r"""
+hosts:
+  description: >-
+    Per host, C(ok), C(errors) and C(warnings). When every host is valid, the problems are complete records (rule,
+    variable, value, message, fix, source) and come with the effective C(args) (secrets masked), the rendered C(argv),
+    the GPU ids and the keys of the secret config file. When any host is invalid, the readable report is C(msg) and
+    each host carries only C(ok) and its problems as C(variable: rule) lines.
+  type: dict
+  returned: always
+invalid_hosts:
+  description: Hostnames with at least one error.
+  type: list
+  returned: always
+report:
+  description: >-
+    The readable report (also printed once): one block per distinct set of problems, hosts with identical problems
+    grouped ("412 hosts (a, b, c, d, e and 407 more): ..."). Absent when the task itself fails (it was printed).
+  type: str
+  returned: when every host is valid or O(fail_on_error) is false
+msg:
+  description: >-
+    One line, e.g. "SGLang configuration rejected for 2 of 500 host(s): a, b, 0 warning(s), spec=keep".
+  type: str
+  returned: always
+"""

@@ -1,0 +1,151 @@
+"""The collection tarball of `make dist`, installed into an empty directory and run from outside the repository.
+
+Nothing of the repository is on Ansible's paths while the playbooks run: the working directory is a temporary
+one, the only collections path is the install directory, the configuration file is an empty temporary one
+and no roles path is set. The playbooks and roles are named by their fully qualified names.
+
+The role run by FQCN is ``blackwell.sglang.sglang_server`` through its ``plan`` entry point (``tasks_from:
+plan.yml``), after ``blackwell.sglang.sglang_common`` from a play's ``roles:``: the plan renders the unit,
+environment file and ``--config`` YAML on the control node only (``delegate_to: localhost`` into
+``render_dir``), so it exercises the role's tasks, templates (``templates/`` of the repository), defaults,
+argument specs and its dependency on ``sglang_common`` without touching any host or this machine beyond the
+temporary directory. ``sglang_common`` has defaults and a handler only, so listing it in ``roles:`` changes
+nothing either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+COLLECTION = REPO / "collections" / "ansible_collections" / "blackwell" / "sglang"
+SAMPLE = REPO / "inventory" / "sample"
+BIN = Path(sys.executable).parent
+INCIDENT = {"speculative_num_draft_tokens": 2, "speculative_eagle_topk": 1}
+
+
+@pytest.fixture(scope="module")
+def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tarball built by tools/build_collection.py (what `make dist` runs) into a temporary directory."""
+    tmp = tmp_path_factory.mktemp("dist")
+    proc = subprocess.run([sys.executable, str(REPO / "tools" / "build_collection.py"), "--out", str(tmp / "dist"),
+                           "--stage", str(tmp / "stage" / "ansible_collections" / "blackwell" / "sglang")],
+                          capture_output=True, text=True, timeout=300, env=outside_env(tmp))
+    assert proc.returncode == 0, proc.stderr
+    return Path(proc.stdout.strip())
+
+
+def outside_env(workdir: Path, collections: Path | None = None) -> dict[str, str]:
+    """The environment without any ANSIBLE_* setting of the caller (the Makefile exports ANSIBLE_CONFIG)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    config = workdir / "ansible.cfg"
+    config.write_text("[defaults]\nretry_files_enabled = false\n")
+    env.update(ANSIBLE_CONFIG=str(config), ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false",
+               ANSIBLE_LOCAL_TEMP=str(workdir / ".ansible-tmp"), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
+    if collections is not None:
+        env["ANSIBLE_COLLECTIONS_PATH"] = str(collections)
+    return env
+
+
+@pytest.fixture(scope="module")
+def outside(tarball: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A directory outside the repository with the tarball installed into its empty ``collections/``."""
+    work = tmp_path_factory.mktemp("outside")
+    assert REPO not in work.parents
+    collections = work / "collections"
+    collections.mkdir()
+    env = outside_env(work, collections)
+    proc = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", str(tarball), "-p", str(collections)],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (collections / "ansible_collections" / "blackwell" / "sglang" / "MANIFEST.json").is_file(), proc.stdout
+    return work, env
+
+
+def test_tarball_holds_plugins_roles_playbooks_and_templates(tarball: Path) -> None:
+    with tarfile.open(tarball) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        manifest = json.load(tar.extractfile("MANIFEST.json"))  # type: ignore[arg-type]
+    galaxy = yaml.safe_load((COLLECTION / "galaxy.yml").read_text())
+    assert manifest["collection_info"]["version"] == galaxy["version"]
+    assert manifest["collection_info"]["namespace"] == "blackwell" and manifest["collection_info"]["name"] == "sglang"
+    expected = [f"roles/{r.name}/meta/main.yml" for r in (REPO / "roles").iterdir() if r.is_dir()]
+    expected += [f"playbooks/{p.relative_to(REPO / 'playbooks')}" for p in (REPO / "playbooks").rglob("*.yml")]
+    expected += [f"roles/sglang_server/templates/{t.name}" for t in (REPO / "templates").iterdir()]
+    expected += [f"plugins/{p.relative_to(COLLECTION / 'plugins')}" for p in (COLLECTION / "plugins").rglob("*")
+                 if p.is_file() and "__pycache__" not in p.parts]
+    expected += ["CHANGELOG.rst", "changelogs/changelog.yaml", "README.md", "meta/runtime.yml"]
+    assert sorted(set(expected) - set(members)) == []
+    for name in expected:
+        assert members[name].isfile(), f"{name} is not a regular file in the tarball"
+    unwanted = [n for n in members if "__pycache__" in n or n.endswith(".pyc") or n.startswith(("changelogs/fragments",
+                                                                                                  "tests/output"))]
+    assert unwanted == []
+
+
+def make_inventory(where: Path, change: dict[str, object] | None = None) -> Path:
+    """A one-host copy of the sample inventory, the host's ``sglang_args`` updated by ``change``."""
+    inv = where / "inventory"
+    shutil.copytree(SAMPLE, inv)
+    if change:
+        host_vars = inv / "host_vars" / "blackwell-01.yml"
+        data = yaml.safe_load(host_vars.read_text())
+        data["sglang_args"] = {**data["sglang_args"], **change}
+        host_vars.write_text(yaml.safe_dump(data))
+    return inv
+
+
+def playbook(outside: tuple[Path, dict[str, str]], where: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook run in ``where``, outside the repository, with the installed collection only."""
+    _, env = outside
+    return subprocess.run([str(BIN / "ansible-playbook"), *args], cwd=where, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_validate_playbook_by_fqcn_accepts_the_sample_host(outside: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    inv = make_inventory(tmp_path)
+    proc = playbook(outside, tmp_path, "-i", str(inv), "blackwell.sglang.validate", "-e", "render_dir=plan")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # The installed collection ran, not the repository's (nor a copy on another path).
+    installed = outside[0] / "collections" / "ansible_collections" / "blackwell" / "sglang"
+    assert f"{installed}/roles/sglang_server/tasks/plan_instance.yml" in proc.stdout
+    assert str(REPO) not in proc.stdout + proc.stderr
+    unit = (tmp_path / "plan" / "blackwell-01" / "sglang.service").read_text()
+    assert "--tp-size 8" in unit and "--speculative-algorithm NEXTN" in unit
+
+
+def test_validate_playbook_by_fqcn_rejects_the_incident(outside: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    inv = make_inventory(tmp_path, {**INCIDENT, "speculative_num_steps": None})
+    proc = playbook(outside, tmp_path, "-i", str(inv), "blackwell.sglang.validate")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "sglang_args.speculative_num_steps" in proc.stdout
+    assert "rejected for 1 of 1 host(s): blackwell-01" in proc.stdout
+
+
+def test_role_by_fqcn_renders_the_plan(outside: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    inv = make_inventory(tmp_path)
+    (tmp_path / "plan.yml").write_text(yaml.safe_dump([{
+        "name": "Render the launch plan with the installed collection's roles",
+        "hosts": "sglang_servers",
+        "gather_facts": False,
+        "roles": [{"role": "blackwell.sglang.sglang_common"}],
+        "tasks": [
+            {"name": "Validate", "blackwell.sglang.validate": None, "run_once": True},
+            {"name": "Render", "ansible.builtin.include_role": {"name": "blackwell.sglang.sglang_server",
+                                                                "tasks_from": "plan.yml"}},
+        ],
+    }], sort_keys=False))
+    proc = playbook(outside, tmp_path, "-i", str(inv), "plan.yml", "-e", f"render_dir={tmp_path / 'rendered'}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rendered = tmp_path / "rendered" / "blackwell-01"
+    assert sorted(p.name for p in rendered.iterdir()) == ["sglang.env", "sglang.service", "sglang.yaml"]
+    assert "ExecStart=" in (rendered / "sglang.service").read_text()
