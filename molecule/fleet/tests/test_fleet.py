@@ -327,13 +327,32 @@ def test_a_failed_canary_touches_no_other_host(router: str, fleet: Path, tmp_pat
 def test_adding_a_host_restarts_nobody_else(router: str, tmp_path: Path) -> None:
     before = {h: main_pid(h) for h in GPUS}
     inventory = make_inventory(tmp_path / "grown", [*GPUS, SPARE])
-    private = tmp_path / "runner-add"
-    private.mkdir()
-    runner = ansible_runner.run(
-        private_data_dir=str(private), project_dir=str(REPO),
-        playbook=str(REPO / "playbooks" / "deploy.yml"), inventory=str(inventory), limit=SPARE, skip_tags="driver,cuda",
-        extravars={k: v for k, v in FAST.items() if k != "rollout_confirm"},
-        envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, quiet=True)
+
+    def add(name: str) -> ansible_runner.Runner:
+        private = tmp_path / name
+        private.mkdir()
+        return ansible_runner.run(
+            private_data_dir=str(private), project_dir=str(REPO),
+            playbook=str(REPO / "playbooks" / "deploy.yml"), inventory=str(inventory), limit=SPARE,
+            skip_tags="driver,cuda", extravars={k: v for k, v in FAST.items() if k != "rollout_confirm"},
+            envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, quiet=True)
+
+    # The new host's GPU 3 trained its PCIe link at x4: the GPU health gate fails it, naming the host, the GPU
+    # and the reason, before its server starts; it never joins the router.
+    sh(SPARE, """echo '{"gpus": {"3": {"pcie.link.width.current": "4"}}}' > /etc/fake-nvidia/faults.json""")
+    try:
+        runner = add("runner-faulty")
+    finally:
+        sh(SPARE, "rm -f /etc/fake-nvidia/faults.json")
+    assert runner.rc != 0
+    failure = final_failure(runner)
+    assert f"{SPARE} failed the GPU health gate" in failure and "GPU 3" in failure and "PCIe link is x4" in failure, failure
+    assert sh(SPARE, f"systemctl is-active {SERVICE}", check=False) != "active"
+    assert healthy_workers(router) == worker_urls(GPUS)
+    assert f"https://{SPARE}:30000" not in [w["url"] for w in get_json(router, "/workers")["workers"]]
+
+    # The link reseated: the host passes the gate, starts and joins; nobody else is touched.
+    runner = add("runner-add")
     assert runner.rc == 0, final_failure(runner)
     assert {h: main_pid(h) for h in GPUS} == before
     assert sh(SPARE, f"systemctl is-active {SERVICE}") == "active"
