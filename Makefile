@@ -10,7 +10,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema bench dist changelog sanity clean
+.PHONY: help venv deps wheel lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist changelog sanity clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -26,9 +26,14 @@ venv: $(BIN)/.stamp ## Create the control-node virtualenv (.venv) from requireme
 wheel: ## Download the pinned SGLang wheel the schema is extracted from (no install)
 	$(PYTHON) tools/sglang_schema.py --version $(SGLANG_VERSION) --download-only
 
-schema: wheel ## Regenerate the committed CLI schema of SGLANG_VERSION
+schema: wheel ## Regenerate the committed CLI schema of SGLANG_VERSION, and its catalog of launch checks
 	$(PYTHON) tools/sglang_schema.py --version $(SGLANG_VERSION) \
 	  --out collections/ansible_collections/blackwell/sglang/plugins/plugin_utils/schemas/sglang-$(SGLANG_VERSION).json
+	$(MAKE) --no-print-directory catalog
+
+catalog: venv wheel ## Regenerate tests/catalog/catalog-SGLANG_VERSION.json; print the entries new or gone vs. its mapping
+	$(BIN)/python tools/sglang_catalog.py --version $(SGLANG_VERSION) --out tests/catalog/catalog-$(SGLANG_VERSION).json \
+	  --mapping tests/catalog/mapping-$(SGLANG_VERSION).yml || echo "review: map the new entries in tests/catalog/mapping-$(SGLANG_VERSION).yml"
 
 conformance-venv: ## Create .venv-conformance with the real SGLang and a CPU-capable torch
 	tests/conformance/setup-venv.sh

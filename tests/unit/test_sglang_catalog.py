@@ -1,0 +1,165 @@
+"""The catalog of SGLang's own launch checks (tests/catalog/) and how each is accounted for.
+
+``catalog-<version>.json`` is what ``tools/sglang_catalog.py`` extracts from the wheel (every raise and assert
+of the argument handling); ``mapping-<version>.yml`` gives each entry exactly one of ``rule`` (a problem or rule
+id of the validator), ``preflight``, ``not_applicable`` or ``missing``.
+
+``missing`` entries are user-reachable checks that no control-node rule refuses (the on-host preflight still
+runs them before the stop).  Their set is pinned: a rule added for one must turn its entry into ``rule:`` and
+shrink MISSING_COUNT, and a new SGLang check nobody looked at fails here instead of passing unnoticed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_rules
+
+REPO = Path(__file__).resolve().parents[2]
+VERSION = "0.5.23"
+CATALOG = REPO / "tests" / "catalog" / f"catalog-{VERSION}.json"
+MAPPING = REPO / "tests" / "catalog" / f"mapping-{VERSION}.yml"
+PLUGIN_UTILS = REPO / "collections/ansible_collections/blackwell/sglang/plugins/plugin_utils"
+KINDS = ("rule", "preflight", "not_applicable", "missing")
+# The user-reachable checks no control-node rule covers yet (see the module docstring). Lower it with each rule.
+MISSING_COUNT = 382
+
+
+def _load_tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("_sglang_catalog_tool", REPO / "tools" / "sglang_catalog.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+tool = _load_tool()
+
+
+@pytest.fixture(scope="module")
+def catalog() -> dict[str, Any]:
+    return json.loads(CATALOG.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def mapping() -> dict[str, dict[str, str]]:
+    data = yaml.safe_load(MAPPING.read_text(encoding="utf-8"))
+    assert data["sglang_version"] == VERSION
+    return data["entries"]
+
+
+def known_rule_ids() -> set[str]:
+    """Every rule id the validator registers and every problem id it can report ({fam} over the profiles)."""
+    ids = {r.rule_id for r in sglang_rules.RULES}
+    families = {p.family for p in sglang_rules.PROFILES.values()}
+    pattern = re.compile(r"ctx\.(?:error|warn)\(\s*(f?)\"([a-z0-9_.{}]+)\"")
+    for path in PLUGIN_UTILS.glob("*.py"):
+        for is_f, text in pattern.findall(path.read_text(encoding="utf-8")):
+            if not is_f:
+                ids.add(text)
+            elif text.startswith("{"):
+                ids.update(re.sub(r"^\{[^}]+\}", fam, text) for fam in families)
+            elif text == "numeric.{dest}":
+                ids.update(f"numeric.{d}" for d in ("max_running_requests", "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill"))
+    return ids
+
+
+def test_known_rule_ids_are_read() -> None:
+    ids = known_rule_ids()
+    assert {"spec.triple", "parallel.tp_attn_dp", "sm12x.attention", "numeric.max_running_requests"} <= ids
+    assert not any("{" in i for i in ids)
+
+
+def test_every_entry_is_mapped_and_only_those(catalog: dict[str, Any], mapping: dict[str, dict[str, str]]) -> None:
+    ids = {e["id"] for e in catalog["entries"]}
+    assert sorted(ids - set(mapping)) == [], "catalog entries without a mapping (make catalog lists them)"
+    assert sorted(set(mapping) - ids) == [], "mapped ids that are no longer in the catalog"
+
+
+def test_each_mapping_is_one_kind_with_a_reason(mapping: dict[str, dict[str, str]]) -> None:
+    bad = {i: m for i, m in mapping.items()
+           if not isinstance(m, dict) or len(m) != 1 or next(iter(m)) not in KINDS
+           or not isinstance(next(iter(m.values())), str) or len(next(iter(m.values())).strip()) < 5}
+    assert bad == {}
+
+
+def test_rules_named_exist(mapping: dict[str, dict[str, str]]) -> None:
+    known = known_rule_ids()
+    unknown = {i: m["rule"] for i, m in mapping.items() if "rule" in m and m["rule"] not in known}
+    assert unknown == {}
+
+
+def test_missing_checks_are_the_known_set(mapping: dict[str, dict[str, str]]) -> None:
+    missing = sorted(i for i, m in mapping.items() if "missing" in m)
+    assert len(missing) == MISSING_COUNT, (
+        f"{len(missing)} missing checks, expected {MISSING_COUNT}: a rule now covers one (map it as rule: and lower "
+        "MISSING_COUNT) or a new one appeared (write the rule, or map it and raise MISSING_COUNT with a reason)")
+
+
+def test_catalog_is_sorted_and_stable(catalog: dict[str, Any]) -> None:
+    entries = catalog["entries"]
+    assert entries == sorted(entries, key=lambda e: (e["file"], e["line"], e["id"]))
+    assert len({e["id"] for e in entries}) == len(entries)
+    assert catalog["sglang_version"] == VERSION
+    assert CATALOG.read_text(encoding="utf-8") == tool.dumps(catalog)
+
+
+def test_catalog_matches_the_wheel(catalog: dict[str, Any]) -> None:
+    wheel = tool.find_wheel(VERSION, REPO / tool.DEFAULT_WHEEL_DIR)
+    if wheel is None:
+        pytest.skip(f"no sglang-{VERSION} wheel in {tool.DEFAULT_WHEEL_DIR} (make wheel)")
+    assert tool.dumps(tool.catalog(wheel, VERSION)) == tool.dumps(catalog)
+
+
+def test_incident_check_is_in_the_catalog_and_covered(catalog: dict[str, Any], mapping: dict[str, dict[str, str]]) -> None:
+    """The project's founding incident: the EMPTY AssertionError of speculative_hook.py:1160."""
+    [entry] = [e for e in catalog["entries"] if e["file"].endswith("speculative_hook.py") and e["line"] == 1160]
+    assert entry["kind"] == "assert" and entry["message"] == ""
+    assert mapping[entry["id"]] == {"rule": "spec.triple"}
+
+
+def test_extraction_of_conditions_and_ordinals() -> None:
+    source = (
+        "def f(a, b):\n"
+        "    if a > 1:\n"
+        "        raise ValueError('big', a)\n"
+        "    elif b:\n"
+        "        assert a, f'need {a}'\n"
+        "    else:\n"
+        "        try:\n"
+        "            g()\n"
+        "        except KeyError:\n"
+        "            raise\n"
+        "class C:\n"
+        "    def m(self):\n"
+        "        def inner():\n"
+        "            raise RuntimeError\n"
+        "        assert self\n"
+    )
+    entries = tool.module_entries("pkg/mod.py", source)
+    got = [(e.id, e.line, e.kind, e.exception, e.conditions, e.message) for e in entries]
+    assert got == [
+        ("pkg/mod.py:f:1", 3, "raise", "ValueError", ["a > 1"], "'big', a"),
+        ("pkg/mod.py:f:2", 5, "assert", "AssertionError", ["not (a > 1)", "b", "a"], "f'need {a}'"),
+        ("pkg/mod.py:f:3", 10, "raise", "<re-raise>", ["not (a > 1)", "not (b)", "except KeyError"], ""),
+        ("pkg/mod.py:C.m.inner:1", 14, "raise", "RuntimeError", [], ""),
+        ("pkg/mod.py:C.m:1", 15, "assert", "AssertionError", ["self"], ""),
+    ]
+    assert [e.id for e in tool.module_entries("pkg/mod.py", source, frozenset({"C"}))] == [
+        "pkg/mod.py:C.m.inner:1", "pkg/mod.py:C.m:1"]
+
+
+def test_scope_and_diff() -> None:
+    assert tool.in_scope("sglang/srt/arg_groups/model_overrides/qwen3_5.py") is None
+    assert tool.in_scope("sglang/srt/model_loader/loader.py") == frozenset({"_get_quantization_config"})
+    assert tool.in_scope("sglang/srt/models/llama.py") is False
+    assert tool.report_diff({"a", "b"}, {"b", "c"}) == ["new (not mapped): a", "removed (mapped, no longer in the wheel): c"]

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Catalog every ``raise`` and ``assert`` of SGLang's launch-time argument handling, statically.
+
+The wheel is opened as a zip archive (nothing installed, nothing imported) and these files are read
+with :mod:`ast`; each is what ``python -m sglang.launch_server`` runs on the launch's arguments before
+the first request:
+
+* ``sglang/srt/server_args.py``: ``prepare_server_args`` (argparse, ``--config``), ``ServerArgs.resolve_once``
+  and ``check_server_args``, the entry points the validator mirrors and the on-host preflight runs.
+* ``sglang/srt/arg_groups/**``: the resolution pipeline itself (``pipeline.run_resolution_pipeline`` calls the
+  ``*_hook.py`` handlers in order, ``overrides.py`` its post-process passes, ``validation_hook.check_server_args``
+  the final checks), the per-architecture overrides ``model_hook`` applies (``model_overrides/``), and the
+  argparse actions and field declarations of the CLI (``argparse_actions.py``, ``fields/``).  The whole
+  package, so a check a later release moves between hooks stays in the catalog.
+* ``sglang/srt/speculative/spec_info.py``: ``SpeculativeAlgorithm.from_string`` and the per-algorithm
+  ``handle_server_args`` dispatch ``speculative_hook.handle_speculative_decoding`` calls.
+* ``sglang/srt/configs/model_config.py`` and ``model_config_parser_registry.py``: ``ModelConfig``, which
+  ``model_config_of`` builds during resolution (context length, quantization, architecture checks) and the
+  scheduler builds again before it loads the weights.
+* ``sglang/srt/utils/server_args_config_parser.py``: the ``--config`` YAML merge of ``prepare_server_args``.
+* ``sglang/srt/kernel_plugins/nvidia/binding.py`` and ``amd/binding.py``, functions ``handle_nvidia_megakernel``
+  (with its ``_refuse``) and ``handle_amd_monokernel`` only: hooks of the pipeline that live outside
+  ``arg_groups`` (the rest of those files binds kernels at graph capture).
+* ``sglang/srt/model_loader/loader.py``, function ``_get_quantization_config`` only: the compute-capability
+  check of the quantization method when model loading starts (before any weight is read).
+
+Not catalogued (each would bring hundreds of checks about the weights, kernels or transports rather than
+the launch's arguments): the rest of model loading (weight loaders of each model class, kernels built at
+the first forward), the helpers the hooks call in ``utils/``, ``disaggregation/`` transfer engines and the
+config classes of individual models under ``configs/``.
+
+Each entry: ``id`` (``path-in-wheel:function:ordinal``, the ordinal counting the function's raises and asserts
+in source order from 1, so it survives line shifts elsewhere in the file), ``file``, ``line``, ``function``
+(``Class.method``, ``outer.inner``, or ``<module>``), ``kind`` (``raise`` / ``assert``), ``exception``
+(the raised expression's callee, ``AssertionError`` for asserts, ``<re-raise>`` for a bare ``raise``),
+``conditions`` (the enclosing ``if`` tests from the outside in, ``not (...)`` for ``else`` branches, and
+``except T`` for handlers; an assert's own test comes last) and ``message`` (source text of the message
+expression, ``""`` when there is none).
+
+Usage::
+
+    python3 tools/sglang_catalog.py --version 0.5.23 --out catalog.json [--mapping mapping.yml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+import zipfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+FORMAT = 1
+GENERATOR = "tools/sglang_catalog.py"
+DEFAULT_WHEEL_DIR = ".cache/sglang-wheels"
+# (path prefix in the wheel, functions to keep or None for the whole file); a prefix ending in "/" is a package.
+SCOPE: tuple[tuple[str, frozenset[str] | None], ...] = (
+    ("sglang/srt/server_args.py", None),
+    ("sglang/srt/arg_groups/", None),
+    ("sglang/srt/speculative/spec_info.py", None),
+    ("sglang/srt/configs/model_config.py", None),
+    ("sglang/srt/configs/model_config_parser_registry.py", None),
+    ("sglang/srt/utils/server_args_config_parser.py", None),
+    ("sglang/srt/kernel_plugins/nvidia/binding.py", frozenset({"handle_nvidia_megakernel", "_refuse"})),
+    ("sglang/srt/kernel_plugins/amd/binding.py", frozenset({"handle_amd_monokernel"})),
+    ("sglang/srt/model_loader/loader.py", frozenset({"_get_quantization_config"})),
+)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One raise or assert of SGLang's argument handling."""
+
+    id: str
+    file: str
+    line: int
+    function: str
+    kind: str
+    exception: str
+    conditions: list[str]
+    message: str
+
+
+def in_scope(path: str) -> frozenset[str] | None | bool:
+    """The function filter for ``path`` (None: every function), or False when the file is not catalogued."""
+    if not path.endswith(".py"):
+        return False
+    for prefix, functions in SCOPE:
+        if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
+            return functions
+    return False
+
+
+def _text(node: ast.AST | None) -> str:
+    return "" if node is None else ast.unparse(node)
+
+
+def _raised(node: ast.Raise) -> tuple[str, str]:
+    """(exception type, message) of a raise statement."""
+    exc = node.exc
+    if exc is None:
+        return "<re-raise>", ""
+    if isinstance(exc, ast.Call):
+        parts = [_text(a) for a in exc.args] + [f"{k.arg}={_text(k.value)}" if k.arg else f"**{_text(k.value)}"
+                                               for k in exc.keywords]
+        return _text(exc.func), ", ".join(parts)
+    return _text(exc), ""
+
+
+class _Walker:
+    """Collects the raises and asserts of one module with their function and enclosing conditions."""
+
+    def __init__(self, path: str, functions: frozenset[str] | None) -> None:
+        self.path, self.functions = path, functions
+        self.entries: list[Entry] = []
+        self.ordinals: dict[str, int] = {}
+
+    def visit_body(self, body: list[ast.stmt], scope: str, conditions: list[str]) -> None:
+        for stmt in body:
+            self.visit(stmt, scope, conditions)
+
+    def visit(self, node: ast.stmt, scope: str, conditions: list[str]) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            inner = node.name if scope == "<module>" else f"{scope}.{node.name}"
+            self.visit_body(node.body, inner, [])  # a definition's checks run when it is called, not here
+            return
+        if isinstance(node, ast.If):
+            test = _text(node.test)
+            self.visit_body(node.body, scope, [*conditions, test])
+            self.visit_body(node.orelse, scope, [*conditions, f"not ({test})"])
+            return
+        if isinstance(node, (ast.Raise, ast.Assert)):
+            self.record(node, scope, conditions)
+            return
+        if isinstance(node, ast.Try) or (hasattr(ast, "TryStar") and isinstance(node, ast.TryStar)):
+            self.visit_body(node.body, scope, conditions)
+            for handler in node.handlers:
+                caught = f"except {_text(handler.type)}" if handler.type is not None else "except"
+                self.visit_body(handler.body, scope, [*conditions, caught])
+            self.visit_body(node.orelse, scope, conditions)
+            self.visit_body(node.finalbody, scope, conditions)
+            return
+        if isinstance(node, ast.Match):
+            for case in node.cases:
+                self.visit_body(case.body, scope, [*conditions, f"match {_text(node.subject)}: case {_text(case.pattern)}"])
+            return
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):  # for / while / with
+                self.visit_body(block, scope, conditions)
+
+    def record(self, node: ast.Raise | ast.Assert, scope: str, conditions: list[str]) -> None:
+        top = scope.split(".")[0]
+        if self.functions is not None and top not in self.functions:
+            return
+        ordinal = self.ordinals[scope] = self.ordinals.get(scope, 0) + 1
+        if isinstance(node, ast.Assert):
+            kind, exception, message, conds = "assert", "AssertionError", _text(node.msg), [*conditions, _text(node.test)]
+        else:
+            kind, (exception, message), conds = "raise", _raised(node), list(conditions)
+        self.entries.append(Entry(f"{self.path}:{scope}:{ordinal}", self.path, node.lineno, scope, kind, exception,
+                                  conds, message))
+
+
+def module_entries(path: str, source: str, functions: frozenset[str] | None = None) -> list[Entry]:
+    """The catalog entries of one module's source (``functions``: the top-level names to keep, None for all)."""
+    walker = _Walker(path, functions)
+    walker.visit_body(ast.parse(source, filename=path).body, "<module>", [])
+    return walker.entries
+
+
+def wheel_sources(wheel: Path) -> Iterator[tuple[str, str, frozenset[str] | None]]:
+    """(path, source, function filter) of every catalogued module of the wheel."""
+    with zipfile.ZipFile(wheel) as archive:
+        for name in sorted(archive.namelist()):
+            functions = in_scope(name)
+            if functions is not False:
+                yield name, archive.read(name).decode("utf-8"), functions  # type: ignore[misc]
+
+
+def catalog(wheel: Path, version: str) -> dict[str, Any]:
+    """The catalog of ``wheel`` as a JSON-ready mapping, entries sorted by file and line."""
+    entries: list[Entry] = []
+    files: list[str] = []
+    for path, source, functions in wheel_sources(wheel):
+        files.append(path)
+        entries.extend(module_entries(path, source, functions))
+    entries.sort(key=lambda e: (e.file, e.line, e.id))
+    ids = [e.id for e in entries]
+    if len(ids) != len(set(ids)):  # cannot happen: ordinals are per function
+        raise ValueError("duplicate catalog ids")
+    return {"format": FORMAT, "generator": GENERATOR, "sglang_version": version, "wheel": wheel.name,
+            "files": files, "entries": [asdict(e) for e in entries]}
+
+
+def dumps(data: dict[str, Any]) -> str:
+    """The committed text: stable key order, one entry field per line."""
+    return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def mapping_ids(path: Path) -> set[str]:
+    """The entry ids a mapping file (YAML, keyed by id) names."""
+    import yaml  # noqa: PLC0415 - only for the optional diff
+
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return set(data.get("entries", {}))
+
+
+def report_diff(ids: set[str], mapped: set[str]) -> list[str]:
+    """Lines naming the entries without a mapping (new) and the mapped ids the catalog lacks (removed)."""
+    lines = [f"new (not mapped): {i}" for i in sorted(ids - mapped)]
+    lines += [f"removed (mapped, no longer in the wheel): {i}" for i in sorted(mapped - ids)]
+    return lines
+
+
+def find_wheel(version: str, wheel_dir: Path) -> Path | None:
+    """The first (sorted) ``sglang-<version>-*.whl`` in ``wheel_dir``, if any."""
+    matches = sorted(wheel_dir.glob(f"sglang-{version}-*.whl"))
+    return matches[0] if matches else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the catalog; with --mapping, print what it lacks or names in excess (exit 1 when anything)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--version", required=True, help="sglang version, e.g. 0.5.23")
+    parser.add_argument("--out", type=Path, required=True, help="where to write the JSON catalog")
+    parser.add_argument("--wheel", type=Path, help="use this wheel instead of the one in --wheel-dir")
+    parser.add_argument("--wheel-dir", type=Path, default=Path(DEFAULT_WHEEL_DIR), help="wheel cache directory")
+    parser.add_argument("--mapping", type=Path, help="the mapping YAML to compare the catalog's ids with")
+    args = parser.parse_args(argv)
+    wheel = args.wheel or find_wheel(args.version, args.wheel_dir)
+    if wheel is None:
+        parser.error(f"no sglang-{args.version}-*.whl in {args.wheel_dir} (make wheel SGLANG_VERSION={args.version})")
+    data = catalog(wheel, args.version)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(dumps(data), encoding="utf-8")
+    print(f"wrote {args.out}: {len(data['entries'])} entries from {len(data['files'])} files of {wheel.name}")
+    if args.mapping is None:
+        return 0
+    mapped = mapping_ids(args.mapping) if args.mapping.exists() else set()
+    lines = report_diff({e["id"] for e in data["entries"]}, mapped)
+    print("\n".join(lines) if lines else f"every entry is mapped in {args.mapping}, and only those")
+    return 1 if lines else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
