@@ -67,12 +67,13 @@ provision-fixtures: venv simhost ## Fixtures of the provisioning roles and the r
 	tests/fixtures/simhost/build-provision-fixtures.sh
 	tests/fixtures/router/build-wheelhouse.sh
 
-molecule: venv simhost wheelhouse provision-fixtures ## Every molecule scenario
-	$(BIN)/molecule test --all
+MOLECULE_JOBS ?= 2
+molecule: venv simhost wheelhouse provision-fixtures ## Every molecule scenario, MOLECULE_JOBS (2) at a time (tests/molecule_lanes.py)
+	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS)
 
 test: deps lint simhost wheelhouse provision-fixtures ## Everything: lint, unit, playbook, simulated-host, conformance and molecule tests
 	$(BIN)/pytest -q tests/unit tests/integration tests/conformance
-	$(BIN)/molecule test --all
+	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS)
 
 demo: venv simhost wheelhouse provision-fixtures ## Deploy to a local simulated Blackwell host, then restart with spec=auto
 	tests/fixtures/simhost/demo.sh
