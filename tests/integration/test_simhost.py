@@ -109,7 +109,7 @@ def host() -> Iterator[Host]:
     try:
         h = Host(name)
         _sh(["docker", "cp", str(WHEELHOUSE), f"{name}:/opt/wheelhouse"])
-        h.run(f"python3 -m venv {VENV} && {VENV}/bin/pip install -q --no-index "
+        h.run(f"python3 -m venv {VENV} && {VENV}/bin/pip install -q --no-index --no-deps "
               f"--find-links /opt/wheelhouse sglang==0.5.23", timeout=180)
         yield h
     finally:

@@ -3,7 +3,7 @@
 Rendering: the role's ``defaults/main.yml`` and ``vars/main.yml`` expressions are evaluated with plain
 Jinja2 (``compile_expression`` for whole-value ``{{ expr }}``), the collection's filters are registered
 under their ``blackwell.sglang.`` names and the few Ansible globals the role uses (``query('vars')``,
-``combine``, ``zip``, ``to_json``) are provided, as Ansible would resolve them.
+``combine``, ``zip``, ``to_json``, ``to_nice_yaml``) are provided, as Ansible would resolve them.
 
 Parsing: reference implementations of systemd's own rules, written from systemd's sources (v252):
 ``conf-parser.c`` (unit files: sections, assignments, continuation lines, comments), ``extract_first_word``
@@ -21,6 +21,7 @@ from typing import Any
 
 import jinja2
 import yaml
+from ansible.plugins.filter.core import to_nice_yaml
 from ansible_collections.blackwell.sglang.plugins.filter.sglang import FilterModule
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,6 +49,7 @@ def jinja_env() -> jinja2.Environment:
     for name, fn in FilterModule().filters().items():
         env.filters[f"blackwell.sglang.{name}"] = fn
     env.filters["to_json"] = json.dumps
+    env.filters["to_nice_yaml"] = to_nice_yaml
     env.filters["combine"] = _combine
     env.filters["zip"] = lambda *lists: list(zip(*lists, strict=False))
     return env

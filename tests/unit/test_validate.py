@@ -1043,3 +1043,25 @@ def test_listening_beyond_loopback_needs_an_api_key(listen: str, extra: dict[str
 def test_host_inside_sglang_args_is_refused() -> None:
     result = validate_host(ref_host({"host": "0.0.0.0"}))
     assert "host.managed" in [p.rule for p in result.errors]
+
+
+# --- SGLang versions: PEP 440 (packaging.version), as SGLang numbers its releases -----------------
+
+
+def test_versions_compare_as_pep_440() -> None:
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import RENAMED, Rule
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import parse_version
+    from packaging.version import Version
+
+    assert parse_version("0.5.24rc1") < parse_version("0.5.24") < parse_version("0.5.24.post1") < parse_version("0.5.100")
+    assert parse_version("0.5.23-post1") == parse_version("0.5.23.post1")
+    renamed = RENAMED["cuda_graph_max_bs"]  # since 0.5.20
+    assert not renamed.applies(Version("0.5.20rc1")) and renamed.applies(Version("0.5.20.post1"))
+    bounded = Rule("x", lambda ctx: None, Version("0.5.20"), Version("0.5.24"))
+    assert bounded.applies(Version("0.5.23.post2")) and bounded.applies(Version("0.5.24rc1"))
+    assert not bounded.applies(Version("0.5.24"))
+
+
+def test_a_version_that_is_not_pep_440_is_refused_naming_the_variable() -> None:
+    result = validate_host(ref_host(sglang_version="latest"))
+    assert [p.variable for p in result.errors] == ["sglang_version"] and not result.ok

@@ -12,11 +12,12 @@ becomes the launcher's.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
+
+import yaml  # SGLang reads the same file with PyYAML: every SGLang virtualenv has it
 
 REDACTED = b"<redacted>"
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -25,23 +26,14 @@ REDACT_VARIABLE = "SGLANG_REDACT_ENV"
 
 
 def config_secrets(argv: list[str]) -> list[str]:
-    """Values of the --config YAML (flat `key: value` lines, values JSON-quoted by the role)."""
+    """Values of the --config YAML (a flat mapping of option names to secrets, the role's to_nice_yaml)."""
     if "--config" not in argv or argv.index("--config") + 1 >= len(argv):
         return []
-    values = []
     with open(argv[argv.index("--config") + 1], encoding="utf-8") as handle:
-        for line in handle:
-            line = line.strip()
-            if not line or line.startswith("#") or ":" not in line:
-                continue
-            raw = line.split(":", 1)[1].strip()
-            try:
-                value = json.loads(raw) if raw.startswith('"') else raw
-            except ValueError:
-                value = raw
-            if str(value):
-                values.append(str(value))
-    return values
+        config = yaml.safe_load(handle) or {}
+    if not isinstance(config, dict):
+        raise ValueError(f"the --config file holds a {type(config).__name__}, not a mapping of option names to values")
+    return [str(value) for value in config.values() if value is not None and str(value)]
 
 
 def redact(line: bytes, secrets: list[bytes]) -> bytes:

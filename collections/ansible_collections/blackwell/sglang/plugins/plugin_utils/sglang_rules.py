@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
+from packaging.version import Version
+
 if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
-
-Version = tuple[int, ...]
-
 
 @dataclass(frozen=True)
 class Renamed:
@@ -39,7 +38,7 @@ class Renamed:
 
     def applies(self, version: Version) -> bool:
         """True from the release that renamed (or deprecated) it."""
-        return version >= tuple(int(p) for p in self.since.split("."))
+        return version >= Version(self.since)
 
     def message(self, version: str) -> str:
         """Why the key is refused (the pinned release has no such argument)."""
@@ -89,7 +88,7 @@ class Rule:
 
     rule_id: str
     fn: RuleFn
-    since: Version = (0, 5, 20)
+    since: Version = Version("0.5.20")
     until: Version | None = None
 
     def applies(self, version: Version) -> bool:
@@ -100,11 +99,11 @@ class Rule:
 RULES: list[Rule] = []
 
 
-def rule(rule_id: str, since: Version = (0, 5, 20), until: Version | None = None) -> Callable[[RuleFn], RuleFn]:
-    """Register a rule function."""
+def rule(rule_id: str, since: str = "0.5.20", until: str | None = None) -> Callable[[RuleFn], RuleFn]:
+    """Register a rule function for the SGLang releases ``since`` <= version < ``until`` (PEP 440: 0.5.24rc1 < 0.5.24)."""
 
     def wrap(fn: RuleFn) -> RuleFn:
-        RULES.append(Rule(rule_id, fn, since, until))
+        RULES.append(Rule(rule_id, fn, Version(since), Version(until) if until else None))
         return fn
 
     return wrap

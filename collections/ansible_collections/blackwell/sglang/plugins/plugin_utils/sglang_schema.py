@@ -17,6 +17,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import secret_dests, secret_var
+from packaging.version import Version
 
 SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas")
 
@@ -139,12 +140,12 @@ class Schema:
 
 
 def available_versions() -> list[str]:
-    """SGLang versions with a committed schema."""
+    """SGLang versions with a committed schema, oldest first (PEP 440 order: 0.5.9 < 0.5.23 < 0.5.24rc1 < 0.5.24)."""
     out = []
-    for name in sorted(os.listdir(SCHEMA_DIR)):
+    for name in os.listdir(SCHEMA_DIR):
         if name.startswith("sglang-") and name.endswith(".json"):
             out.append(name[len("sglang-") : -len(".json")])
-    return out
+    return sorted(out, key=Version)
 
 
 @lru_cache(maxsize=8)

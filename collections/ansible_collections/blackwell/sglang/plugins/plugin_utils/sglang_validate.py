@@ -26,6 +26,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema imp
     load_schema,
     normalize_key,
 )
+from packaging.version import InvalidVersion, Version
 
 SPEC_MODES = ("keep", "auto", "off", "explicit")
 SPEC_TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
@@ -156,7 +157,7 @@ class Context:
     """What a rule sees: typed effective args plus host and model facts."""
 
     schema: Schema
-    version: tuple[int, ...]
+    version: Version
     args: dict[str, Any]
     keys: dict[str, str]  # dest -> the key as the user wrote it
     env: dict[str, str]
@@ -227,15 +228,12 @@ class Context:
         self.problems.append(Problem(rule, variable, value, message, fix, source, level))
 
 
-def parse_version(version: str) -> tuple[int, ...]:
-    """'0.5.23' -> (0, 5, 23); non-numeric parts end the tuple."""
-    out = []
-    for part in str(version).split("."):
-        match = re.match(r"\d+", part)
-        if not match:
-            break
-        out.append(int(match.group()))
-    return tuple(out)
+def parse_version(version: str) -> Version:
+    """'0.5.23' -> Version('0.5.23'): PEP 440, as SGLang's releases are numbered (0.5.23.post1, 0.5.24rc1).
+
+    InvalidVersion for what is not a version.
+    """
+    return Version(str(version))
 
 
 CC_VAR = "nvidia_gpu_compute_capability"
@@ -617,6 +615,11 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | None = None) -> Resul
             "pin a version listed above, or generate its schema: python3 tools/sglang_schema.py --version "
             f"{version} (see README, 'Another SGLang version')",
         )
+    try:
+        parsed_version = parse_version(version)
+    except InvalidVersion:
+        return fail("host.version", "sglang_version", version, f"{version!r} is not a PEP 440 version (e.g. 0.5.23).",
+                    "pin one of the versions with a schema: " + ", ".join(available_versions()))
     raw_args = hostvars.get("sglang_args") or {}
     if not isinstance(raw_args, Mapping):
         return fail("host.args", "sglang_args", raw_args, "sglang_args must be a mapping of SGLang argument names to values.",
@@ -635,7 +638,7 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | None = None) -> Resul
     result.model = model
     result.secrets = schema.secrets
     ctx = Context(
-        schema=schema, version=parse_version(version), args={}, keys={}, env={},
+        schema=schema, version=parsed_version, args={}, keys={}, env={},
         gpu_count=None, compute_capability=None, model=model, spec=spec,
     )
     _read_host_facts(ctx, hostvars)
