@@ -60,7 +60,7 @@ simhost: ## Build the simulated Blackwell host images, Debian 12 and 13 (cached 
 	tests/fixtures/simhost/build-image.sh
 	SIMHOST_SUITE=trixie tests/fixtures/simhost/build-image.sh
 
-wheelhouse: ## Build the stand-in sglang wheel(s) into build/wheelhouse
+wheelhouse: venv ## Build the stand-in sglang wheel(s) into build/wheelhouse
 	tests/fixtures/sglang_standin/build-wheelhouse.sh
 
 provision-fixtures: venv simhost ## Fixtures of the provisioning roles and the router (bare host, signed apt repo, wheels)
