@@ -134,7 +134,14 @@ def rollout(inventory: Path, tmp_path: Path, limit: str = "", **extravars: Any) 
 
 
 class Traffic:
-    """Polls the router's healthy workers and sends chat requests through it while a playbook runs."""
+    """Polls the router's healthy workers and sends chat requests through it while a playbook runs.
+
+    A request every PAUSE seconds, each a new TLS connection through the router to a worker: enough to catch
+    any failed request of a drain or a restart, not so many that the handshakes take the CPU the playbook
+    under test needs (the scenarios share two cores)."""
+
+    PAUSE = 0.25
+    POLL = 0.5
 
     def __init__(self, router: str, max_requests: int = 5000) -> None:
         self.router, self.max_requests = router, max_requests
@@ -150,7 +157,7 @@ class Traffic:
             except (OSError, ValueError) as exc:
                 self.healthy_counts.append(-1)
                 self.failed.append(f"router /workers: {exc}")
-            time.sleep(0.2)
+            time.sleep(self.POLL)
 
     def _send(self) -> None:
         body = {"model": "qwen3.5-397b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
@@ -163,7 +170,7 @@ class Traffic:
                     self.failed.append(f"request {self.sent}: HTTP {status} {raw[:200]!r}")
             except (OSError, ValueError) as exc:
                 self.failed.append(f"request {self.sent}: {exc}")
-            time.sleep(0.05)
+            time.sleep(self.PAUSE)
 
     def __enter__(self) -> Traffic:
         for thread in self.threads:
@@ -179,7 +186,7 @@ class Traffic:
 def test_the_router_serves_through_every_gpu_host(router: str) -> None:
     assert healthy_workers(router) == worker_urls(GPUS)
     with Traffic(router) as traffic:
-        time.sleep(3)
+        time.sleep(10 * Traffic.PAUSE + 1)
     assert traffic.sent >= 10 and traffic.failed == []
     served = [int(sh(h, f"{CURL} -fsS {LOCAL}/metrics | awk '/^sglang:num_requests_total/ {{print $2}}'")
                   .split(".")[0]) for h in GPUS]
