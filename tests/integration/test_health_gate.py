@@ -6,8 +6,8 @@ which is not flagged); a link at x8 in /etc/fake-nvidia/faults.json fails naming
 in the kernel log only warns; an Xid 79 fails naming it until gpu_health_xid_since acknowledges it.
 
 Needs Docker (skipped without a reachable engine; tests/fixtures/simhost/ensure-docker.sh sets one up) and the
-simulated host image (built here when missing, cached by content hash). Run it under /tmp/bsa-molecule.lock
-on shared machines. The container is removed at the end.
+simulated host image (built here when missing, cached by content hash). On a 2-core machine, run it apart from
+the molecule scenarios. The container is removed at the end.
 """
 from __future__ import annotations
 

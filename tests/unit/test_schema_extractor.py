@@ -6,30 +6,18 @@ No network: the sglang wheel must already be in ``.cache/sglang-wheels/``
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from tool_loader import load_tool
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load_tool() -> ModuleType:
-    """Import tools/sglang_schema.py under a private name (plugin_utils has its own sglang_schema)."""
-    spec = importlib.util.spec_from_file_location("_sglang_schema_tool", REPO / "tools" / "sglang_schema.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-extractor = _load_tool()
+extractor = load_tool("sglang_schema")
 
 VERSION = "0.5.23"
 SCHEMA_PATH = (

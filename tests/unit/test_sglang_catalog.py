@@ -11,17 +11,15 @@ shrink MISSING_COUNT, and a new SGLang check nobody looked at fails here instead
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_rules
+from tool_loader import load_tool
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = "0.5.23"
@@ -33,16 +31,7 @@ KINDS = ("rule", "preflight", "not_applicable", "missing")
 MISSING_COUNT = 382
 
 
-def _load_tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_sglang_catalog_tool", REPO / "tools" / "sglang_catalog.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-tool = _load_tool()
+tool = load_tool("sglang_catalog")
 
 
 @pytest.fixture(scope="module")
