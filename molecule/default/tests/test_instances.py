@@ -1,6 +1,6 @@
-"""Two SGLang instances on one simulated 8-GPU host (molecule scenario `instances`).
+"""Two SGLang instances on one simulated 8-GPU host (molecule scenario `default`, its last module).
 
-The converge left the one-instance shorthand (sglang.service, tp 8). The cases, in file order, give the
+The converge and test_restart left the one-instance shorthand (sglang.service, tp 8). The cases, in file order, give the
 host two instances through ``sglang_instances`` (chat: tp 4 on GPUs 0-3, port 30001; code: tp 4 on GPUs
 4-7, port 30002, another model), then change, restart, kill the leftovers of and roll back ``chat`` while
 a client keeps sending requests to ``code``: ``code`` must lose no request and keep its PIDs throughout.

@@ -1,4 +1,5 @@
-"""The restart chain, case by case, on one simulated Blackwell host (molecule scenario `restart`).
+"""The restart chain, case by case, on one simulated Blackwell host (molecule scenario `default`, after
+test_default and test_security).
 
 Each case drives playbooks/restart.yml or deploy.yml through ansible-runner against the scenario's
 container and asserts on the runner's events and on the host: PIDs, device holders, health,
