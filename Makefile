@@ -10,7 +10,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist changelog sanity clean
+.PHONY: help venv deps wheel lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist ee changelog sanity clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -46,7 +46,8 @@ lint: venv ## yamllint, ansible-lint (production profile), ruff
 	$(BIN)/ruff check tools tests collections bench molecule
 
 unit: venv wheel ## Unit tests and playbook tests that need no container
-	$(BIN)/pytest -q tests/unit tests/integration/test_validate_playbook.py tests/integration/test_collection_dist.py
+	$(BIN)/pytest -q tests/unit tests/integration/test_validate_playbook.py tests/integration/test_collection_dist.py \
+	  tests/integration/test_execution_environment.py
 
 FUZZ_EXAMPLES ?= 10000
 fuzz: venv ## Property-based input-contract tests, long: FUZZ_EXAMPLES (10000) random cases per property (CI runs a fixed-seed sample)
@@ -88,6 +89,11 @@ COLLECTION := collections/ansible_collections/blackwell/sglang
 COLLECTION_VERSION = $(shell sed -n 's/^version: *//p' $(COLLECTION)/galaxy.yml)
 dist: venv ## Build the blackwell.sglang collection tarball (plugins, roles, playbooks) into build/dist/
 	$(BIN)/python tools/build_collection.py --out build/dist
+
+ee: dist ## The execution environment's build context for AWX/AAP (ansible-builder create) in build/ee/context
+	mkdir -p build/ee
+	cp build/dist/blackwell-sglang-$(COLLECTION_VERSION).tar.gz build/ee/blackwell-sglang.tar.gz
+	$(BIN)/ansible-builder create -f execution-environment.yml -c build/ee/context
 
 changelog: venv ## Release the changelog fragments as the galaxy.yml version (antsibull-changelog): CHANGELOG.rst
 	cd $(COLLECTION) && antsibull-changelog lint && antsibull-changelog release --version $(COLLECTION_VERSION)
