@@ -10,7 +10,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist ee changelog sanity clean
+.PHONY: help venv deps wheel lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist ee fuzz-sglang changelog sanity clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -55,6 +55,11 @@ fuzz: venv ## Property-based input-contract tests, long: FUZZ_EXAMPLES (10000) r
 
 conformance: venv conformance-venv ## Our validator against SGLang 0.5.23's own argument checks
 	$(BIN)/pytest -q tests/conformance
+
+FUZZ_SGLANG_CASES ?= 10000
+FUZZ_SGLANG_SEED ?= 0
+fuzz-sglang: venv conformance-venv ## Differential fuzzing against SGLang itself, long: FUZZ_SGLANG_CASES (10000) generated cases, table in build/fuzz-sglang.md (CI runs a fixed-seed sample)
+	$(BIN)/python tests/conformance/differential.py --cases $(FUZZ_SGLANG_CASES) --seed $(FUZZ_SGLANG_SEED) --report build/fuzz-sglang.md
 
 simhost: ## Build the simulated Blackwell host images, Debian 12 and 13 (cached by content hash)
 	tests/fixtures/simhost/ensure-docker.sh
