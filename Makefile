@@ -40,10 +40,8 @@ conformance-venv: ## Create .venv-conformance with the real SGLang and a CPU-cap
 
 deps: venv wheel conformance-venv ## Everything the tests need besides Docker
 
-lint: venv ## yamllint, ansible-lint (production profile), ruff
-	$(BIN)/yamllint --strict .
-	$(BIN)/ansible-lint --profile production
-	$(BIN)/ruff check tools tests collections bench molecule
+lint: venv wheel ## The pre-commit hooks on every file: yamllint, ansible-lint (production profile), ruff, shellcheck, schema/catalog freshness
+	$(BIN)/pre-commit run --all-files --show-diff-on-failure
 
 unit: venv wheel ## Unit tests and playbook tests that need no container
 	$(BIN)/pytest -q tests/unit tests/integration/test_validate_playbook.py tests/integration/test_collection_dist.py \

@@ -6,7 +6,8 @@ own ``ansible.cfg`` finds them, and the plugins in ``collections/ansible_collect
 The tarball holds both: this tool stages a copy of the collection directory with the top-level
 ``roles/`` and ``playbooks/`` copied in, symbolic links followed (``roles/sglang_server/templates``,
 a link to ``templates/``, becomes a directory with those files), caches and ``galaxy.yml``'s
-``build_ignore`` left out, and runs ``ansible-galaxy collection build`` on the staged copy.
+``build_ignore`` left out, the repository's ``LICENSE`` added when the collection carries no licence file of its
+own, and runs ``ansible-galaxy collection build`` on the staged copy.
 
 The files are copied unchanged: the short role names the playbooks and roles use (``sglang_server``)
 resolve inside the installed collection because ansible-core searches a collection playbook's and a
@@ -31,13 +32,15 @@ REPO = Path(__file__).resolve().parents[1]
 COLLECTION = REPO / "collections" / "ansible_collections" / "blackwell" / "sglang"
 # Top-level directories copied into the collection, under the same name.
 TOP_LEVEL = ("roles", "playbooks")
+# The repository's licence (galaxy.yml's ``license``), copied in unless the collection has one of these.
+LICENSE_NAMES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "COPYING")
 # Never part of the artefact, wherever they are.
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".pytest_cache", ".mypy_cache", ".ruff_cache",
                                 "*.retry", ".cache")
 
 
 def stage(dest: Path, repo: Path = REPO, collection: Path = COLLECTION) -> Path:
-    """Copy the collection and the top-level roles and playbooks into ``dest`` (emptied first)."""
+    """Copy the collection, the top-level roles and playbooks and the licence into ``dest`` (emptied first)."""
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(collection, dest, ignore=IGNORE)
@@ -45,6 +48,8 @@ def stage(dest: Path, repo: Path = REPO, collection: Path = COLLECTION) -> Path:
         if (dest / name).exists():
             raise SystemExit(f"{collection / name} exists: the collection's {name}/ comes from {repo / name}")
         shutil.copytree(repo / name, dest / name, ignore=IGNORE, symlinks=False)
+    if not any((dest / name).is_file() for name in LICENSE_NAMES):
+        shutil.copyfile(repo / "LICENSE", dest / "LICENSE")
     return dest
 
 

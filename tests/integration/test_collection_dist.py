@@ -64,8 +64,10 @@ def outside(tarball: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
     collections = work / "collections"
     collections.mkdir()
     env = outside_env(work, collections)
-    proc = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", str(tarball), "-p", str(collections)],
-                          cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    # --no-deps: no Galaxy server is asked for community.general (galaxy.yml's dependency); these playbooks and
+    # roles run without it, and sites install it with ansible or from their own Galaxy server.
+    proc = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "--no-deps", str(tarball),
+                           "-p", str(collections)], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (collections / "ansible_collections" / "blackwell" / "sglang" / "MANIFEST.json").is_file(), proc.stdout
     return work, env
@@ -78,12 +80,16 @@ def test_tarball_holds_plugins_roles_playbooks_and_templates(tarball: Path) -> N
     galaxy = yaml.safe_load((COLLECTION / "galaxy.yml").read_text())
     assert manifest["collection_info"]["version"] == galaxy["version"]
     assert manifest["collection_info"]["namespace"] == "blackwell" and manifest["collection_info"]["name"] == "sglang"
+    assert manifest["collection_info"]["license"] == galaxy["license"] == ["Apache-2.0"]
+    assert manifest["collection_info"]["dependencies"] == galaxy["dependencies"]
+    with tarfile.open(tarball) as tar:
+        assert tar.extractfile("LICENSE").read() == (REPO / "LICENSE").read_bytes()  # type: ignore[union-attr]
     expected = [f"roles/{r.name}/meta/main.yml" for r in (REPO / "roles").iterdir() if r.is_dir()]
     expected += [f"playbooks/{p.relative_to(REPO / 'playbooks')}" for p in (REPO / "playbooks").rglob("*.yml")]
     expected += [f"roles/sglang_server/templates/{t.name}" for t in (REPO / "templates").iterdir()]
     expected += [f"plugins/{p.relative_to(COLLECTION / 'plugins')}" for p in (COLLECTION / "plugins").rglob("*")
                  if p.is_file() and "__pycache__" not in p.parts]
-    expected += ["CHANGELOG.rst", "changelogs/changelog.yaml", "README.md", "meta/runtime.yml"]
+    expected += ["CHANGELOG.rst", "changelogs/changelog.yaml", "README.md", "meta/runtime.yml", "LICENSE"]
     assert sorted(set(expected) - set(members)) == []
     for name in expected:
         assert members[name].isfile(), f"{name} is not a regular file in the tarball"
