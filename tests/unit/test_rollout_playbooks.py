@@ -175,3 +175,13 @@ def restarts(names: list[str], due: list[str], force: bool, only: Any) -> list[s
 ])
 def test_rollout_instances_picks_instances(due: list[str], force: bool, only: Any, expected: list[str]) -> None:
     assert restarts(["chat", "code"], due, force, only) == expected
+
+
+@pytest.mark.parametrize("name", ["deploy.yml", "restart.yml", "rollout.yml"])
+def test_the_gpu_health_gate_runs_right_before_every_rollout_of_a_server(name: str) -> None:
+    # A host joins the routers only through sglang_rollout, and only after its GPUs passed the gate.
+    gpu = [p for p in plays(name)[1:] if "sglang_rollout" in roles_of(p)]
+    assert gpu, name
+    for play in gpu:
+        names = roles_of(play)
+        assert names[-2:] == ["gpu_health", "sglang_rollout"], (name, names)

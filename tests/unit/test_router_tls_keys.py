@@ -209,3 +209,13 @@ def test_tls_with_a_key_password_is_accepted_and_only_node_0_serves_https() -> N
     tls = {"ssl_certfile": "/etc/ssl/s.pem", "ssl_keyfile": "/etc/ssl/s.key"}
     [endpoint] = [i["endpoint"] for i in _instances(host(tls, sglang_ssl_keyfile_password="pw"))]
     assert endpoint["scheme"] == "https" and endpoint["local_url"].startswith("https://127.0.0.1:")
+
+
+def test_the_router_limits_reach_its_command_line() -> None:
+    words = exec_start(render_unit(settings(max_concurrent_requests=64, queue_size=0, rate_limit_tokens_per_second=2000)))
+    assert (option(words, "--max-concurrent-requests"), option(words, "--queue-size"),
+            option(words, "--rate-limit-tokens-per-second")) == ("64", "0", "2000")
+    # The defaults: no concurrency cap (-1), a queue of 100, and no token bucket at all.
+    words = exec_start(render_unit(settings()))
+    assert (option(words, "--max-concurrent-requests"), option(words, "--queue-size")) == ("-1", "100")
+    assert "--rate-limit-tokens-per-second" not in words

@@ -1065,3 +1065,19 @@ def test_versions_compare_as_pep_440() -> None:
 def test_a_version_that_is_not_pep_440_is_refused_naming_the_variable() -> None:
     result = validate_host(ref_host(sglang_version="latest"))
     assert [p.variable for p in result.errors] == ["sglang_version"] and not result.ok
+
+
+def test_metrics_are_on_by_default_and_the_host_can_turn_them_off() -> None:
+    # Prometheus, the drain and the request report read /metrics, which SGLang serves only with --enable-metrics.
+    host = llama_host()
+    host["sglang_args"].pop("enable_metrics", None)
+    host.pop("sglang_metrics", None)
+    assert "--enable-metrics" in validate_host(host).argv
+    assert "--enable-metrics" not in validate_host({**host, "sglang_metrics": False}).argv
+    # enable_metrics written in sglang_args wins over sglang_metrics, either way.
+    off = copy.deepcopy(host)
+    off["sglang_args"]["enable_metrics"] = False
+    assert "--enable-metrics" not in validate_host(off).argv
+    on = copy.deepcopy(host)
+    on["sglang_args"]["enable_metrics"] = True
+    assert "--enable-metrics" in validate_host({**on, "sglang_metrics": False}).argv

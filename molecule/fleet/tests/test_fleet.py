@@ -259,7 +259,30 @@ def test_restart_restarts_every_host_one_at_a_time(router: str, fleet: Path, tmp
     assert min(traffic.healthy_counts) == len(GPUS) - 1, "each host left the router (drain), one at a time"
     assert healthy_workers(router) == worker_urls(GPUS)
     assert plays(runner).count("Restart the rest of the fleet in batches") == len(GPUS) - 1
+    assert_real_requests(runner, GPUS)
     print(f"restart: {traffic.sent} requests, 0 failed; healthy workers {min(traffic.healthy_counts)}..{max(traffic.healthy_counts)}")
+
+
+DIRECT_REQUEST = "Send one real chat completion (the model answers, with the API key, over verified TLS)"
+ROUTER_REQUEST = "Send one real chat completion through each router (the router's key, verified TLS)"
+
+
+def assert_real_requests(runner: ansible_runner.Runner, hosts: list[str]) -> None:
+    """Each restarted host answered one real chat completion directly and through the router, and the report says
+    how fast (time to first token, tokens/s) and how well speculative decoding (the fleet runs NEXTN) accepted."""
+    ok = [e["event_data"] for e in runner.events if e.get("event") == "runner_on_ok"]
+    direct = {e["host"]: e["res"] for e in ok if e.get("task") == DIRECT_REQUEST}
+    assert set(direct) == set(hosts), f"direct requests ran on {sorted(direct)}"
+    for host, res in direct.items():
+        assert res["completion_tokens"] > 0 and res["ttft_s"] is not None and res["tokens_per_s"] > 0, (host, res)
+        assert res["avg_spec_accept_length"] is not None, (host, res)
+    routed = {e["host"]: e["res"] for e in ok if e.get("task") == ROUTER_REQUEST}
+    assert set(routed) == set(hosts), f"requests through the router ran for {sorted(routed)}"
+    for host, res in routed.items():
+        assert res["results"] and all(r["completion_tokens"] > 0 for r in res["results"]), (host, res)
+    shown = [str(e["res"].get("msg")) for e in ok if e.get("task") == "Show the request's figures"]
+    assert len(shown) == len(hosts) and all("time to first token" in m and "speculative acceptance length" in m
+                                            for m in shown), shown
 
 
 def test_a_host_that_never_becomes_ready_stops_the_rollout(router: str, fleet: Path, tmp_path: Path) -> None:
