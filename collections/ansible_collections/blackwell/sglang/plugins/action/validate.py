@@ -12,6 +12,7 @@ from ansible.utils.display import Display
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import (  # noqa: F401 (re-exported)
     HOST_VARS,
     HostPlan,
+    HostVarsCache,
     plan_host,
     read_host_vars,
 )
@@ -75,7 +76,7 @@ class ActionModule(ActionBase):
             }
         )
         hosts = list(dict.fromkeys(args["hosts"] if args["hosts"] is not None else task_vars.get("ansible_play_hosts_all", [])))
-        hostvars = task_vars["hostvars"]
+        hostvars = HostVarsCache(task_vars["hostvars"])  # each host's variables gathered once
         groups = task_vars.get("groups", {})
         get = hostvars_getter(hostvars)
         per_host: dict[str, dict[str, Any]] = {}
