@@ -198,6 +198,9 @@ def _plain(value: Any) -> bool:
     return False
 
 
+is_plain = _plain
+
+
 def _copy_plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _copy_plain(v) for k, v in value.items()}
@@ -257,6 +260,11 @@ class HostVarsCache(Mapping):
             return self._hostvars[host]  # a plain mapping (tests) or another wrapper: as given
         raw = raw_get(host)
         return _RawHostVars(raw, loader, host) if isinstance(raw, Mapping) else self._hostvars[host]
+
+    def raw(self, host: str) -> Mapping[str, Any]:
+        """The host's variables as Ansible keeps them, before templating (what a task's variables are built from)."""
+        view = self[host]
+        return view._raw if isinstance(view, _RawHostVars) else {k: view[k] for k in view}  # pylint: disable=protected-access
 
     def __contains__(self, host: object) -> bool:
         return host in self._hostvars
@@ -682,4 +690,4 @@ def check_manual_multinode(host: str, raw: dict[str, Any], outcome: Result) -> N
             f"({PORT_VAR} / {ADDR_VAR} optional) and remove nnodes, node_rank and dist_init_addr from sglang_args"))
 
 
-__all__ = ["HOST_VARS", "SECRET_MARKER", "HostPlan", "HostVarsCache", "Instance", "plan_host", "read_host_vars"]
+__all__ = ["HOST_VARS", "SECRET_MARKER", "HostPlan", "HostVarsCache", "Instance", "is_plain", "plan_host", "read_host_vars"]
