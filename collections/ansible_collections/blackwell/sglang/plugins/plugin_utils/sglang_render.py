@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import jinja2
+import jinja2.nodes
 from ansible.errors import AnsibleError
 from ansible.template import Templar
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import is_plain
@@ -38,6 +40,41 @@ FILES = (("sglang.service.j2", "{service}.service"), ("sglang.env.j2", "{service
          ("sglang-config.yaml.j2", "{service}.yaml"))
 # What plan.yml sets for its templates besides the role's own variables.
 RENDER_VARS = {"__sglang_server_mask_secrets": True, "__sglang_server_render_only": True}
+# Names through which a template reaches variables it does not name: with one of them, a host's files are rendered
+# with all of its variables.
+_DYNAMIC = frozenset(("vars", "hostvars", "lookup", "query", "q", "varnames"))
+_PARSER = jinja2.Environment()  # only to find the names a template reads (no filter is looked up when parsing)
+
+
+def _names_read(value: Any) -> set[str]:
+    """Every name a value reads when templated (a superset: loop variables and the like count too)."""
+    if isinstance(value, str):
+        if "{" not in value:
+            return set()
+        try:
+            return {n.name for n in _PARSER.parse(value).find_all(jinja2.nodes.Name)}
+        except jinja2.TemplateSyntaxError:
+            return set(_DYNAMIC)  # Ansible reports it; read everything meanwhile
+    if isinstance(value, Mapping):
+        return set().union(*(_names_read(v) for v in value.values())) if value else set()
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_names_read(v) for v in value)) if value else set()
+    return set()
+
+
+def _closure(start: Iterable[str], sources: Iterable[Mapping[str, Any]]) -> set[str]:
+    """``start`` and every name the values of those names read, in ``sources``, transitively."""
+    sources = list(sources)
+    todo, seen = set(start), set()
+    while todo:
+        name = todo.pop()
+        seen.add(name)
+        for source in sources:
+            if name in source:
+                todo |= _names_read(source[name]) - seen
+    return seen
+
+
 # The template module's defaults (ansible.builtin.template), which plan_instance.yml keeps.
 _OVERRIDES = {"trim_blocks": True, "lstrip_blocks": False, "newline_sequence": "\n"}
 
@@ -76,6 +113,11 @@ class RoleRenderer:
         self._rendered: dict[str, dict[str, str]] = {}
         self._role_plan_vars: dict[str, dict[str, Any]] = {}
         self._templar = _compiling_once(Templar(loader=loader, variables={}))
+        # The variables the files read, through the role's own variables: a host's files are rendered with these
+        # only (Ansible wraps every variable of the context at each use), and vars/main.yml's among them are
+        # evaluated once per instance rather than at every use in every file.
+        self._read = _closure(set().union(*(_names_read(t) for t in self.texts.values())), [self.role_vars, self.defaults])
+        self._derived = sorted(n for n in self._read if n in self.role_vars)
 
     def variables(self, host_vars: Mapping[str, Any]) -> dict[str, Any]:
         """The role's variables for a host: its defaults, the host's variables (untemplated, as Ansible keeps
@@ -118,11 +160,19 @@ class RoleRenderer:
                 return self._rendered[key]
         out: dict[str, str] = {}
         context = {**variables, "__sglang_server_plans": plans}
+        read = _closure(self._read, [{n: v for n, v in variables.items() if not is_plain(v)}])
+        if not read & _DYNAMIC:
+            context = {n: context[n] for n in read | {"__sglang_server_plans"} if n in context}
         for plan in plans:
             context["sglang_server_instance"] = plan["name"]
+            self._templar.available_variables = context
+            try:
+                resolved = self._templar.template({n: self.role_vars[n] for n in self._derived})
+            except AnsibleError:
+                resolved = {}  # each file evaluates them where it uses them (and reports the error there)
             for src, dest in FILES:
                 name = dest.format(service=plan["service"])
-                temp_vars = dict(context)
+                temp_vars = {**context, **resolved}
                 temp_vars.update(generate_ansible_template_vars(
                     path=src, fullpath=str(self.sources[src]), dest_path=f"{host}/{name}",
                     include_ansible_managed="ansible_managed" not in temp_vars))
