@@ -14,6 +14,7 @@ template) are rendered once. Controller-only: modules never import it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -46,15 +47,18 @@ _DYNAMIC = frozenset(("vars", "hostvars", "lookup", "query", "q", "varnames"))
 _PARSER = jinja2.Environment()  # only to find the names a template reads (no filter is looked up when parsing)
 
 
+@functools.lru_cache(maxsize=4096)
+def _names_in(text: str) -> frozenset[str]:
+    try:
+        return frozenset(n.name for n in _PARSER.parse(text).find_all(jinja2.nodes.Name))
+    except jinja2.TemplateSyntaxError:
+        return _DYNAMIC  # Ansible reports it; read everything meanwhile
+
+
 def _names_read(value: Any) -> set[str]:
     """Every name a value reads when templated (a superset: loop variables and the like count too)."""
     if isinstance(value, str):
-        if "{" not in value:
-            return set()
-        try:
-            return {n.name for n in _PARSER.parse(value).find_all(jinja2.nodes.Name)}
-        except jinja2.TemplateSyntaxError:
-            return set(_DYNAMIC)  # Ansible reports it; read everything meanwhile
+        return set(_names_in(str.__str__(value))) if "{" in value else set()
     if isinstance(value, Mapping):
         return set().union(*(_names_read(v) for v in value.values())) if value else set()
     if isinstance(value, (list, tuple)):
@@ -118,6 +122,7 @@ class RoleRenderer:
         # evaluated once per instance rather than at every use in every file.
         self._read = _closure(set().union(*(_names_read(t) for t in self.texts.values())), [self.role_vars, self.defaults])
         self._derived = sorted(n for n in self._read if n in self.role_vars)
+        self._static = {**self.defaults, **self.role_vars}  # read above; a host's own values are read per host
 
     def variables(self, host_vars: Mapping[str, Any]) -> dict[str, Any]:
         """The role's variables for a host: its defaults, the host's variables (untemplated, as Ansible keeps
@@ -160,7 +165,8 @@ class RoleRenderer:
                 return self._rendered[key]
         out: dict[str, str] = {}
         context = {**variables, "__sglang_server_plans": plans}
-        read = _closure(self._read, [{n: v for n, v in variables.items() if not is_plain(v)}])
+        own = {n: v for n, v in variables.items() if n not in self._static or v is not self._static[n]}
+        read = _closure(self._read, [{n: v for n, v in own.items() if not is_plain(v)}])
         if not read & _DYNAMIC:
             context = {n: context[n] for n in read | {"__sglang_server_plans"} if n in context}
         for plan in plans:
