@@ -4,6 +4,7 @@
 Runs, one after another, each printing its own table as it goes and writing its results as JSON:
 
 1. bench/validate_scale.py   validate.yml at 10 to 5,000 hosts against one assert per rule per host;
+                             both inventory layouts against --list-hosts; render_dir at 1,000 hosts;
 2. bench/restart_overhead.py restart downtime and wall time beyond the server's own stop + start,
                              against `systemctl restart` + a curl loop;
 3.                           (same script) time to reject the incident's flags, server untouched;
@@ -87,6 +88,25 @@ def validate_rows(data: dict[str, Any]) -> list[Row]:
                              target(min_ratio, r["baseline_s"], r["ours_s"]) if min_ratio else "") if g]
         rows.append((f"validate {r['hosts']:,} hosts: validate.yml / assert per rule", seconds(r["ours_s"]),
                      seconds(r["baseline_s"]), ratio(r["baseline_s"], r["ours_s"]), "; ".join(goals) or "-"))
+    for r in data.get("layouts", []):
+        layout = "one hosts.yml" if r["layout"] == "inline" else "host_vars per host"
+        goals = []
+        if r["layout"] == "files" and r["hosts"] == 1000:
+            goals.append(f"beyond list-hosts {within(r['beyond_s'], 1)}")
+        if r["layout"] == "files" and r["hosts"] == 5000:
+            goals.append(within(r["ours_s"], 10))
+        rows.append((f"validate {r['hosts']:,} hosts, {layout}: validate.yml / --list-hosts (beyond: "
+                     f"{r['beyond_s']:.2f} s; reading every host's vars alone: {r['read_vars_s']:.2f} s)",
+                     seconds(r["ours_s"]), seconds(r["list_hosts_s"]), ratio(r["list_hosts_s"], r["ours_s"]),
+                     "; ".join(goals) or "-"))
+    render = data.get("render")
+    if render:
+        rows.append((f"validate.yml -e render_dir, {render['hosts']:,} distinct hosts: / without render_dir "
+                     f"(files identical to the role's: {render['identical']})", seconds(render["ours_s"]),
+                     seconds(render["without_s"]), ratio(render["without_s"], render["ours_s"]), within(render["ours_s"], 30)))
+        rows.append((f"render_dir, {render['hosts']:,} hosts: validate.yml / the role's plan.yml host by host "
+                     f"({render['role_hosts']} hosts run, extrapolated)", seconds(render["ours_s"]),
+                     seconds(render["role_all_s_extrapolated"]), ratio(render["role_all_s_extrapolated"], render["ours_s"]), "-"))
     return rows
 
 

@@ -1,12 +1,27 @@
 #!/usr/bin/env python3
 """Validation at fleet scale: playbooks/validate.yml against the assert playbook a user would write.
 
-Generates inventories of N hosts (every 10th host invalid: the incident's speculative flags),
-times `ansible-playbook playbooks/validate.yml` (one controller-side pass over all hosts), and,
-in the same run, the baseline: one `ansible.builtin.assert` task per rule per host (8 rules,
-connection local, the project's ansible.cfg). Prints a table with the ratio.
+Three parts, every figure against a baseline measured in the same run:
 
-Usage: bench/validate_scale.py [--sizes 10,100,1000,5000] [--baseline-max 1000] [--json FILE]
+classic  inventories of N hosts in one hosts.yml (every 10th host invalid: the incident's speculative
+         flags); `ansible-playbook playbooks/validate.yml` (one controller-side pass over all hosts) against
+         one `ansible.builtin.assert` task per rule per host (8 rules, connection local, the project's
+         ansible.cfg), with the ratio.
+layouts  the same hosts in both inventory layouts, one hosts.yml with the variables inline and one
+         host_vars/<host>.yml per host (what a real fleet keeps), at --layout-sizes: validate.yml against
+         `ansible-playbook --list-hosts` on the same inventory (Ansible's start-up, inventory parsing and
+         playbook loading), run alternately (--runs of each, medians). "beyond" is validate's own time.
+         With per-host files Ansible reads each host's file when a task first asks for the host's
+         variables, which --list-hosts never does: "read vars" is a playbook that reads one variable of every
+         host (one `hostvars` access per host, as any per-host task does), the cost of the layout itself.
+render   --render-hosts valid hosts, one host_vars file each and no two alike (each has its own
+         environment variable, so no rendering is shared): `validate.yml -e render_dir=DIR` against the same
+         command without render_dir, and against the role rendering the same files host by host (its
+         tasks/plan.yml, what validate.yml ran before) on the first --role-render-hosts of them.
+
+Usage: bench/validate_scale.py [--parts classic,layouts,render] [--sizes 10,100,1000,5000] [--baseline-max 1000]
+                               [--layout-sizes 1000,5000] [--render-hosts 1000] [--role-render-hosts 10]
+                               [--runs 1] [--json FILE]
 """
 
 from __future__ import annotations
@@ -14,6 +29,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,50 +77,183 @@ BASELINE = """---
 """
 
 
-def inventory(directory: Path, hosts: int) -> Path:
-    """hosts.yml with N hosts; group vars from the sample; every 10th host has the incident's flags."""
+READ_VARS = """---
+- name: Read one variable of every host (what any per-host task costs the inventory)
+  hosts: sglang_servers
+  gather_facts: false
+  tasks:
+    - name: One hostvars access per host
+      ansible.builtin.debug:
+        msg: "{{ ansible_play_hosts_all | map('extract', hostvars, 'sglang_model_path') | list | length }}"
+      run_once: true
+"""
+
+ROLE_RENDER = """---
+- name: Render the launch plan with the role, host by host (what validate.yml -e render_dir ran before)
+  hosts: sglang_servers
+  gather_facts: false
+  tasks:
+    - name: Render unit, environment file and config per host
+      ansible.builtin.include_role:
+        name: sglang_server
+        tasks_from: plan.yml
+"""
+
+
+def _hosts(hosts: int) -> list[str]:
+    return [f"gpu-{i:05d}" for i in range(hosts)]
+
+
+def inventory(directory: Path, hosts: int, layout: str = "inline", invalid: bool = True, distinct: bool = False) -> Path:
+    """N hosts with the sample's group and host variables; every 10th has the incident's flags (``invalid``).
+
+    ``layout``: ``inline`` (one hosts.yml, the sample's variables as group vars, changes per host inline) or
+    ``files`` (hosts.yml lists the hosts; group_vars/sglang_servers.yml; one host_vars/<host>.yml each, with the
+    sample host's variables). ``distinct``: every host gets an environment variable of its own.
+    """
     sample = yaml.safe_load((REPO / "inventory" / "sample" / "host_vars" / "blackwell-01.yml").read_text())
     group = yaml.safe_load((REPO / "inventory" / "sample" / "group_vars" / "sglang_servers.yml").read_text())
-    group.update(sample)
     bad = {**sample["sglang_args"], "speculative_num_draft_tokens": 2, "speculative_eagle_topk": 1}
-    members = {f"gpu-{i:05d}": ({"sglang_args": bad} if i % 10 == 9 else {}) for i in range(hosts)}
-    path = directory / f"hosts-{hosts}.yml"
-    path.write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": members, "vars": group}}}}))
-    return path
+
+    def own(i: int, name: str) -> dict[str, object]:
+        data: dict[str, object] = {"sglang_args": bad} if invalid and i % 10 == 9 else {}
+        if distinct:
+            data["sglang_env"] = {**sample.get("sglang_env", {}), "HOST_TAG": name}
+        return data
+
+    root = directory / f"{layout}-{hosts}{'-valid' if not invalid else ''}{'-distinct' if distinct else ''}"
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    if layout == "inline":
+        group.update(sample)
+        members = {name: own(i, name) for i, name in enumerate(_hosts(hosts))}
+        (root / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": members, "vars": group}}}}))
+        return root / "hosts.yml"
+    (root / "group_vars").mkdir()
+    (root / "host_vars").mkdir()
+    (root / "group_vars" / "sglang_servers.yml").write_text(yaml.safe_dump(group))
+    for i, name in enumerate(_hosts(hosts)):
+        (root / "host_vars" / f"{name}.yml").write_text(yaml.safe_dump({**sample, **own(i, name)}))
+    (root / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {"hosts": dict.fromkeys(_hosts(hosts))}}}}))
+    return root
 
 
-def timed(playbook: Path, inv: Path) -> tuple[float, int]:
+def timed(playbook: Path, inv: Path, *extra: str) -> tuple[float, int]:
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}
     start = time.monotonic()
-    proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inv), str(playbook)], env=env,
+    proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inv), str(playbook), *extra], env=env,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.monotonic() - start, proc.returncode
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10,100,1000,5000")
-    parser.add_argument("--baseline-max", type=int, default=1000, help="largest size the slow baseline runs at")
-    parser.add_argument("--json", type=Path, help="also write the rows to this file as JSON")
-    args = parser.parse_args()
+VALIDATE = REPO / "playbooks" / "validate.yml"
+
+
+def classic(tmp: Path, sizes: list[int], baseline_max: int) -> list[dict[str, float | int | None]]:
     rows: list[dict[str, float | int | None]] = []
     print(f"{'hosts':>6} {'validate.yml s':>15} {'per host ms':>12} {'baseline s':>11} {'ratio':>7}")
+    baseline = tmp / "baseline.yml"
+    baseline.write_text(BASELINE)
+    for size in sizes:
+        inv = inventory(tmp, size)
+        ours, rc = timed(VALIDATE, inv)
+        assert rc == 2, f"validate.yml exit {rc} (expected 2: some hosts are invalid)"
+        if size <= baseline_max:
+            base, _ = timed(baseline, inv)
+            row = f"{base:11.2f} {base / ours:6.1f}x"
+        else:
+            base, row = None, f"{'-':>11} {'-':>7}"
+        print(f"{size:6d} {ours:15.2f} {ours / size * 1000:12.2f} {row}", flush=True)
+        rows.append({"hosts": size, "ours_s": ours, "baseline_s": base, "ratio": base / ours if base else None})
+    return rows
+
+
+def layouts(tmp: Path, sizes: list[int], runs: int) -> list[dict[str, float | int | str]]:
+    """validate.yml, --list-hosts and the read-vars playbook on both layouts, alternately; medians."""
+    rows: list[dict[str, float | int | str]] = []
+    read_vars = tmp / "read_vars.yml"
+    read_vars.write_text(READ_VARS)
+    print(f"{'hosts':>6} {'layout':>13} {'validate s':>11} {'list-hosts s':>13} {'beyond s':>9} {'read vars s':>12}"
+          f" {'beyond read vars s':>19}")
+    for size in sizes:
+        for layout in ("inline", "files"):
+            inv = inventory(tmp, size, layout)
+            seen: dict[str, list[float]] = {"validate": [], "list": [], "read": []}
+            for _ in range(runs):
+                took, rc = timed(VALIDATE, inv, "--list-hosts")
+                assert rc == 0, f"--list-hosts exit {rc}"
+                seen["list"].append(took)
+                took, rc = timed(VALIDATE, inv)
+                assert rc == 2, f"validate.yml exit {rc} (expected 2: some hosts are invalid)"
+                seen["validate"].append(took)
+                took, rc = timed(read_vars, inv)
+                assert rc == 0, f"read-vars playbook exit {rc}"
+                seen["read"].append(took)
+            ours, base, read = (statistics.median(seen[k]) for k in ("validate", "list", "read"))
+            name = "one hosts.yml" if layout == "inline" else "host_vars/*"
+            print(f"{size:6d} {name:>13} {ours:11.2f} {base:13.2f} {ours - base:9.2f} {read:12.2f} {ours - read:19.2f}",
+                  flush=True)
+            rows.append({"hosts": size, "layout": layout, "ours_s": ours, "list_hosts_s": base, "beyond_s": ours - base,
+                         "read_vars_s": read, "beyond_read_vars_s": ours - read, "runs": runs})
+    return rows
+
+
+def render(tmp: Path, hosts: int, role_hosts: int) -> dict[str, float | int]:
+    """validate.yml -e render_dir against the same without it, and against the role's host-by-host rendering."""
+    inv = inventory(tmp, hosts, "files", invalid=False, distinct=True)
+    plan = tmp / "plan"
+    plain, rc = timed(VALIDATE, inv)
+    assert rc == 0, f"validate.yml exit {rc}"
+    ours, rc = timed(VALIDATE, inv, "-e", f"render_dir={plan}")
+    assert rc == 0, f"validate.yml -e render_dir exit {rc}"
+    files = sum(1 for p in plan.rglob("*") if p.is_file())
+    assert files == 3 * hosts, f"{files} files rendered for {hosts} hosts"
+    role_play = REPO / "playbooks" / f".bench-role-render-{os.getpid()}.yml"  # beside the playbooks: their roles path
+    role_play.write_text(ROLE_RENDER)
+    role_plan = tmp / "role-plan"
+    try:
+        role, rc = timed(role_play, inv, "-e", f"render_dir={role_plan}", "--limit", ",".join(_hosts(role_hosts)))
+    finally:
+        role_play.unlink()
+    assert rc == 0, f"role rendering exit {rc}"
+    same = all((plan / h / n).read_bytes() == (role_plan / h / n).read_bytes()
+               for h in _hosts(role_hosts) for n in ("sglang.service", "sglang.env", "sglang.yaml"))
+    per_host = role / role_hosts
+    print(f"{'hosts':>6} {'render_dir s':>13} {'without s':>10} {'rendering s':>12} {'role, per host s':>17} "
+          f"{'role, all hosts s':>18} {'identical':>9}")
+    print(f"{hosts:6d} {ours:13.2f} {plain:10.2f} {ours - plain:12.2f} {per_host:17.2f} {per_host * hosts:18.0f} "
+          f"{str(same):>9}", flush=True)
+    print(f"(the role rendered {role_hosts} hosts in {role:.1f} s; its time for all {hosts} is extrapolated)")
+    return {"hosts": hosts, "ours_s": ours, "without_s": plain, "render_s": ours - plain, "role_hosts": role_hosts,
+            "role_s": role, "role_per_host_s": per_host, "role_all_s_extrapolated": per_host * hosts,
+            "identical": same}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="classic,layouts,render")
+    parser.add_argument("--sizes", default="10,100,1000,5000")
+    parser.add_argument("--baseline-max", type=int, default=1000, help="largest size the slow baseline runs at")
+    parser.add_argument("--layout-sizes", default="1000,5000")
+    parser.add_argument("--render-hosts", type=int, default=1000)
+    parser.add_argument("--role-render-hosts", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=1, help="runs of each command in the layouts part (medians)")
+    parser.add_argument("--json", type=Path, help="also write the rows to this file as JSON")
+    args = parser.parse_args()
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    out: dict[str, object] = {"benchmark": "validate_scale", "rows": []}
     with tempfile.TemporaryDirectory() as tmp:
-        baseline = Path(tmp) / "baseline.yml"
-        baseline.write_text(BASELINE)
-        for size in (int(s) for s in args.sizes.split(",")):
-            inv = inventory(Path(tmp), size)
-            ours, rc = timed(REPO / "playbooks" / "validate.yml", inv)
-            assert rc == 2, f"validate.yml exit {rc} (expected 2: some hosts are invalid)"
-            if size <= args.baseline_max:
-                base, _ = timed(baseline, inv)
-                row = f"{base:11.2f} {base / ours:6.1f}x"
-            else:
-                base, row = None, f"{'-':>11} {'-':>7}"
-            print(f"{size:6d} {ours:15.2f} {ours / size * 1000:12.2f} {row}", flush=True)
-            rows.append({"hosts": size, "ours_s": ours, "baseline_s": base, "ratio": base / ours if base else None})
+        if "classic" in parts:
+            out["rows"] = classic(Path(tmp), [int(s) for s in args.sizes.split(",")], args.baseline_max)
+        if "layouts" in parts:
+            print("\nvalidate.yml by inventory layout, against --list-hosts on the same inventory (same run, alternately)")
+            out["layouts"] = layouts(Path(tmp), [int(s) for s in args.layout_sizes.split(",")], args.runs)
+        if "render" in parts:
+            print("\nvalidate.yml -e render_dir=DIR, against the same without render_dir and the role's rendering")
+            out["render"] = render(Path(tmp), args.render_hosts, args.role_render_hosts)
     if args.json:
-        args.json.write_text(json.dumps({"benchmark": "validate_scale", "rows": rows}, indent=2))
+        args.json.write_text(json.dumps(out, indent=2))
     return 0
 
 

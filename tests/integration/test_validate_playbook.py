@@ -181,6 +181,82 @@ def test_render_dir_writes_a_plan_with_secrets_masked(tmp_path: Path) -> None:
     assert canary not in runner.stdout.read()
 
 
+# The sglang_server role's own rendering of the plan (what validate.yml's second play did before the validate
+# task rendered the files itself): tasks/plan.yml per host, the template module delegated to the control node.
+ROLE_RENDER = """
+- name: Render the launch plan with the role, host by host
+  hosts: sglang_servers
+  gather_facts: false
+  tasks:
+    - name: Validate
+      blackwell.sglang.validate:
+      run_once: true
+      register: __sglang_validation
+    - name: Render unit, environment file and config per host
+      ansible.builtin.include_role:
+        name: sglang_server
+        tasks_from: plan.yml
+"""
+
+
+def test_the_validate_task_renders_what_the_role_renders(tmp_path: Path) -> None:
+    """Byte for byte, file names and modes: one-instance hosts (twins among them), secrets, several instances,
+    role variables set in the inventory (one of them a template), a multi-node pair."""
+    canary = "canary-secret-5d1c"
+    base = yaml.safe_load((SAMPLE / "host_vars" / "blackwell-01.yml").read_text())
+    instances = [
+        {"name": "chat", "model": "Qwen/Qwen3-Next-80B-A3B-Instruct", "gpus": [0, 1, 2, 3], "port": 30001,
+         "args": {"tp_size": 4, "attention_backend": "triton", "speculative_algorithm": None, "quantization": None,
+                  "moe_runner_backend": None, "mamba_radix_cache_strategy": None, "context_length": None,
+                  "served_model_name": "chat"}},
+        {"name": "code", "model": base["sglang_model_path"], "gpus": [4, 5, 6, 7], "port": 30002, "api_key": canary + "-code",
+         "args": {"tp_size": 4, "served_model_name": "code"}},
+    ]
+    inv = make_inventory(tmp_path, {
+        "gpu-a": {"sglang_api_key": canary, "hf_token": canary + "-hf",
+                  "sglang_env": {"WANDB_API_KEY": canary + "-env", "NCCL_IB_DISABLE": "1"}},
+        "gpu-b": {}, "gpu-c": {},
+        "gpu-i": {"sglang_instances": instances, "hf_token": canary + "-hf2"},
+        "gpu-u": {"sglang_server_user": "llm", "sglang_server_group": "llm", "sglang_server_service_name": "llm",
+                  "base_etc": "/etc", "sglang_server_config_dir": "{{ base_etc }}/llm", "sglang_server_drain_timeout": 300},
+        "gpu-m1": {"sglang_args": {"tp_size": 16}, "ansible_host": "10.1.2.3"}, "gpu-m2": {"sglang_args": {"tp_size": 16}},
+    })
+    (inv / "group_vars" / "pair.yml").write_text(yaml.safe_dump({"sglang_multinode_group": "pair", "sglang_multinode_port": 29500}))
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"sglang_servers": {
+        "hosts": {h: {} for h in ("gpu-a", "gpu-b", "gpu-c", "gpu-i", "gpu-u")},
+        "children": {"pair": {"hosts": {"gpu-m1": {}, "gpu-m2": {}}}}}}}}))
+    ours = tmp_path / "ours"
+    runner = run(tmp_path, inv, render_dir=str(ours))
+    assert runner.rc == 0, runner.stdout.read()
+    [event] = task_results(runner, VALIDATE)
+    assert event["res"]["rendered"]["hosts"] == 7 and event["res"]["rendered"]["files"] == 8 * 3
+    out = runner.stdout.read()
+    (tmp_path / "role.yml").write_text(ROLE_RENDER)
+    theirs = tmp_path / "theirs"
+    private = tmp_path / "runner-role"
+    private.mkdir()
+    role = ansible_runner.run(private_data_dir=str(private), project_dir=str(REPO), playbook=str(tmp_path / "role.yml"),
+                              inventory=str(inv), extravars={"render_dir": str(theirs)}, quiet=True,
+                              envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+                                       "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
+    assert role.rc == 0, role.stdout.read()
+
+    def tree(root: Path) -> dict[str, tuple[int, bytes]]:
+        return {str(p.relative_to(root)): (p.stat().st_mode & 0o777, p.read_bytes() if p.is_file() else b"")
+                for p in sorted(root.rglob("*"))}
+
+    mine, role_files = tree(ours), tree(theirs)
+    assert mine == role_files
+    assert ours.stat().st_mode & 0o777 == theirs.stat().st_mode & 0o777 == 0o700
+    assert {"gpu-i/sglang-chat.service", "gpu-i/sglang-code.yaml", "gpu-u/llm.env", "gpu-m2/sglang.service"} <= set(mine)
+    assert "User=llm" in (ours / "gpu-u" / "llm.service").read_text()
+    assert "EnvironmentFile=/etc/llm/llm.env" in (ours / "gpu-u" / "llm.service").read_text()
+    assert "<secret" in (ours / "gpu-i" / "sglang-code.yaml").read_text()
+    for _, (_, data) in mine.items():
+        assert canary.encode() not in data
+    assert canary not in out
+
+
 @pytest.mark.parametrize("spec", ["bogus"])
 def test_unknown_spec_mode_is_rejected(tmp_path: Path, spec: str) -> None:
     runner = run(tmp_path, SAMPLE, spec=spec)

@@ -296,3 +296,80 @@ def test_unknown_host_in_hosts_argument_is_reported_by_name(three_host_inventory
     assert proc.returncode != 0, out
     assert "TemplateContext" not in out
     assert "nosuch" in out
+
+
+# --- each host's variables read once (HostVarsCache) ----------------------------------------------
+
+_COMPARE_VIEWS = """
+import json, sys
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+_AnsibleCollectionFinder(paths=[sys.argv[2]])._install()
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+from ansible.vars.hostvars import HostVars
+from ansible.vars.manager import VariableManager
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import HOST_VARS, HostVarsCache
+
+loader = DataLoader()
+inventory = InventoryManager(loader=loader, sources=[sys.argv[1]])
+manager = VariableManager(loader=loader, inventory=inventory)
+manager._extra_vars = {"sglang_version": "0.5.23"}
+hostvars = HostVars(inventory, manager, loader)
+counted = HostVars(inventory, manager, loader)
+calls = []
+original = counted.raw_get
+counted.raw_get = lambda name: calls.append(name) or original(name)
+cache = HostVarsCache(counted)
+out = {}
+for host in sorted(inventory.hosts):
+    names = [n for n in HOST_VARS if n in hostvars[host]]
+    out[host] = {"names": names == [n for n in HOST_VARS if n in cache[host]],
+                 "values": {n: [cache[host][n], hostvars[host][n]] for n in names}}
+    cache[host].get("sglang_args")
+out["raw_get"] = calls.count("h1")
+print(json.dumps(out, default=str))
+"""
+
+
+def test_host_vars_cache_gives_what_hostvars_templates(tmp_path: Path) -> None:
+    """Plain values are taken as they are, templated ones through Ansible's own per-host view: same values."""
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "all.yml").write_text("base: 4\nsglang_model_path: org/model\n")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "h1.yml").write_text(
+        "sglang_args: {tp_size: '{{ base * 2 }}', served_model_name: plain, enable_metrics: true, x: [1, '{{ base }}']}\n"
+        "sglang_env: {A: '1', B: '{{ base }}'}\nnvidia_gpu_count: '{{ base }}'\nsglang_version: '0.5.0'\n"
+        "sglang_spec: !unsafe '{{ raw }}'\n")
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"h1": {}, "h2": {"sglang_env": {"C": 3.5}}}}}))
+    proc = subprocess.run([sys.executable, "-c", _COMPARE_VIEWS, str(tmp_path / "hosts.yml"), str(REPO / "collections")],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
+    assert proc.returncode == 0, proc.stderr
+    out = __import__("json").loads(proc.stdout)
+    assert out.pop("raw_get") == 1  # the variable manager ran once for the host, however many reads
+    for host, seen in out.items():
+        assert seen["names"], host
+        for name, (cached, templated) in seen["values"].items():
+            assert cached == templated, (host, name)
+    assert out["h1"]["values"]["sglang_args"][0]["tp_size"] == 8 and out["h1"]["values"]["sglang_version"][0] == "0.5.23"
+    assert out["h1"]["values"]["sglang_spec"][0] == "{{ raw }}"
+
+
+def test_identical_inputs_are_validated_once_and_each_host_gets_its_own_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_hostplan
+
+    calls: list[Any] = []
+    real = sglang_hostplan.validate_host
+    monkeypatch.setattr(sglang_hostplan, "validate_host", lambda raw, spec=None: calls.append(spec) or real(raw, spec=spec))
+    monkeypatch.setattr(sglang_hostplan, "_VALIDATED", {})
+    hostvars = {f"gpu-{i:02}": ref_host() for i in range(5)} | {"gpu-x": ref_host(INCIDENT), "gpu-y": ref_host(INCIDENT)}
+    result = run_action(hostvars, args={"fail_on_error": False})
+    assert len(calls) == 2  # one good configuration, one bad
+    assert result["invalid_hosts"] == ["gpu-x", "gpu-y"]
+    assert result["hosts"]["gpu-00"] == result["hosts"]["gpu-04"]
+    first = sglang_hostplan.validate_memo(sglang_hostplan.read_host_vars({"h": ref_host()}, "h"), None)
+    first.errors.append("mine")
+    first.args["tp_size"] = 99
+    again = sglang_hostplan.validate_memo(sglang_hostplan.read_host_vars({"h": ref_host()}, "h"), None)
+    assert again.errors == [] and again.args["tp_size"] == 8
+    assert sglang_hostplan.validate_memo(sglang_hostplan.read_host_vars({"h": ref_host()}, "h"), "auto").spec["mode"] == "auto"

@@ -5,17 +5,26 @@ Documented by the docs-only module ``plugins/modules/validate.py``, where ansibl
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
 from typing import Any
 
+from ansible import constants as C
+from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible.utils.collection_loader._collection_finder import _get_collection_role_path
 from ansible.utils.display import Display
+from ansible.utils.path import unfrackpath
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import (  # noqa: F401 (re-exported)
     HOST_VARS,
     HostPlan,
+    HostVarsCache,
     plan_host,
     read_host_vars,
 )
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import GROUP_VAR, Layout, hostvars_getter
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import GROUP_VAR, Getter, Layout, hostvars_getter
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import RoleRenderer, write_plan
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Problem, Result, format_report
 
 display = Display()
@@ -62,7 +71,7 @@ class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(("hosts", "spec", "fail_on_error"))
+    _VALID_ARGS = frozenset(("hosts", "spec", "fail_on_error", "render_dir", "render_role"))
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
@@ -72,10 +81,12 @@ class ActionModule(ActionBase):
                 "hosts": {"type": "list", "elements": "str"},
                 "spec": {"type": "str"},
                 "fail_on_error": {"type": "bool", "default": True},
-            }
+                "render_dir": {"type": "path"},
+                "render_role": {"type": "str", "default": "sglang_server"},
+            },
         )
         hosts = list(dict.fromkeys(args["hosts"] if args["hosts"] is not None else task_vars.get("ansible_play_hosts_all", [])))
-        hostvars = task_vars["hostvars"]
+        hostvars = HostVarsCache(task_vars["hostvars"])  # each host's variables gathered once
         groups = task_vars.get("groups", {})
         get = hostvars_getter(hostvars)
         per_host: dict[str, dict[str, Any]] = {}
@@ -108,6 +119,9 @@ class ActionModule(ActionBase):
         summary = (f"SGLang configuration rejected for {len(invalid)} of {len(hosts)} host(s): {_names(invalid)}" if invalid else
                    f"{len(hosts)} of {len(hosts)} host(s) valid") + f", {warnings} warning(s), spec={args['spec'] or 'sglang_spec'}"
         result.update(changed=False, hosts=per_host, invalid_hosts=invalid, spec=args["spec"], report=report, msg=summary)
+        if args["render_dir"] and not invalid:  # an invalid host stops the run before anything is rendered
+            result["rendered"] = self._render(args, hostvars, groups, get, plans)
+            result["msg"] += f"; plan of {len(plans)} host(s) rendered into {result['rendered']['dir']}"
         if not args["fail_on_error"]:
             return result  # the caller shows the report (playbooks/validate.yml: one debug task) and decides
         if report:  # printed once, here: Ansible would print a failed result's message twice
@@ -117,6 +131,56 @@ class ActionModule(ActionBase):
             result["msg"] += " (report above)"
             del result["report"]
         return result
+
+    def _role_dir(self, name: str) -> str:
+        """Where the role ``name`` is, searched as include_role would (a path; the play's collections; its roles/
+        directory, the roles path, its own directory): the collection's own role when the playbook runs by FQCN."""
+        if os.path.isabs(name):
+            return name
+        collections = list(getattr(self._task, "collections", None) or [])
+        if collections or name.count(".") >= 2:
+            found = _get_collection_role_path(name, collections)
+            if found:
+                return str(found[1])
+        basedir = self._loader.get_basedir()
+        for path in [os.path.join(basedir, "roles"), *C.DEFAULT_ROLES_PATH, basedir]:
+            candidate = unfrackpath(os.path.join(path, name))
+            if os.path.isdir(candidate):
+                return candidate
+        raise AnsibleActionFail(f"render_role: the role {name!r} was not found in the play's collections, "
+                                f"{os.path.join(basedir, 'roles')} or the roles path")
+
+    def _render(self, args: dict[str, Any], hostvars: HostVarsCache, groups: Any, get: Getter,
+                plans: dict[str, HostPlan]) -> dict[str, Any]:
+        """Write render_dir/<host>/ with each instance's unit, environment file and --config YAML, as the sglang_server
+        role's plan.yml does (secrets replaced by its marker), from the plans of this pass.
+
+        The role plans a host with its own variables (unit name, user, directories) as a play sets them: the plan is
+        computed again with those (the validation is memoised) and, like plans.yml, must have the validated digests.
+        """
+        start = time.monotonic()
+        renderer = RoleRenderer(self._role_dir(args["render_role"]), self._loader)
+        root = Path(os.path.realpath(os.path.expanduser(args["render_dir"])))
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(root, 0o700)
+        files = 0
+        for host, validated in plans.items():
+            raw = hostvars.raw(host)
+            twin = renderer.twin_key(raw)
+            variables = renderer.variables(raw)
+            plan = plan_host(host, hostvars, groups, args["spec"], get, renderer.role_plan_vars(variables, twin))
+            planned = [i.public()["digest"] for i in plan.instances]
+            if not plan.ok or planned != [i.public()["digest"] for i in validated.instances]:
+                raise AnsibleActionFail(
+                    f"{host}: the launch plan the role would install ({planned}) is not the one the validate task accepted "
+                    f"({[i.public()['digest'] for i in validated.instances]}). The role's own variables (service name, user, "
+                    "directories) differ between the play and the inventory: set them in the inventory (group_vars / "
+                    "host_vars), where the validation reads them. Nothing was rendered for it.")
+            rendered = renderer.render(host, variables, [i.full() for i in plan.instances], twin)
+            write_plan(root / host, rendered)
+            files += len(rendered)
+        return {"dir": str(root), "role": str(renderer.role_dir), "hosts": len(plans), "files": files,
+                "seconds": round(time.monotonic() - start, 3)}
 
 
 def _names(hosts: list[str], shown: int = 5) -> str:

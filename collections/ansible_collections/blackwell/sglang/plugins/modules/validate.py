@@ -39,6 +39,20 @@ options:
         prints it in one task and stops in another, so that a large fleet's result is not printed again.
     type: bool
     default: true
+  render_dir:
+    description:
+      - When every host is valid, also write O(render_dir)/<host>/ with each instance's systemd unit, environment file
+        and C(--config) YAML, rendered from the plans of this pass with the O(render_role) role's templates, defaults and
+        vars, as its C(tasks/plan.yml) renders them; secret values are replaced by the role's marker. Directories are
+        C(0700), files C(0600). A relative path is taken from the directory ansible-playbook runs in.
+      - Nothing is rendered when any host is invalid.
+    type: path
+  render_role:
+    description:
+      - The server role whose files O(render_dir) renders, searched as C(include_role) searches it (the play's
+        collections, its C(roles/) directory, the roles path), or its path.
+    type: str
+    default: sglang_server
 notes:
   - An action plugin; this module file holds its documentation only.
 author:
@@ -65,6 +79,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+rendered:
+  description: With O(render_dir), where the plan was written (C(dir)), the role that rendered it (C(role)), and how many
+    C(hosts) and C(files).
+  type: dict
+  returned: when render_dir is given and every host is valid
 hosts:
   description: >-
     Per host, C(ok), C(errors) and C(warnings). When every host is valid, the problems are complete records (rule,

@@ -13,11 +13,12 @@ against the one the validate task reported. Controller-only: modules never impor
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,6 +177,131 @@ def digest(public: Mapping[str, Any]) -> str:
     keys = ("version", "argv", "config_keys", "env", "secret_env_keys", "gpus", "gpu_ids", "endpoint", "spec", "service")
     text = json.dumps({k: public.get(k) for k in keys}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+try:  # ansible-core >= 2.19: a lazily templated container is not plain data
+    from ansible._internal._templating._lazy_containers import _AnsibleLazyTemplateMixin as _LAZY
+except ImportError:  # pragma: no cover (older ansible-core)
+    _LAZY = ()  # type: ignore[assignment]
+
+
+def _plain(value: Any) -> bool:
+    """True for data that templates to itself: scalars, and dicts and lists of them, with no ``{`` in a string."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return True
+    if isinstance(value, str):
+        return "{" not in value
+    if isinstance(value, dict) and not isinstance(value, _LAZY):
+        return all(isinstance(k, (str, int)) and _plain(k) and _plain(v) for k, v in value.items())
+    if isinstance(value, list) and not isinstance(value, _LAZY):
+        return all(_plain(v) for v in value)
+    return False
+
+
+is_plain = _plain
+
+
+def _copy_plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy_plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_plain(v) for v in value]
+    return value
+
+
+class _RawHostVars(Mapping):
+    """One host's variables from a single ``hostvars.raw_get``: a value that cannot hold a template is returned as
+    is (what templating it gives), any other is templated by Ansible's own per-host view, on first access."""
+
+    def __init__(self, raw: Mapping[str, Any], loader: Any, host: str) -> None:
+        self._raw, self._loader, self._host = raw, loader, host
+        self._view: Any = None
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._raw[key]
+        if _plain(value):
+            return _copy_plain(value)
+        if self._view is None:
+            from ansible.vars.hostvars import HostVarsVars  # pylint: disable=import-outside-toplevel
+
+            try:
+                self._view = HostVarsVars(self._raw, loader=self._loader, host=self._host)
+            except TypeError:  # pragma: no cover (ansible-core < 2.19: no host argument)
+                self._view = HostVarsVars(self._raw, loader=self._loader)  # pylint: disable=no-value-for-parameter
+        return self._view[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
+class HostVarsCache(Mapping):
+    """``hostvars`` for a pass over many hosts: each host's variables are gathered once (Ansible's
+    ``hostvars[host]`` runs the variable manager, vars plugins included, on every access)."""
+
+    def __init__(self, hostvars: Any) -> None:
+        self._hostvars = hostvars
+        self._views: dict[str, Any] = {}
+
+    def __getitem__(self, host: str) -> Any:
+        view = self._views.get(host)
+        if view is None:
+            view = self._views[host] = self._view(host)
+        return view
+
+    def _view(self, host: str) -> Any:
+        raw_get, loader = getattr(self._hostvars, "raw_get", None), getattr(self._hostvars, "_loader", None)
+        if raw_get is None or loader is None:
+            return self._hostvars[host]  # a plain mapping (tests) or another wrapper: as given
+        raw = raw_get(host)
+        return _RawHostVars(raw, loader, host) if isinstance(raw, Mapping) else self._hostvars[host]
+
+    def raw(self, host: str) -> Mapping[str, Any]:
+        """The host's variables as Ansible keeps them, before templating (what a task's variables are built from)."""
+        view = self[host]
+        return view._raw if isinstance(view, _RawHostVars) else {k: view[k] for k in view}  # pylint: disable=protected-access
+
+    def __contains__(self, host: object) -> bool:
+        return host in self._hostvars
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._hostvars)
+
+    def __len__(self) -> int:
+        return len(self._hostvars)
+
+
+# validate_host() of identical inputs (a fleet's hosts mostly share one configuration): by their JSON text.
+_VALIDATED: dict[str, Result] = {}
+_VALIDATED_MAX = 4096
+
+
+def _key_default(value: Any) -> str:
+    return f"<{type(value).__module__}.{type(value).__qualname__}:{value!r}>"
+
+
+def validate_memo(raw: Mapping[str, Any], spec: str | None) -> Result:
+    """``validate_host(raw, spec)``, computed once per distinct input; each caller gets its own copy."""
+    try:
+        key = json.dumps([raw, spec], sort_keys=True, default=_key_default)
+    except (TypeError, ValueError):  # keys that do not sort or serialise: no memo
+        return validate_host(raw, spec=spec)
+    result = _VALIDATED.get(key)
+    if result is None:
+        if len(_VALIDATED) >= _VALIDATED_MAX:
+            _VALIDATED.clear()
+        result = _VALIDATED[key] = validate_host(raw, spec=spec)
+    # The callers add problems and read the containers; the values in them are never changed.
+    return dataclasses.replace(result, **{f.name: copy.copy(getattr(result, f.name)) for f in _RESULT_CONTAINERS})
+
+
+_RESULT_CONTAINERS = [f for f in dataclasses.fields(Result) if f.name in (
+    "errors", "warnings", "args", "argv", "config", "env", "secret_env", "gpu_ids", "endpoint", "spec")]
 
 
 def read_host_vars(hostvars: Any, host: str) -> dict[str, Any]:
@@ -430,7 +556,7 @@ def _plan_one(plan: HostPlan, raw: dict[str, Any], index: int | None, name: str,
     facts = raw.get(FACTS_VAR)
     if gpus is not None and facts_usable(facts):
         raw = {**raw, FACTS_VAR: visible_facts(facts, gpus)}  # the instance sees its GPUs as CUDA numbers them
-    result = validate_host(raw, spec=spec)
+    result = validate_memo(raw, spec)
     check_manual_multinode(plan.host, raw, result)
     result.errors = early + result.errors
     if gpus is not None:
@@ -564,4 +690,4 @@ def check_manual_multinode(host: str, raw: dict[str, Any], outcome: Result) -> N
             f"({PORT_VAR} / {ADDR_VAR} optional) and remove nnodes, node_rank and dist_init_addr from sglang_args"))
 
 
-__all__ = ["HOST_VARS", "SECRET_MARKER", "HostPlan", "Instance", "plan_host", "read_host_vars"]
+__all__ = ["HOST_VARS", "SECRET_MARKER", "HostPlan", "HostVarsCache", "Instance", "is_plain", "plan_host", "read_host_vars"]
