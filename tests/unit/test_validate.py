@@ -1065,3 +1065,42 @@ def test_versions_compare_as_pep_440() -> None:
 def test_a_version_that_is_not_pep_440_is_refused_naming_the_variable() -> None:
     result = validate_host(ref_host(sglang_version="latest"))
     assert [p.variable for p in result.errors] == ["sglang_version"] and not result.ok
+
+
+# --- SGLang's own launch checks on the arguments (rules server.*; conformance cases srv-*) -----------------
+
+
+@pytest.mark.parametrize(("args", "rule", "variable"), [
+    ({"tokenizer_worker_num": 0}, "server.minimum", "sglang_args.tokenizer_worker_num"),
+    ({"mamba_max_states_per_path": -2}, "server.minimum", "sglang_args.mamba_max_states_per_path"),
+    ({"gc_threshold": [1, 2, 3, 4]}, "server.minimum", "sglang_args.gc_threshold"),
+    ({"retraction_policy": "priority"}, "server.combination", "sglang_args.retraction_policy"),
+    ({"ple_offload_backend": "file", "ple_offload_embedding": False}, "server.combination", "sglang_args.ple_offload_backend"),
+    ({"min_free_slots_delay": 0, "pp_size": 2, "tp_size": 4}, "server.combination", "sglang_args.min_free_slots_delay"),
+    ({"prompt_tokens_buckets": ["tse", "x", 2, 8]}, "server.buckets", "sglang_args.prompt_tokens_buckets"),
+    ({"prompt_tokens_buckets": ["custom", "a"]}, "server.buckets", "sglang_args.prompt_tokens_buckets"),
+    ({"watermark_config": '{"key": "k"}'}, "server.watermark", "sglang_args.watermark_config"),
+    ({"enable_watermark": True, "speculative_algorithm": "STANDALONE"}, "server.watermark", "sglang_args.speculative_algorithm"),
+    ({"enable_return_aux_hidden_states": True, "speculative_algorithm": "EAGLE3",
+      "return_aux_hidden_state_layer_ids": [-1, 2]}, "server.aux_hidden_states", "sglang_args.return_aux_hidden_state_layer_ids"),
+    ({"enable_http2": True, "enable_ssl_refresh": True, "ssl_certfile": "/etc/c.pem", "ssl_keyfile": "/etc/k.pem"},
+     "server.http", "sglang_args.enable_ssl_refresh"),
+    ({"sidecar": "/usr/bin/side", "grpc_mode": True}, "server.grpc", "sglang_args.sidecar"),
+])
+def test_sglang_launch_checks_refuse(args: dict[str, Any], rule: str, variable: str) -> None:
+    problem = find(validate_host(llama_host(args)).errors, rule)
+    assert problem.variable == variable and problem.source and problem.fix
+
+
+@pytest.mark.parametrize("args", [
+    {"ple_offload_backend": "file"},  # unset embedding: SGLang's default, accepted
+    {"weight_cache_mode": False, "speculative_algorithm": None},
+    {"enable_watermark": True, "speculative_algorithm": "NGRAM"},
+    {"enable_return_aux_hidden_states": True, "speculative_algorithm": "EAGLE3", "return_aux_hidden_state_layer_ids": [1, 5]},
+    {"grpc_mode": True, "tokenizer_worker_num": 2},  # the legacy gRPC server has no tokenizer-worker limit
+    {"prompt_tokens_buckets": ["default"], "generation_tokens_buckets": ["custom", 0, 10.5, 100]},
+    {"mm_processor_worker_num": 0, "schedule_conservativeness": 0, "prefill_decode_interval": 0},
+])
+def test_sglang_launch_checks_accept(args: dict[str, Any]) -> None:
+    result = validate_host(llama_host(args))
+    assert not [p for p in result.errors if p.rule.startswith("server.")], format_report("host", result)

@@ -902,7 +902,7 @@ def _numeric(ctx: Context) -> None:
         ctx.error("numeric.served_model_name", "served_model_name",
                   "served_model_name must not contain ':' (SGLang reserves it for the model:adapter LoRA syntax).",
                   f"use e.g. {str(name).replace(':', '-')!r}", "sglang/srt/arg_groups/validation_hook.py:215")
-    grpc, port = ctx.args.get("grpc_port"), ctx.get("port", 30000)
+    grpc, port = ctx.args.get("grpc_port") if _given(ctx, "grpc_port") else None, ctx.get("port", 30000)
     if grpc is not None and grpc == port and not ctx.is_set("smg_grpc_mode") and not ctx.is_set("grpc_mode"):
         ctx.error("numeric.grpc_port", "grpc_port", f"grpc_port {grpc} equals the HTTP port {port}.",
                   "give the gRPC listener its own port", "sglang/srt/arg_groups/validation_hook.py:360")
@@ -1010,3 +1010,317 @@ def _security(ctx: Context) -> None:
               "(and the admin endpoints).",
               "set sglang_api_key (from Ansible Vault), or sglang_allow_unauthenticated: true if a firewall or the "
               "router is the only way in")
+
+
+# --- SGLang's own launch checks on the arguments alone (tests/catalog/mapping-*.yml maps each to its rule) ---
+#
+# Each condition below is SGLang 0.5.23's own, on the values its resolution pipeline leaves them at; where a hook
+# may change a value first (detokenizer workers under skip_tokenizer_init, the capture convention of aux hidden
+# states), the rule reads the same.  SGLang refuses all of them before or just after the weights load.
+
+_VH = "sglang/srt/arg_groups/validation_hook.py"
+_SH = "sglang/srt/arg_groups/serving_hook.py"
+
+
+def _num(ctx: Context, dest: str) -> int | float | None:
+    value = ctx.args.get(dest)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _choice(ctx: Context, dest: str, default: str) -> str:
+    """A string argument as SGLang sees it: false (YAML off) and null leave the flag out, so its default holds."""
+    value = ctx.args.get(dest)
+    return default if value is None or value is False else str(value)
+
+
+def _given(ctx: Context, dest: str) -> bool:
+    """True when the launch passes the argument (false, YAML off, leaves it out; unlike is_set, 0 counts)."""
+    value = ctx.args.get(dest)
+    return value is not None and value is not False
+
+
+def _below(ctx: Context, rule_id: str, dest: str, least: int | float, where: str, strict: bool = False) -> bool:
+    """An explicit value under SGLang's minimum (``strict``: the minimum itself is refused too)."""
+    value = _num(ctx, dest)
+    if value is None or (value > least if strict else value >= least):
+        return False
+    bound = f"greater than {least}" if strict else f"at least {least}"
+    ctx.error(rule_id, dest, f"{dest}={value}: SGLang {ctx.schema.version} requires it to be {bound} and refuses the "
+              "launch otherwise.", f"set {ctx.var(dest)} to a value {bound}, or remove it (SGLang's default)", where)
+    return True
+
+
+@rule("server.minimum", since="0.5.23")
+def _minimums(ctx: Context) -> None:
+    """Numeric arguments SGLang bounds from below (each check names its file:line)."""
+    for dest, least, strict, where in (
+        ("pp_max_micro_batch_size", 1, False, f"{_VH}:183"),
+        ("tokenizer_worker_num", 0, True, f"{_VH}:273"),
+        ("mm_processor_worker_num", 0, False, f"{_VH}:275"),
+        ("mm_io_worker_num", 0, False, f"{_VH}:276"),
+        ("schedule_conservativeness", 0, False, f"{_VH}:314"),
+        ("prefill_decode_interval", 0, False, f"{_VH}:660"),
+        ("prefill_decode_interval_min_bs", 0, False, f"{_VH}:662"),
+        ("sampling_mask_max_tokens", 0, True, f"{_VH}:688"),
+        ("asr_max_buffer_seconds", 0, True, f"{_SH}:127"),
+        ("asr_max_concurrent_sessions", 0, True, f"{_SH}:132"),
+        ("mm_preprocess_cache_size_mb", 0, False, f"{_SH}:145"),
+        ("grpc_response_timeout_secs", 0, True, f"{_SH}:379"),
+        ("mamba_cache_philox_rounds", 0, False, "sglang/srt/arg_groups/mamba_hook.py:22"),
+        ("max_loras_per_batch", 0, True, "sglang/srt/arg_groups/lora_hook.py:36"),
+    ):
+        _below(ctx, "server.minimum", dest, least, where, strict)
+    # skip_tokenizer_init leaves nothing to detokenize: SGLang then forces detokenizer_worker_num to 1 first
+    # (serving_hook.py:764-772, unless SGLANG_RUST_SERVER).
+    if not ctx.is_set("skip_tokenizer_init") or env_true(ctx.env, "SGLANG_RUST_SERVER"):
+        _below(ctx, "server.minimum", "detokenizer_worker_num", 0, f"{_VH}:274", strict=True)
+    states = _num(ctx, "mamba_max_states_per_path")
+    if states is not None and (states == 0 or states < -1):
+        ctx.error("server.minimum", "mamba_max_states_per_path",
+                  f"mamba_max_states_per_path={states}: SGLang takes -1 (unlimited) or a positive number only.",
+                  f"set {ctx.var('mamba_max_states_per_path')} to -1 or a positive number, or remove it",
+                  "sglang/srt/arg_groups/mamba_hook.py:25")
+    gc = ctx.args.get("gc_threshold")
+    if isinstance(gc, list) and len(gc) > 3:
+        ctx.error("server.minimum", "gc_threshold", f"gc_threshold has {len(gc)} values; SGLang takes 1 to 3 integers.",
+                  f"give {ctx.var('gc_threshold')} at most 3 integers", f"{_VH}:370")
+
+
+@rule("server.combination", since="0.5.23")
+def _combinations(ctx: Context) -> None:
+    """Pairs of arguments SGLang refuses together (or one without the other)."""
+    def refuse(dest: str, message: str, fix: str, where: str) -> None:
+        ctx.error("server.combination", dest, message + " SGLang refuses the launch.", fix, where)
+
+    if ctx.is_set("disable_cuda_graph_padding") and ctx.is_set("enable_torch_compile"):
+        refuse("disable_cuda_graph_padding", "disable_cuda_graph_padding and enable_torch_compile: without padding every "
+               "batch size gets its own torch.compile cycle.",
+               f"remove {ctx.var('disable_cuda_graph_padding')} or {ctx.var('enable_torch_compile')}", f"{_VH}:188")
+    if ctx.is_set("enable_priority_scheduling") and _choice(ctx, "schedule_policy", "fcfs") not in ("fcfs", "lof"):
+        refuse("schedule_policy", f"enable_priority_scheduling needs schedule_policy fcfs or lof, not "
+               f"{_choice(ctx, 'schedule_policy', 'fcfs')!r}.", f"set {ctx.var('schedule_policy')}: fcfs (or lof)", f"{_VH}:282")
+    if ctx.args.get("retraction_policy") == "priority" and not ctx.is_set("enable_priority_scheduling"):
+        refuse("retraction_policy", "retraction_policy priority needs enable_priority_scheduling.",
+               f"set {ctx.var('enable_priority_scheduling')}: true, or retraction_policy: length", f"{_VH}:304")
+    if ctx.is_set("export_metrics_to_file") and not ctx.is_set("export_metrics_to_file_dir"):
+        refuse("export_metrics_to_file", "export_metrics_to_file needs export_metrics_to_file_dir.",
+               f"set {ctx.var('export_metrics_to_file_dir')} (a directory on the host), or remove "
+               f"{ctx.var('export_metrics_to_file')}", f"{_VH}:341")
+    if ctx.is_set("enable_quant_communications"):
+        tp1 = _int(ctx, "tp_size", 1) == 1
+        refuse("enable_quant_communications", "enable_quant_communications (INT8 TP communications) "
+               + ("is only used with tp_size > 1, and " if tp1 else "") + "is supported on Ascend NPUs only.",
+               f"remove {ctx.var('enable_quant_communications')}", f"{_VH}:{350 if tp1 else 353}")
+    if (_num(ctx, "kv_canary_sweep_interval") or 0) > 0 and _choice(ctx, "kv_canary", "none") == "none":
+        refuse("kv_canary_sweep_interval", "kv_canary_sweep_interval > 0 needs kv_canary log or raise.",
+               f"set {ctx.var('kv_canary')}: log, or remove {ctx.var('kv_canary_sweep_interval')}", f"{_VH}:375")
+    if ctx.args.get("sampling_backend") == "intel_xpu" and _choice(ctx, "device", "cuda") != "xpu":
+        refuse("sampling_backend", "sampling_backend intel_xpu is for Intel GPUs (device xpu).",
+               f"use flashinfer or pytorch, or remove {ctx.var('sampling_backend')}", f"{_VH}:484")
+    if _int(ctx, "pp_size", 1) > 1 and _given(ctx, "min_free_slots_delay"):
+        refuse("min_free_slots_delay", f"min_free_slots_delay does not work with pipeline parallelism "
+               f"(pp_size={_int(ctx, 'pp_size', 1)}).", f"remove {ctx.var('min_free_slots_delay')}", f"{_VH}:165")
+    if ctx.is_set("enable_two_batch_overlap") and _choice(ctx, "moe_a2a_backend", "none") == "none" \
+            and _int(ctx, "attn_dp_size", 1) <= 1:
+        refuse("enable_two_batch_overlap", "enable_two_batch_overlap without an EP all-to-all backend "
+               "(moe_a2a_backend none) needs attention DP (attn_dp_size > 1).",
+               f"set {ctx.var('moe_a2a_backend')} (e.g. deepep) or attn_dp_size, or remove "
+               f"{ctx.var('enable_two_batch_overlap')}", f"{_VH}:768")
+    if ctx.is_set("enable_tokenizer_batch_encode") and ctx.is_set("enable_dynamic_batch_tokenizer"):
+        refuse("enable_dynamic_batch_tokenizer", "enable_tokenizer_batch_encode and enable_dynamic_batch_tokenizer are "
+               "two tokenizer batching approaches; choose one.",
+               f"remove {ctx.var('enable_tokenizer_batch_encode')} or {ctx.var('enable_dynamic_batch_tokenizer')}",
+               f"{_SH}:757")
+    if ctx.is_set("enable_mamba_cache_stochastic_rounding") and ctx.args.get("mamba_ssm_dtype") not in (None, "float16"):
+        refuse("mamba_ssm_dtype", f"enable_mamba_cache_stochastic_rounding needs mamba_ssm_dtype float16, not "
+               f"{ctx.args.get('mamba_ssm_dtype')!r}.", f"set {ctx.var('mamba_ssm_dtype')}: float16, or remove "
+               f"{ctx.var('enable_mamba_cache_stochastic_rounding')}", "sglang/srt/arg_groups/mamba_hook.py:32")
+    ple = ctx.args.get("ple_offload_embedding")
+    if ple is True and ((_num(ctx, "cpu_offload_gb") or 0) > 0 or (_num(ctx, "offload_group_size") or 0) > 0):
+        refuse("ple_offload_embedding", "ple_offload_embedding with cpu_offload_gb or offload_group_size: generic layer "
+               "offload would stage the pinned embedding back to the GPU.",
+               f"remove {ctx.var('cpu_offload_gb')} / offload_group_size, or ple_offload_embedding",
+               "sglang/srt/arg_groups/memory_hook.py:34")
+    if ctx.args.get("ple_offload_backend") == "file" and ple is False:  # false renders --no-ple-offload-embedding
+        refuse("ple_offload_backend", "ple_offload_backend file with ple_offload_embedding false "
+               "(--no-ple-offload-embedding): the file-backed table is the offloaded table.",
+               f"set {ctx.var('ple_offload_embedding')}: true (or leave it unset), or ple_offload_backend: pinned",
+               "sglang/srt/arg_groups/memory_hook.py:41")
+    if ctx.args.get("load_format") == "ipc_cache":
+        refuse("load_format", "load_format ipc_cache is internal to SGLang's weight cache.",
+               "use weight_cache_mode client or daemon instead", "sglang/srt/arg_groups/model_path_hook.py:271")
+    if _choice(ctx, "weight_cache_mode", "off") != "off" and _given(ctx, "speculative_algorithm"):
+        refuse("weight_cache_mode", "weight_cache_mode with speculative decoding: the weight cache daemon does not "
+               "export the draft model's weights.", f"set {ctx.var('weight_cache_mode')}: off, or turn speculative "
+               "decoding off (-e spec=off)", "sglang/srt/arg_groups/model_path_hook.py:282")
+
+
+@rule("server.buckets", since="0.5.23")
+def _buckets(ctx: Context) -> None:
+    """validate_buckets_rule (sglang/srt/arg_groups/validation_hook.py:384-431) on the two histogram bucket rules."""
+    for dest in ("prompt_tokens_buckets", "generation_tokens_buckets"):
+        rule_ = ctx.args.get(dest)
+        if not isinstance(rule_, list) or not rule_:
+            continue
+        problem, kind, rest = None, str(rule_[0]), [str(v) for v in rule_[1:]]
+        if kind not in ("tse", "default", "custom"):
+            problem = f"its first word {kind!r} is not a rule type (tse, default or custom)"
+        elif kind == "tse":
+            try:
+                middle, base, count = (float(rest[0]), float(rest[1]), int(rest[2])) if len(rest) == 3 else (None, None, None)
+            except ValueError:
+                middle = base = count = None
+                problem = "tse takes <float middle> <float base> <int count>"
+            if problem is None and middle is None:
+                problem = f"tse takes exactly 3 parameters (middle, base, count), got {len(rest)}"
+            elif problem is None and not (base > 1 and count > 0 and middle > 0):  # type: ignore[operator]
+                problem = "tse needs base > 1, count > 0 and middle > 0"
+        elif kind == "default" and rest:
+            problem = "default takes no parameters"
+        elif kind == "custom":
+            try:
+                values = [float(v) for v in rest]
+            except ValueError:
+                values, problem = [], "custom bucket values must be numbers"
+            if problem is None and not values:
+                problem = "custom needs at least one bucket value"
+            elif problem is None and len(set(values)) != len(values):
+                problem = "custom bucket values must not repeat"
+            elif problem is None and any(v < 0 for v in values):
+                problem = "custom bucket values must be non-negative"
+        if problem:
+            ctx.error("server.buckets", dest, f"{dest} {rule_}: {problem}; SGLang asserts it at start-up.",
+                      f"set {ctx.var(dest)} to e.g. [default], [tse, 1000, 2, 8] or [custom, 10, 50, 100]",
+                      f"{_VH}:384-431")
+
+
+WATERMARK_SPEC = ("EAGLE", "NEXTN", "EAGLE3", "NGRAM")  # NEXTN resolves to EAGLE before the check
+
+
+@rule("server.watermark", since="0.5.23")
+def _watermark(ctx: Context) -> None:
+    """check_watermark_server_args (sglang/srt/arg_groups/validation_hook.py:35-106), on the flags (not the config's fields)."""
+    if not ctx.is_set("enable_watermark"):
+        if _given(ctx, "watermark_config"):
+            ctx.error("server.watermark", "watermark_config", "watermark_config without enable_watermark; SGLang refuses it.",
+                      f"set {ctx.var('enable_watermark')}: true, or remove {ctx.var('watermark_config')}", f"{_VH}:37")
+        return
+    aux = ctx.is_set("enable_return_aux_hidden_states")  # it resets speculative_algorithm to None first
+    algo = None if aux or not _given(ctx, "speculative_algorithm") else str(ctx.args["speculative_algorithm"]).upper()
+    for bad, dest, why, line in (
+        (ctx.is_set("enable_custom_logit_processor"), "enable_custom_logit_processor", "enable_custom_logit_processor", 75),
+        (_given(ctx, "dllm_algorithm"), "dllm_algorithm", "a diffusion LLM (dllm_algorithm)", 87),
+        (algo is not None and algo not in WATERMARK_SPEC, "speculative_algorithm",
+         f"speculative_algorithm {algo} (only NGRAM, EAGLE/NEXTN and EAGLE3)", 91),
+        (algo is not None and _int(ctx, "pp_size", 1) > 1, "pp_size", "pipeline-parallel speculative decoding", 96),
+        (ctx.is_set("speculative_use_rejection_sampling"), "speculative_use_rejection_sampling",
+         "speculative_use_rejection_sampling", 101),
+        (env_true(ctx.env, "SGLANG_RUST_SERVER"), "sglang_env.SGLANG_RUST_SERVER", "SGLANG_RUST_SERVER", 106),
+    ):
+        if bad:
+            ctx.error("server.watermark", dest, f"enable_watermark is not supported with {why}; SGLang refuses the launch.",
+                      f"remove {dest if dest.startswith('sglang_env') else ctx.var(dest)} or "
+                      f"{ctx.var('enable_watermark')}", f"{_VH}:{line}")
+            return
+
+
+AUX_CAPTURE = ("EAGLE3", "DFLASH", "DSPARK")
+
+
+@rule("server.aux_hidden_states", since="0.5.23")
+def _aux_hidden_states(ctx: Context) -> None:
+    """handle_aux_hidden_state_capture (sglang/srt/arg_groups/validation_hook.py:697-750)."""
+    ids = ctx.args.get("return_aux_hidden_state_layer_ids") if _given(ctx, "return_aux_hidden_state_layer_ids") else None
+    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+        ctx.error("server.aux_hidden_states", dest, message + " SGLang refuses the launch.", fix, f"{_VH}:{line}")
+
+    if not ctx.is_set("enable_return_aux_hidden_states"):
+        if ids is not None:
+            refuse("return_aux_hidden_state_layer_ids", "return_aux_hidden_state_layer_ids without "
+                   "enable_return_aux_hidden_states.", f"set {ctx.var('enable_return_aux_hidden_states')}: true, or "
+                   f"remove {ctx.var('return_aux_hidden_state_layer_ids')}", 707)
+        return
+    method = str(ctx.args.get("speculative_algorithm") or "").upper()
+    if method not in AUX_CAPTURE:
+        refuse("speculative_algorithm", "enable_return_aux_hidden_states needs speculative_algorithm EAGLE3, DFLASH or "
+               f"DSPARK to name the capture convention, got {ctx.args.get('speculative_algorithm')!r}.",
+               f"set {ctx.var('speculative_algorithm')}: EAGLE3 (or DFLASH / DSPARK)", 714)
+        return
+    if _int(ctx, "pp_size", 1) != 1:
+        refuse("pp_size", "enable_return_aux_hidden_states needs pp_size 1 (the capture hooks see only the last "
+               "pipeline rank).", "use tp_size instead of pp_size", 725)
+        return
+    if method != "EAGLE3" and not ids:
+        refuse("return_aux_hidden_state_layer_ids", f"enable_return_aux_hidden_states with {method} needs "
+               "return_aux_hidden_state_layer_ids.", f"set {ctx.var('return_aux_hidden_state_layer_ids')} "
+               "(the target model's layer ids)", 731)
+        return
+    if isinstance(ids, list) and any(isinstance(i, int) and i < 0 for i in ids):
+        refuse("return_aux_hidden_state_layer_ids", f"return_aux_hidden_state_layer_ids {ids} has negative layer ids.",
+               "use layer ids >= 0", 739)
+    elif isinstance(ids, list) and len(set(ids)) != len(ids):
+        refuse("return_aux_hidden_state_layer_ids", f"return_aux_hidden_state_layer_ids {ids} repeats a layer.",
+               "name each layer once", 744)
+
+
+@rule("server.http", since="0.5.23")
+def _http(ctx: Context) -> None:
+    """handle_ssl_validation's HTTP server checks (sglang/srt/arg_groups/serving_hook.py:88-120)."""
+    http2 = ctx.is_set("enable_http2")
+    if ctx.is_set("enable_http_worker_reuseport") and (_int(ctx, "tokenizer_worker_num", 1) == 1 or http2):
+        ctx.error("server.http", "enable_http_worker_reuseport", "enable_http_worker_reuseport needs tokenizer_worker_num "
+                  "> 1 and has no effect with enable_http2; SGLang refuses it.",
+                  f"set {ctx.var('tokenizer_worker_num')} > 1 (without enable_http2), or remove "
+                  f"{ctx.var('enable_http_worker_reuseport')}", f"{_SH}:91")
+    if not http2:
+        return
+    streams, window = _num(ctx, "http2_max_concurrent_streams"), _num(ctx, "http2_initial_connection_window_size")
+    if streams is not None and not 0 < streams < 2**32:
+        ctx.error("server.http", "http2_max_concurrent_streams", f"http2_max_concurrent_streams={streams} is outside "
+                  "1..4294967295; SGLang refuses it.", f"set {ctx.var('http2_max_concurrent_streams')} in that range "
+                  "(default 200)", f"{_SH}:98")
+    if window is not None and not 1024 <= window < 2**31:
+        ctx.error("server.http", "http2_initial_connection_window_size", f"http2_initial_connection_window_size={window} "
+                  "is outside 1024..2147483647; SGLang refuses it.",
+                  f"set {ctx.var('http2_initial_connection_window_size')} in that range (default 1048576)", f"{_SH}:102")
+    if ctx.is_set("enable_ssl_refresh"):
+        ctx.error("server.http", "enable_ssl_refresh", "enable_ssl_refresh with enable_http2: the HTTP/2 server "
+                  "(Granian) cannot reload certificates; SGLang refuses the pair.",
+                  f"remove {ctx.var('enable_ssl_refresh')} or {ctx.var('enable_http2')}", f"{_SH}:116")
+
+
+@rule("server.grpc", since="0.5.23")
+def _grpc(ctx: Context) -> None:
+    """handle_deprecated_args' gRPC and sidecar checks (sglang/srt/arg_groups/serving_hook.py:356-433)."""
+    legacy = ctx.is_set("smg_grpc_mode") or ctx.is_set("grpc_mode")
+    port = ctx.args.get("grpc_port") if _given(ctx, "grpc_port") else None
+    if port is None and ctx.env.get("SGLANG_GRPC_PORT"):
+        port = ctx.env["SGLANG_GRPC_PORT"]
+    if port is None and legacy:
+        port = _int(ctx, "port", 30000) + 10000
+    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+        ctx.error("server.grpc", dest, message + " SGLang refuses the launch.", fix, f"{_SH}:{line}")
+
+    sidecar = ctx.args.get("sidecar") if _given(ctx, "sidecar") else None
+    if _given(ctx, "sidecar_args") and sidecar is None:
+        refuse("sidecar_args", "sidecar_args without sidecar.", f"set {ctx.var('sidecar')}, or remove "
+               f"{ctx.var('sidecar_args')}", 397)
+    if sidecar is not None:
+        if not str(sidecar).strip():
+            refuse("sidecar", "sidecar is empty.", f"set {ctx.var('sidecar')} to the sidecar's command, or remove it", 404)
+        elif legacy:
+            refuse("sidecar", "sidecar needs SGLang's native gRPC server, not smg_grpc_mode / grpc_mode.",
+                   "remove smg_grpc_mode / grpc_mode (and set grpc_port)", 406)
+        elif port is None:
+            refuse("sidecar", "sidecar needs grpc_port (or SGLANG_GRPC_PORT).", f"set {ctx.var('grpc_port')}", 411)
+    if port is None or legacy:
+        return
+    if ctx.is_set("use_ray"):
+        refuse("use_ray", "grpc_port (native gRPC) with use_ray: the Ray launch path does not start the gRPC server.",
+               f"remove {ctx.var('grpc_port')} or {ctx.var('use_ray')}", 414)
+    elif _int(ctx, "tokenizer_worker_num", 1) > 1:
+        refuse("tokenizer_worker_num", "native gRPC (grpc_port) does not support tokenizer_worker_num > 1.",
+               f"set {ctx.var('tokenizer_worker_num')}: 1, or remove {ctx.var('grpc_port')}", 424)
+    elif ctx.is_set("api_key") or ctx.is_set("admin_api_key"):
+        refuse("grpc_port", "grpc_port (native gRPC) with an API key: the gRPC listener bypasses the HTTP auth.",
+               f"remove {ctx.var('grpc_port')}, or serve without sglang_api_key / sglang_admin_api_key", 429)
