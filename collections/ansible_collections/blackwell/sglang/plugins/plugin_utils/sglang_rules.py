@@ -1146,6 +1146,10 @@ def _combinations(ctx: Context) -> None:
                "(--no-ple-offload-embedding): the file-backed table is the offloaded table.",
                f"set {ctx.var('ple_offload_embedding')}: true (or leave it unset), or ple_offload_backend: pinned",
                "sglang/srt/arg_groups/memory_hook.py:41")
+    if ctx.is_set("enable_kv_cache_sharding") and _choice(ctx, "disaggregation_mode", "null") != "prefill":
+        refuse("enable_kv_cache_sharding", "enable_kv_cache_sharding works on PD prefill workers only (a rank's pool "
+               "holds just its stripe of each page, which local decode cannot use).",
+               f"remove {ctx.var('enable_kv_cache_sharding')}", "sglang/srt/arg_groups/kv_shard_hook.py:99-104")
     if ctx.args.get("load_format") == "ipc_cache":
         refuse("load_format", "load_format ipc_cache is internal to SGLang's weight cache.",
                "use weight_cache_mode client or daemon instead", "sglang/srt/arg_groups/model_path_hook.py:271")
@@ -1324,3 +1328,40 @@ def _grpc(ctx: Context) -> None:
     elif ctx.is_set("api_key") or ctx.is_set("admin_api_key"):
         refuse("grpc_port", "grpc_port (native gRPC) with an API key: the gRPC listener bypasses the HTTP auth.",
                f"remove {ctx.var('grpc_port')}, or serve without sglang_api_key / sglang_admin_api_key", 429)
+
+
+@rule("server.lora", since="0.5.23")
+def _lora(ctx: Context) -> None:
+    """check_lora_server_args (sglang/srt/arg_groups/lora_hook.py:33-180): lora_paths alone turns LoRA on."""
+    paths = ctx.args.get("lora_paths") if isinstance(ctx.args.get("lora_paths"), list) else []
+    if not (ctx.is_set("enable_lora") or paths):
+        return
+    where = "sglang/srt/arg_groups/lora_hook.py"
+    per_batch = _num(ctx, "max_loras_per_batch")
+    per_batch = 8 if per_batch is None else per_batch
+    loaded = _num(ctx, "max_loaded_loras")
+    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+        ctx.error("server.lora", dest, message + " SGLang refuses the launch.", fix, f"{where}:{line}")
+
+    if ctx.is_set("enable_lora_overlap_loading") and (loaded is None or loaded > 2 * per_batch):
+        refuse("max_loaded_loras", f"enable_lora_overlap_loading pins the adapters in CPU memory and needs max_loaded_loras "
+               f"set to at most 2 x max_loras_per_batch = {2 * per_batch} (it is {loaded}).",
+               f"set {ctx.var('max_loaded_loras')} <= {2 * per_batch}, or remove enable_lora_overlap_loading", 64)
+    modules = ctx.args.get("lora_target_modules") if isinstance(ctx.args.get("lora_target_modules"), list) else []
+    if "all" in modules and len(set(modules)) > 1:
+        refuse("lora_target_modules", f"lora_target_modules {modules}: 'all' must be the only module.",
+               f"set {ctx.var('lora_target_modules')}: [all], or list the modules without 'all'", 147)
+    if not paths and not (ctx.is_set("max_lora_rank") and modules):
+        refuse("enable_lora", "enable_lora without lora_paths needs max_lora_rank and lora_target_modules to size the "
+               "adapter buffers.", f"set {ctx.var('lora_paths')}, or both max_lora_rank and lora_target_modules", 152)
+        return
+    if loaded is not None and loaded < per_batch:
+        refuse("max_loaded_loras", f"max_loaded_loras={loaded} is below max_loras_per_batch={per_batch}.",
+               f"set {ctx.var('max_loaded_loras')} >= {per_batch}", 158)
+    elif loaded is not None and len(paths) > loaded:
+        refuse("max_loaded_loras", f"{len(paths)} lora_paths exceed max_loaded_loras={loaded}.",
+               f"set {ctx.var('max_loaded_loras')} >= {len(paths)}", 162)
+    threshold = _num(ctx, "lora_drain_wait_threshold")
+    if threshold is not None and threshold < 0:
+        refuse("lora_drain_wait_threshold", f"lora_drain_wait_threshold={threshold} is negative.",
+               f"set {ctx.var('lora_drain_wait_threshold')} >= 0", 176)
