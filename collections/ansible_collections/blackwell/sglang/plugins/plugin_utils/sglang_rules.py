@@ -1365,3 +1365,105 @@ def _lora(ctx: Context) -> None:
     if threshold is not None and threshold < 0:
         refuse("lora_drain_wait_threshold", f"lora_drain_wait_threshold={threshold} is negative.",
                f"set {ctx.var('lora_drain_wait_threshold')} >= 0", 176)
+
+
+_KVH = "sglang/srt/arg_groups/kv_cache_hook.py"
+
+
+def _json_arg(ctx: Context, dest: str) -> Any:
+    """The decoded value of a JSON argument (the validator keeps JSON text); None when unset or not JSON."""
+    raw = ctx.args.get(dest)
+    if not isinstance(raw, str):
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+@rule("server.kv_cache", since="0.5.23")
+def _kv_cache(ctx: Context) -> None:
+    """handle_cache_compatibility and validate_prefill_only_disable_kv_cache_args (kv_cache_hook.py), on the flags."""
+    def refuse(dest: str, message: str, fix: str, line: int | str) -> None:
+        ctx.error("server.kv_cache", dest, message + " SGLang refuses the launch.", fix, f"{_KVH}:{line}")
+
+    if _choice(ctx, "radix_eviction_policy", "lru") == "tlru":
+        config = _json_arg(ctx, "radix_eviction_policy_config")
+        config = config if isinstance(config, dict) else {}
+        threshold, estimate = config.get("threshold", 0), config.get("next_prompt_estimate", 0)
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (threshold, estimate))
+        if numbers and (threshold < 0 or estimate < 0 or threshold <= estimate):
+            refuse("radix_eviction_policy_config", f"radix_eviction_policy tlru needs radix_eviction_policy_config with "
+                   f"threshold > next_prompt_estimate >= 0 (got {threshold} and {estimate}).",
+                   f"set {ctx.var('radix_eviction_policy_config')}: {{threshold: ..., next_prompt_estimate: ...}} with "
+                   "threshold the larger, or another radix_eviction_policy", "380-391")
+    radix_off = ctx.is_set("disable_radix_cache")
+    if ctx.is_set("enable_hierarchical_cache") and radix_off:
+        refuse("disable_radix_cache", "enable_hierarchical_cache and disable_radix_cache are mutually exclusive.",
+               f"remove {ctx.var('disable_radix_cache')} or {ctx.var('enable_hierarchical_cache')}", 394)
+    tails = _num(ctx, "swa_prefix_tails")
+    if tails is not None and tails < 0:
+        refuse("swa_prefix_tails", f"swa_prefix_tails={tails} is negative.", f"set {ctx.var('swa_prefix_tails')} >= 0", 431)
+    if ctx.is_set("enable_lmcache"):
+        for bad, dest, why, line in (
+            (ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache", "enable_hierarchical_cache", 435),
+            (ctx.is_set("enable_unified_cache_external_linker"), "enable_unified_cache_external_linker",
+             "enable_unified_cache_external_linker", 440),
+            (radix_off, "disable_radix_cache", "disable_radix_cache (LMCache needs the radix cache)", 445),
+            (_given(ctx, "speculative_algorithm") and not ctx.is_set("enable_return_aux_hidden_states"),
+             "speculative_algorithm", "speculative decoding", 450),
+            (_int(ctx, "attn_dp_size", 1) > 1, "attn_dp_size", "attention DP", 454),
+            (_int(ctx, "dcp_size", 1) > 1, "dcp_size", "decode context parallelism (dcp_size > 1)", 458),
+            (ctx.is_set("enable_streaming_session"), "enable_streaming_session", "streaming sessions", 463),
+            (_choice(ctx, "hicache_host_memory_mode", "cache") == "buffer_only", "hicache_host_memory_mode",
+             "hicache_host_memory_mode buffer_only (a HiCache-only mode)", 467),
+        ):
+            if bad:
+                refuse(dest, f"enable_lmcache does not work with {why}.", f"remove {ctx.var(dest)} or "
+                       f"{ctx.var('enable_lmcache')}", line)
+                break
+    if ctx.is_set("prefill_only_disable_kv_cache"):
+        kv = _choice(ctx, "kv_cache_dtype", "auto")
+        for bad, dest, why, line in (
+            (kv in ("nvfp4", "fp4_mx_block16", "mxfp8"), "kv_cache_dtype", f"kv_cache_dtype {kv}", "886-896"),
+            (_int(ctx, "attn_cp_size", 1) > 1, "attn_cp_size", "attn_cp_size > 1", 920),
+            (ctx.is_set("enable_prefill_cp"), "enable_prefill_cp", "enable_prefill_cp", 926),
+            (ctx.is_set("enable_hisparse"), "enable_hisparse", "enable_hisparse", 935),
+        ):
+            if bad:
+                refuse(dest, f"prefill_only_disable_kv_cache does not work with {why}.",
+                       f"remove {ctx.var(dest)} or {ctx.var('prefill_only_disable_kv_cache')}", line)
+                break
+
+
+@rule("server.json_args", since="0.5.23")
+def _json_args(ctx: Context) -> None:
+    """JSON arguments whose decoded shape SGLang checks (serving_hook.py)."""
+    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+        ctx.error("server.json_args", dest, message + " SGLang refuses the launch.", fix, f"{_SH}:{line}")
+
+    kwargs = _json_arg(ctx, "default_chat_template_kwargs")
+    if _given(ctx, "default_chat_template_kwargs") and kwargs is not None and not isinstance(kwargs, dict):
+        refuse("default_chat_template_kwargs", "default_chat_template_kwargs must be a JSON object (a mapping).",
+               f"write {ctx.var('default_chat_template_kwargs')} as a mapping, e.g. {{enable_thinking: false}}", 501)
+    config = _json_arg(ctx, "mm_process_config")
+    if _given(ctx, "mm_process_config") and config is not None:
+        bad = [k for k in ("image", "video", "audio") if isinstance(config, dict) and k in config
+               and not isinstance(config[k], dict)]
+        if not isinstance(config, dict) or bad:
+            refuse("mm_process_config", "mm_process_config must be a mapping" + (f", and {bad} mappings too" if bad else "")
+                   + ".", f"write {ctx.var('mm_process_config')} as a mapping of modality to settings", 148 if not bad else 156)
+    limits = _json_arg(ctx, "limit_mm_data_per_request")
+    if isinstance(limits, dict) and limits and set(limits) - {"image", "video", "audio"}:
+        refuse("limit_mm_data_per_request", f"limit_mm_data_per_request names {sorted(set(limits) - {'image', 'video', 'audio'})}; "
+               "the modalities are image, video and audio.", f"keep only those keys in {ctx.var('limit_mm_data_per_request')}",
+               603)
+    preferred = _json_arg(ctx, "preferred_sampling_params")
+    if isinstance(preferred, (dict, list)) and "watermark" in preferred:
+        refuse("preferred_sampling_params", "preferred_sampling_params may not set watermark.",
+               f"remove watermark from {ctx.var('preferred_sampling_params')} (enable_watermark is the server's switch)", 619)
+    sidecar_args = _json_arg(ctx, "sidecar_args")
+    if _given(ctx, "sidecar_args") and _given(ctx, "sidecar") and sidecar_args is not None and not (
+            isinstance(sidecar_args, list) and all(isinstance(a, str) for a in sidecar_args)):
+        refuse("sidecar_args", "sidecar_args must be a JSON array of strings.",
+               f"write {ctx.var('sidecar_args')} as a list of strings", 401)
