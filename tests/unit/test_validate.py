@@ -1104,3 +1104,16 @@ def test_sglang_launch_checks_refuse(args: dict[str, Any], rule: str, variable: 
 def test_sglang_launch_checks_accept(args: dict[str, Any]) -> None:
     result = validate_host(llama_host(args))
     assert not [p for p in result.errors if p.rule.startswith("server.")], format_report("host", result)
+
+
+@pytest.mark.parametrize(("args", "variable"), [
+    ({"speculative_algorithm": "DSPARK", "speculative_draft_model_path": "org/draft", "speculative_dspark_block_size": 0},
+     "sglang_args.speculative_dspark_block_size"),
+    ({"speculative_algorithm": "STANDALONE", "speculative_draft_model_path": "org/draft",
+      "speculative_use_rejection_sampling": True}, "sglang_args.speculative_use_rejection_sampling"),
+    ({"speculative_algorithm": "DSPARK", "speculative_draft_model_path": "org/draft", "tp_size": 2, "attn_dp_size": 2,
+      "enable_dp_lm_head": True, "attn_cp_size": 2}, "sglang_args.attn_cp_size"),
+])
+def test_speculative_launch_checks_without_a_conformance_case(args: dict[str, Any], variable: str) -> None:
+    """DSPARK needs the openai package the conformance venv lacks; STANDALONE needs a real draft checkpoint."""
+    assert find(validate_host(llama_host(args)).errors, "server.speculative").variable == variable

@@ -1467,3 +1467,159 @@ def _json_args(ctx: Context) -> None:
             isinstance(sidecar_args, list) and all(isinstance(a, str) for a in sidecar_args)):
         refuse("sidecar_args", "sidecar_args must be a JSON array of strings.",
                f"write {ctx.var('sidecar_args')} as a list of strings", 401)
+
+
+_SPH = "sglang/srt/arg_groups/speculative_hook.py"
+DP_SPEC_ENV = "SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION"
+
+
+@rule("server.speculative", since="0.5.23")
+def _speculative_launch(ctx: Context) -> None:
+    """The argument checks of speculative_hook.py beyond the EAGLE triple (rules spec.*)."""
+    raw = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") else None
+    algo = None if raw is None else {"NEXTN": "EAGLE"}.get(str(raw).upper(), str(raw).upper())  # NEXTN aliases EAGLE
+    def refuse(dest: str, message: str, fix: str, line: int | str) -> None:
+        ctx.error("server.speculative", dest, message + " SGLang refuses the launch.", fix, f"{_SPH}:{line}")
+
+    if ctx.is_set("speculative_use_block_verification") and algo not in ("EAGLE", "EAGLE3", "DFLASH", "DSPARK"):
+        refuse("speculative_use_block_verification", "speculative_use_block_verification works with EAGLE / EAGLE3 / "
+               f"NEXTN / DFLASH / DSPARK only, not {raw}.", f"remove {ctx.var('speculative_use_block_verification')}", 177)
+    window, sink = _num(ctx, "speculative_draft_window_size"), _num(ctx, "speculative_draft_sink_size")
+    if window is not None and window <= 0:
+        refuse("speculative_draft_window_size", f"speculative_draft_window_size={window} must be positive.",
+               f"set {ctx.var('speculative_draft_window_size')} > 0, or remove it", 205)
+    if sink is not None and sink < 0:
+        refuse("speculative_draft_sink_size", f"speculative_draft_sink_size={sink} must be non-negative.",
+               f"set {ctx.var('speculative_draft_sink_size')} >= 0, or remove it", 224)
+    elif sink is not None and window is None:
+        refuse("speculative_draft_sink_size", "speculative_draft_sink_size needs speculative_draft_window_size.",
+               f"set {ctx.var('speculative_draft_window_size')}, or remove {ctx.var('speculative_draft_sink_size')}", 228)
+    if env_true(ctx.env, DP_SPEC_ENV) and (algo not in ("EAGLE", "EAGLE3", "DSPARK") or ctx.is_set("enable_multi_layer_eagle")):
+        refuse(f"sglang_env.{DP_SPEC_ENV}", f"{DP_SPEC_ENV} (DP spec/prefill coordination) needs single-layer EAGLE, "
+               f"EAGLE3 or DSPARK speculative decoding (speculative_algorithm is {raw}).",
+               f"remove sglang_env.{DP_SPEC_ENV}, or use one of those algorithms", 257)
+    if algo is None:
+        return
+    attn_dp, attn_cp = _int(ctx, "attn_dp_size", 1), _int(ctx, "attn_cp_size", 1)
+    rejection = ctx.is_set("speculative_use_rejection_sampling")
+    if rejection and algo == "STANDALONE":
+        refuse("speculative_use_rejection_sampling", "speculative_use_rejection_sampling works with EAGLE / EAGLE3 / NEXTN "
+               "only, not STANDALONE.", f"remove {ctx.var('speculative_use_rejection_sampling')}", 1216)
+    elif rejection and algo in EAGLE_FAMILY and _num(ctx, "speculative_eagle_topk") not in (None, 1):
+        refuse("speculative_eagle_topk", "speculative_use_rejection_sampling needs speculative_eagle_topk 1.",
+               f"set {ctx.var('speculative_eagle_topk')}: 1, or remove speculative_use_rejection_sampling", 1222)
+    elif rejection and algo in EAGLE_FAMILY and any(
+            _num(ctx, d) not in (None, 1.0) for d in ("speculative_accept_threshold_single", "speculative_accept_threshold_acc")):
+        refuse("speculative_use_rejection_sampling", "speculative_use_rejection_sampling ignores the accept thresholds; "
+               "SGLang refuses them together.", "remove speculative_accept_threshold_single / _acc (or the rejection "
+               "sampling)", 1235)
+    if algo in ("DFLASH", "DSPARK") and attn_dp > 1:
+        line = {"DFLASH": (308, 310, 314), "DSPARK": (676, 698, None)}[algo]
+        if not ctx.is_set("enable_dp_lm_head"):
+            refuse("enable_dp_lm_head", f"{algo} with attention DP (attn_dp_size={attn_dp}) needs enable_dp_lm_head.",
+                   f"set {ctx.var('enable_dp_lm_head')}: true", line[0])
+        elif attn_cp != 1:
+            refuse("attn_cp_size", f"{algo} with attention DP does not support context parallelism (attn_cp_size={attn_cp}).",
+                   f"set {ctx.var('attn_cp_size')}: 1", line[1])
+        elif algo == "DFLASH" and env_true(ctx.env, DP_SPEC_ENV):
+            refuse(f"sglang_env.{DP_SPEC_ENV}", f"DFLASH with attention DP needs {DP_SPEC_ENV} off.",
+                   f"remove sglang_env.{DP_SPEC_ENV}", 314)
+    for dest, line in (("speculative_dflash_block_size", 370), ("speculative_dspark_block_size", 809)):
+        size = _num(ctx, dest)
+        if algo == dest.split("_")[1].upper() and size is not None and size <= 0:
+            refuse(dest, f"{dest}={size} must be positive.", f"set {ctx.var(dest)} > 0, or remove it", line)
+    block, draft = _num(ctx, "speculative_dflash_block_size"), _num(ctx, "speculative_num_draft_tokens")
+    if algo == "DFLASH" and block is not None and block > 0 and draft is not None and draft != block:
+        refuse("speculative_num_draft_tokens", f"DFLASH: speculative_num_draft_tokens={draft} and "
+               f"speculative_dflash_block_size={block} must match.", "set only one of them, or both to the same value", 377)
+    if algo == "UNO":
+        _uno(ctx, refuse)
+
+
+def _fa3_everywhere(ctx: Context) -> bool:
+    """fa3 chosen for prefill and decode: then the profile's attention rule refuses it, for the reason it fails."""
+    base = _choice(ctx, "attention_backend", "")
+    return all(_choice(ctx, d, base) == "fa3" for d in ("prefill_attention_backend", "decode_attention_backend"))
+
+
+def _uno(ctx: Context, refuse: Callable[[str, str, str, int | str], None]) -> None:
+    """_handle_uno's argument checks (speculative_hook.py:453-612)."""
+    profile = arch_profile(ctx)
+    for bad, dest, why, line in (
+        (not _given(ctx, "uno_lora_path"), "uno_lora_path", "UNO needs uno_lora_path", 460),
+        (ctx.is_set("enable_deterministic_inference"), "enable_deterministic_inference",
+         "UNO does not support enable_deterministic_inference", 462),
+        (ctx.is_set("enable_strict_thinking"), "enable_strict_thinking", "UNO does not support enable_strict_thinking", 467),
+        ((_num(ctx, "speculative_num_draft_tokens") or 0) < 1, "speculative_num_draft_tokens",
+         "UNO needs speculative_num_draft_tokens (a positive verify width)", 474),
+        ((_num(ctx, "speculative_eagle_topk") or 1) < 1, "speculative_eagle_topk", "UNO needs speculative_eagle_topk >= 1",
+         489),
+        ((_int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1)) != (1, 1), "tp_size", "UNO runs with tp_size 1 and pp_size 1 only",
+         579),
+        (_int(ctx, "attn_dp_size", 1) > 1 or _int(ctx, "attn_cp_size", 1) != 1, "attn_dp_size",
+         "UNO does not support attention DP or context parallelism", 581),
+        (ctx.is_set("enable_lora") or bool(ctx.args.get("lora_paths")), "enable_lora", "UNO does not support LoRA serving",
+         583),
+        (ctx.is_set("speculative_use_rejection_sampling"), "speculative_use_rejection_sampling",
+         "UNO does its own verification, without speculative_use_rejection_sampling", 592),
+        (profile is not None and "fa3" in profile.attention and not _fa3_everywhere(ctx), "speculative_algorithm",
+         f"UNO needs FlashAttention 3 for prefill and decode, which compute capability {_cc(ctx)} does not run", "606-611"),
+    ):
+        if bad:
+            refuse(dest, why + ".", "fix that, or use another speculative algorithm (NEXTN, EAGLE3...)", line)
+            return
+
+
+_PH = "sglang/srt/arg_groups/parallel_hook.py"
+
+
+@rule("server.parallel", since="0.5.23")
+def _parallel_launch(ctx: Context) -> None:
+    """Context parallelism, decode context parallelism and DWDP (parallel_hook.py), on the explicit sizes."""
+    def refuse(dest: str, message: str, fix: str, line: int | str) -> None:
+        ctx.error("server.parallel", dest, message + " SGLang refuses the launch.", fix, f"{_PH}:{line}")
+
+    tp, pp, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "attn_dp_size", 1)
+    cp, moe_dp, dcp, dwdp = (_int(ctx, d, 1) for d in ("attn_cp_size", "moe_dp_size", "dcp_size", "dwdp_size"))
+    if ctx.is_set("enable_prefill_cp") and not _given(ctx, "cp_strategy"):
+        refuse("cp_strategy", "enable_prefill_cp needs cp_strategy.", f"set {ctx.var('cp_strategy')} (e.g. interleave)", 152)
+    # DeepSeek-V4's hook derives attn_cp_size itself (deepseek_v4_hook.py:220), so only known other models are checked.
+    if cp > 1 and tp >= 1 and attn_dp >= 1 and ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or ""):
+        if tp % cp or tp % (attn_dp * cp):
+            refuse("attn_cp_size", f"tp_size={tp} must be divisible by attn_dp_size x attn_cp_size = {attn_dp} x {cp}.",
+                   f"set {ctx.var('attn_cp_size')} so that attn_dp_size x attn_cp_size divides tp_size", "159-164")
+    if moe_dp > 1 and dwdp <= 1 and tp >= 1:  # DWDP resets moe_dp_size to 1 (parallel_hook.py:493)
+        if tp % moe_dp:
+            refuse("moe_dp_size", f"tp_size={tp} is not divisible by moe_dp_size={moe_dp}.",
+                   f"set {ctx.var('moe_dp_size')} to a divisor of tp_size", 172)
+        elif pp != 1:
+            refuse("moe_dp_size", f"moe_dp_size={moe_dp} (context parallelism) does not work with pp_size={pp}.",
+                   "set pp_size: 1 (use tp_size), or moe_dp_size: 1", 178)
+    if dcp < 1:
+        refuse("dcp_size", f"dcp_size={dcp} must be at least 1.", f"set {ctx.var('dcp_size')} >= 1, or remove it", 244)
+        return
+    comm = _choice(ctx, "dcp_comm_backend", "")
+    if dcp > 1 and ctx.is_set("enable_prefill_cp"):
+        refuse("dcp_size", "dcp_size > 1 does not work with enable_prefill_cp.",
+               f"remove {ctx.var('enable_prefill_cp')} or set dcp_size: 1", 250)
+    if comm in ("a2a", "fi_a2a") and dcp <= 1:
+        refuse("dcp_comm_backend", f"dcp_comm_backend {comm} needs dcp_size > 1.",
+               f"set {ctx.var('dcp_size')} > 1, or remove {ctx.var('dcp_comm_backend')}", 252)
+    elif ctx.is_set("dcp_replicate_q_proj") and dcp <= 1:
+        refuse("dcp_replicate_q_proj", "dcp_replicate_q_proj needs dcp_size > 1.",
+               f"set {ctx.var('dcp_size')} > 1, or remove {ctx.var('dcp_replicate_q_proj')}", 267)
+    elif ctx.is_set("dcp_replicate_q_proj") and comm not in ("", "a2a", "fi_a2a"):
+        refuse("dcp_replicate_q_proj", f"dcp_replicate_q_proj applies to the a2a / fi_a2a DCP backends, not {comm}.",
+               f"set {ctx.var('dcp_comm_backend')}: a2a (or leave it unset), or remove dcp_replicate_q_proj", 269)
+    if dwdp > 1:
+        for bad, dest, why, line in (
+            (dwdp != tp, "dwdp_size", f"dwdp_size={dwdp} must equal tp_size={tp}", 441),
+            (ctx.is_set("enable_eplb"), "enable_eplb", "DWDP does not work with enable_eplb", 448),
+            (_given(ctx, "speculative_algorithm"), "speculative_algorithm", "DWDP does not support speculative decoding", 451),
+            (pp != 1, "pp_size", "DWDP needs pp_size 1", 454),
+            (ctx.is_set("enable_two_batch_overlap"), "enable_two_batch_overlap", "DWDP does not support two-batch overlap",
+             455),
+        ):
+            if bad:
+                refuse(dest, why + ".", f"fix {ctx.var(dest)}, or set dwdp_size: 1", line)
+                break
