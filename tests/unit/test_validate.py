@@ -1117,3 +1117,12 @@ def test_sglang_launch_checks_accept(args: dict[str, Any]) -> None:
 def test_speculative_launch_checks_without_a_conformance_case(args: dict[str, Any], variable: str) -> None:
     """DSPARK needs the openai package the conformance venv lacks; STANDALONE needs a real draft checkpoint."""
     assert find(validate_host(llama_host(args)).errors, "server.speculative").variable == variable
+
+
+def test_two_batch_overlap_is_left_alone_where_deepseek_cp_picks_the_a2a_backend() -> None:
+    """DeepSeek's CP overrides set moe_a2a_backend deepep themselves: no server.* refusal of TBO / a2a there."""
+    args = {"enable_two_batch_overlap": True, "attn_cp_size": 2, "tp_size": 8, "moe_a2a_backend": "pplx"}
+    result = validate_host(llama_host(args, sglang_model_path="deepseek-ai/DeepSeek-V3"))
+    assert not [p for p in result.errors if p.rule in ("server.combination", "server.moe")], format_report("host", result)
+    refused = validate_host(llama_host({"enable_two_batch_overlap": True}))
+    assert find(refused.errors, "server.combination").variable == "sglang_args.enable_two_batch_overlap"

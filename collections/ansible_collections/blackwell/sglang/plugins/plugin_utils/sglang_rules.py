@@ -1086,6 +1086,14 @@ def _minimums(ctx: Context) -> None:
                   f"give {ctx.var('gc_threshold')} at most 3 integers", f"{_VH}:370")
 
 
+def _a2a_may_change(ctx: Context) -> bool:
+    """DeepSeek's context-parallel overrides set moe_a2a_backend deepep themselves
+    (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:117, 201): with CP on an MLA or unknown model,
+    the backend SGLang checks is not the one written."""
+    cp = _int(ctx, "attn_cp_size", 1) > 1 or ctx.is_set("enable_prefill_cp")
+    return cp and (not ctx.model.known or ctx.model.mla)
+
+
 @rule("server.combination", since="0.5.23")
 def _combinations(ctx: Context) -> None:
     """Pairs of arguments SGLang refuses together (or one without the other)."""
@@ -1121,7 +1129,7 @@ def _combinations(ctx: Context) -> None:
         refuse("min_free_slots_delay", f"min_free_slots_delay does not work with pipeline parallelism "
                f"(pp_size={_int(ctx, 'pp_size', 1)}).", f"remove {ctx.var('min_free_slots_delay')}", f"{_VH}:165")
     if ctx.is_set("enable_two_batch_overlap") and _choice(ctx, "moe_a2a_backend", "none") == "none" \
-            and _int(ctx, "attn_dp_size", 1) <= 1:
+            and _int(ctx, "attn_dp_size", 1) <= 1 and not _a2a_may_change(ctx):
         refuse("enable_two_batch_overlap", "enable_two_batch_overlap without an EP all-to-all backend "
                "(moe_a2a_backend none) needs attention DP (attn_dp_size > 1).",
                f"set {ctx.var('moe_a2a_backend')} (e.g. deepep) or attn_dp_size, or remove "
@@ -1622,4 +1630,146 @@ def _parallel_launch(ctx: Context) -> None:
         ):
             if bad:
                 refuse(dest, why + ".", f"fix {ctx.var(dest)}, or set dwdp_size: 1", line)
+                break
+
+
+_HCH = "sglang/srt/arg_groups/hicache_hook.py"
+
+
+@rule("server.hicache", since="0.5.23")
+def _hicache(ctx: Context) -> None:
+    """handle_hicache and its helpers (hicache_hook.py), on the flags."""
+    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+        ctx.error("server.hicache", dest, message + " SGLang refuses the launch.", fix, f"{_HCH}:{line}")
+
+    fraction = _num(ctx, "hicache_host_memory_fraction")
+    if fraction is not None and not 0 < fraction <= 1:
+        refuse("hicache_host_memory_fraction", f"hicache_host_memory_fraction={fraction} is outside (0, 1].",
+               f"set {ctx.var('hicache_host_memory_fraction')} in (0, 1], or remove it (0.8)", 117)
+    config = _json_arg(ctx, "unified_cache_external_linker_config")
+    if _given(ctx, "unified_cache_external_linker_config") and config is not None and not isinstance(config, dict):
+        refuse("unified_cache_external_linker_config", "unified_cache_external_linker_config must be a JSON object.",
+               f"write {ctx.var('unified_cache_external_linker_config')} as a mapping", 28)
+        return
+    linker = ctx.is_set("enable_unified_cache_external_linker")
+    if ctx.is_set("enable_linker_mla_dedup") and not (
+            linker and _choice(ctx, "unified_cache_external_linker_backend", "mooncake") == "mooncake"):
+        refuse("enable_linker_mla_dedup", "enable_linker_mla_dedup needs the Mooncake external linker "
+               "(enable_unified_cache_external_linker, backend mooncake).",
+               f"set {ctx.var('enable_unified_cache_external_linker')}: true, or remove enable_linker_mla_dedup", 43)
+        return
+    if linker:
+        for bad, dest, why, line in (
+            (ctx.is_set("disable_radix_cache") or _given(ctx, "radix_cache_backend"), "disable_radix_cache",
+             "needs the default radix cache (no disable_radix_cache, no radix_cache_backend)", 46),
+            (ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache", "and enable_hierarchical_cache are "
+             "mutually exclusive", 51),
+            (_given(ctx, "hicache_storage_backend"), "hicache_storage_backend", "does not use hicache_storage_backend", 56),
+        ):
+            if bad:
+                refuse(dest, f"enable_unified_cache_external_linker {why}.", f"remove {ctx.var(dest)}", line)
+                return
+        return
+    if not ctx.is_set("enable_hierarchical_cache"):
+        return
+    storage = _given(ctx, "hicache_storage_backend")
+    buffer_only = _choice(ctx, "hicache_host_memory_mode", "cache") == "buffer_only"
+    if buffer_only and not storage:
+        refuse("hicache_host_memory_mode", "hicache_host_memory_mode buffer_only needs hicache_storage_backend (host "
+               "memory is only a staging buffer).", f"set {ctx.var('hicache_storage_backend')}, or "
+               "hicache_host_memory_mode: cache", 273)
+        return
+    if _int(ctx, "dcp_size", 1) > 1:
+        algo = str(ctx.args.get("speculative_algorithm") or "").upper() if _given(ctx, "speculative_algorithm") else ""
+        for bad, dest, why, line in (
+            (storage and buffer_only, "hicache_host_memory_mode", "buffer_only host memory with a storage backend", 138),
+            (algo not in ("", "DSPARK"), "speculative_algorithm", f"speculative decoding other than DSPARK ({algo})", 142),
+            (ctx.is_set("enable_lmcache"), "enable_lmcache", "enable_lmcache", 148),
+            (ctx.is_set("enable_hisparse"), "enable_hisparse", "enable_hisparse", 153),
+        ):
+            if bad:
+                refuse(dest, f"HiCache with decode context parallelism (dcp_size > 1) does not support {why}.",
+                       f"remove {ctx.var(dest)}, or set dcp_size: 1", line)
+                return
+
+
+@rule("server.layernorm_sp", since="0.5.23")
+def _layernorm_sp(ctx: Context) -> None:
+    """handle_layernorm_sp / validate_layernorm_sp (layernorm_sp_hook.py:15-190), the checks that need no model."""
+    where = "sglang/srt/arg_groups/layernorm_sp_hook.py"
+    if not ctx.is_set("enable_layernorm_sp"):
+        if ctx.is_set("enable_megamoe_for_layernorm_sp"):
+            ctx.error("server.layernorm_sp", "enable_megamoe_for_layernorm_sp", "enable_megamoe_for_layernorm_sp needs "
+                      "enable_layernorm_sp; SGLang refuses it alone.", f"set {ctx.var('enable_layernorm_sp')}: true, or "
+                      "remove enable_megamoe_for_layernorm_sp", f"{where}:25")
+        return
+    algo = str(ctx.args.get("speculative_algorithm") or "").upper() if _given(ctx, "speculative_algorithm") else ""
+    for bad, dest, why, line in (
+        (_int(ctx, "tp_size", 1) <= 1, "tp_size", "needs tp_size > 1 (a sequence to shard)", 136),
+        (_int(ctx, "attn_dp_size", 1) > 1, "attn_dp_size", "does not work with attention DP", 173),
+        (algo not in ("", "DFLASH"), "speculative_algorithm", "supports speculative decoding only with Muse Spark DFLASH",
+         181),
+        (_int(ctx, "pp_size", 1) > 1, "pp_size", "does not work with pipeline parallelism", 187),
+    ):
+        if bad:
+            ctx.error("server.layernorm_sp", dest, f"enable_layernorm_sp {why}; SGLang refuses the launch.",
+                      f"fix {ctx.var(dest)}, or remove {ctx.var('enable_layernorm_sp')}", f"{where}:{line}")
+            return
+
+
+_MOEH = "sglang/srt/arg_groups/moe_hook.py"
+
+
+@rule("server.moe", since="0.5.23")
+def _moe_launch(ctx: Context) -> None:
+    """handle_a2a_moe and check_mega_moe_compat (moe_hook.py, mega_moe_hook.py), on the explicit backends."""
+    def refuse(dest: str, message: str, fix: str, where: str) -> None:
+        ctx.error("server.moe", dest, message + " SGLang refuses the launch.", fix, where)
+
+    a2a = _choice(ctx, "moe_a2a_backend", "none")
+    runner = _choice(ctx, "moe_runner_backend", "auto")
+    overlap = ctx.is_set("enable_two_batch_overlap") or ctx.is_set("enable_single_batch_overlap")
+    dispatch = _choice(ctx, "flashinfer_a2a_dispatch_type", "auto")
+    if a2a != "flashinfer" and dispatch != "auto":
+        refuse("flashinfer_a2a_dispatch_type", "flashinfer_a2a_dispatch_type needs moe_a2a_backend flashinfer.",
+               f"set {ctx.var('moe_a2a_backend')}: flashinfer, or remove flashinfer_a2a_dispatch_type", f"{_MOEH}:311")
+        return
+    if _a2a_may_change(ctx):
+        return
+    tp, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "attn_dp_size", 1)
+    if a2a == "megamoe" and overlap:
+        refuse("moe_a2a_backend", "moe_a2a_backend megamoe has no two-batch / single-batch overlap.",
+               "remove enable_two_batch_overlap / enable_single_batch_overlap", "sglang/srt/arg_groups/mega_moe_hook.py:33")
+    elif a2a == "flashinfer_megamoe" and not (attn_dp > 1 and attn_dp == tp):
+        refuse("attn_dp_size", f"moe_a2a_backend flashinfer_megamoe needs attn_dp_size equal to tp_size ({tp}).",
+               f"set {ctx.var('attn_dp_size')}: {tp}", f"{_MOEH}:325")
+    elif a2a == "flashinfer_megamoe" and runner not in ("auto", "flashinfer_megamoe"):
+        refuse("moe_runner_backend", "moe_a2a_backend flashinfer_megamoe needs moe_runner_backend flashinfer_megamoe.",
+               f"set {ctx.var('moe_runner_backend')}: flashinfer_megamoe (or leave it auto)", f"{_MOEH}:332")
+    elif a2a == "deepep" and runner == "flashinfer_cutedsl" and _choice(ctx, "deepep_mode", "auto") == "normal":
+        refuse("deepep_mode", "flashinfer_cutedsl FP4 MoE has no DeepEP normal (prefill) dispatch.",
+               f"set {ctx.var('deepep_mode')}: low_latency or auto", f"{_MOEH}:377")
+    elif a2a == "deepep_v2":
+        for bad, dest, why, line in (
+            (runner not in ("auto", "deep_gemm"), "moe_runner_backend", f"supports moe_runner_backend deep_gemm only, "
+             f"not {runner}", 414),
+            (overlap, "enable_two_batch_overlap", "has no two-batch / single-batch overlap hooks", 421),
+            (ctx.is_set("enforce_shared_experts_fusion"), "enforce_shared_experts_fusion",
+             "has not validated fused shared experts", 427),
+            (_choice(ctx, "deepep_v2_mode", "direct") == "direct" and _int(ctx, "nnodes", 1) > 1, "deepep_v2_mode",
+             "deepep_v2_mode direct is NVLink-only and cannot span nodes", 433),
+        ):
+            if bad:
+                refuse(dest, f"moe_a2a_backend deepep_v2 {why}.", f"fix {ctx.var(dest)} (deepep_v2_mode: hybrid across "
+                       "nodes), or use another moe_a2a_backend", f"{_MOEH}:{line}")
+                break
+    elif a2a == "pplx":
+        for bad, dest, why, line in (
+            (_choice(ctx, "deepep_mode", "auto") == "normal", "deepep_mode", "supports low-latency mode only", 577),
+            (attn_dp < 2, "attn_dp_size", "needs attention DP with at least 2 groups", 591),
+            (runner not in ("auto", "deep_gemm"), "moe_runner_backend", f"runs deep_gemm only, not {runner}", 599),
+        ):
+            if bad:
+                refuse(dest, f"moe_a2a_backend pplx {why}.", f"fix {ctx.var(dest)}, or use another moe_a2a_backend",
+                       f"{_MOEH}:{line}")
                 break
