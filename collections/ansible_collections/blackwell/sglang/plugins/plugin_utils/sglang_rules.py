@@ -1773,3 +1773,93 @@ def _moe_launch(ctx: Context) -> None:
                 refuse(dest, f"moe_a2a_backend pplx {why}.", f"fix {ctx.var(dest)}, or use another moe_a2a_backend",
                        f"{_MOEH}:{line}")
                 break
+
+
+DETERMINISTIC_ATTENTION = ("ascend", "fa3", "fa4", "flashinfer", "intel_xpu", "triton")  # choices.py:113-120
+
+
+@rule("server.features", since="0.5.23")
+def _features(ctx: Context) -> None:
+    """Further flag pairs SGLang refuses: LM-head layouts, multimodal transport, language-model-only, LoRA MoE
+    runners, deterministic inference, Flex Attention, the prefill CUDA-graph context and a retired variable."""
+    def refuse(rule_id: str, dest: str, message: str, fix: str, where: str) -> None:
+        ctx.error(rule_id, dest, message + " SGLang refuses the launch.", fix, where)
+
+    tp, attn_dp, cp = _int(ctx, "tp_size", 1), _int(ctx, "attn_dp_size", 1), _int(ctx, "attn_cp_size", 1)
+    lm = "sglang/srt/arg_groups/overrides.py"
+    if ctx.args.get("enable_tp_lm_head_all_to_all") is True:
+        for bad, dest, why, line in (
+            (attn_dp <= 1, "attn_dp_size", "needs attention DP (attn_dp_size > 1)", 1429),
+            (ctx.is_set("enable_dp_lm_head"), "enable_dp_lm_head", "is incompatible with enable_dp_lm_head", 1432),
+            (tp != attn_dp, "attn_dp_size", f"needs tp_size == attn_dp_size ({tp} != {attn_dp})", 1436),
+            (cp != 1, "attn_cp_size", "needs attn_cp_size 1", 1441),
+        ):
+            if bad:
+                refuse("server.combination", dest, f"enable_tp_lm_head_all_to_all {why}.",
+                       f"fix {ctx.var(dest)}, or remove enable_tp_lm_head_all_to_all", f"{lm}:{line}")
+                break
+    transport = _choice(ctx, "mm_feature_transport", "")
+    if not ctx.is_set("encoder_only"):  # encoder-only servers fall back to cpu (serving_hook.py:882-889)
+        if transport == "cuda_vmm" and _int(ctx, "pp_size", 1) != 1:
+            refuse("server.combination", "mm_feature_transport", "mm_feature_transport cuda_vmm does not support pipeline "
+                   "parallelism.", f"set {ctx.var('mm_feature_transport')}: cpu, or pp_size: 1", f"{_SH}:895")
+        elif transport == "cuda_ipc" and _int(ctx, "nnodes", 1) != 1:
+            refuse("server.combination", "mm_feature_transport", "mm_feature_transport cuda_ipc works on a single node "
+                   "only.", f"set {ctx.var('mm_feature_transport')}: cpu (or cuda_vmm)", f"{_SH}:915")
+    if ctx.is_set("language_model_only"):
+        for dest in ("encoder_only", "language_only", "enable_prefix_mm_cache", "enable_broadcast_mm_inputs_process",
+                     "mm_enable_dp_encoder"):
+            if ctx.is_set(dest):
+                refuse("server.combination", dest, f"language_model_only cannot be combined with {dest}.",
+                       f"remove {ctx.var(dest)} or language_model_only", "sglang/srt/arg_groups/model_hook.py:1094")
+                break
+    if "SGLANG_DISAGGREGATION_SAMPLING_MASK_MAX_TOKENS" in ctx.env:
+        refuse("server.combination", "sglang_env.SGLANG_DISAGGREGATION_SAMPLING_MASK_MAX_TOKENS",
+               "SGLANG_DISAGGREGATION_SAMPLING_MASK_MAX_TOKENS is retired (SGLang refuses it being set at all).",
+               "remove it from sglang_env (SGLANG_ENABLE_DISAGG_SAMPLING_MASK=1 and sampling_mask_max_tokens replace it)",
+               f"{_VH}:680")
+    backend = _choice(ctx, "attention_backend", "")
+    if backend == "flex_attention" and _given(ctx, "speculative_algorithm"):
+        refuse("server.speculative", "speculative_algorithm", "speculative decoding does not work with the Flex "
+               "Attention backend.", "use another attention_backend, or turn speculative decoding off (-e spec=off)",
+               "sglang/srt/arg_groups/attention_hook.py:161")
+    if ctx.is_set("enable_deterministic_inference") and backend and backend not in DETERMINISTIC_ATTENTION:
+        refuse("server.combination", "attention_backend", f"enable_deterministic_inference supports the attention "
+               f"backends {', '.join(DETERMINISTIC_ATTENTION)}, not {backend}.",
+               f"set {ctx.var('attention_backend')}: triton or flashinfer (or leave it unset)", f"{lm}:1119")
+    size = _num(ctx, "cuda_graph_prefill_max_context")
+    if size is not None and size <= 0:
+        refuse("server.minimum", "cuda_graph_prefill_max_context", f"cuda_graph_prefill_max_context={size} must be "
+               "positive.", f"set {ctx.var('cuda_graph_prefill_max_context')} > 0, or remove it",
+               "sglang/srt/arg_groups/cuda_graph_hook.py:427")
+    _lora_moe_runner(ctx, refuse)
+
+
+def _lora_moe_runner(ctx: Context, refuse: Callable[[str, str, str, str, str], None]) -> None:
+    """check_lora_moe_runner_args (sglang/srt/arg_groups/lora_hook.py:183-240), on the explicit values."""
+    where = "sglang/srt/arg_groups/lora_hook.py"
+    draft = _choice(ctx, "speculative_moe_runner_backend", "")
+    if _given(ctx, "speculative_algorithm") and draft.startswith("lora"):
+        refuse("server.lora", "speculative_moe_runner_backend", f"speculative_moe_runner_backend {draft}: the draft "
+               "model has no LoRA adapters.", f"remove {ctx.var('speculative_moe_runner_backend')}", f"{where}:192")
+    runner = _choice(ctx, "moe_runner_backend", "auto")
+    if not runner.startswith("lora"):
+        return
+    quant = _choice(ctx, "quantization", "")
+    for bad, dest, why, line in (
+        (not (ctx.is_set("enable_lora") or ctx.args.get("lora_paths")), "enable_lora", "needs enable_lora (or lora_paths)",
+         201),
+        (_choice(ctx, "lora_backend", "csgmv") != "triton_v2", "lora_backend", "needs lora_backend triton_v2", 205),
+        (quant not in ("", "fp8", "modelopt_fp4"), "quantization", f"runs BF16, FP8 or ModelOpt NVFP4 MoE, not {quant}",
+         211),
+        (quant == "modelopt_fp4" and runner != "lora_marlin", "moe_runner_backend", "cannot run ModelOpt NVFP4 MoE "
+         "(lora_marlin can)", 216),
+        (_choice(ctx, "moe_a2a_backend", "none") != "none", "moe_a2a_backend", "needs moe_a2a_backend none", 221),
+        (ctx.is_set("enable_eplb") or _choice(ctx, "init_expert_location", "trivial") != "trivial"
+         or (_num(ctx, "ep_num_redundant_experts") or 0) > 0, "enable_eplb",
+         "needs trivial expert placement (no EPLB, no redundant experts)", 234),
+    ):
+        if bad:
+            refuse("server.lora", dest, f"moe_runner_backend {runner} {why}.", f"fix {ctx.var(dest)}, or use another "
+                   "moe_runner_backend", f"{where}:{line}")
+            return
