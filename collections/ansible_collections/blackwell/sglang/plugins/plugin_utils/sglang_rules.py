@@ -1217,6 +1217,7 @@ def _watermark(ctx: Context) -> None:
             ctx.error("server.watermark", "watermark_config", "watermark_config without enable_watermark; SGLang refuses it.",
                       f"set {ctx.var('enable_watermark')}: true, or remove {ctx.var('watermark_config')}", f"{_VH}:37")
         return
+    _watermark_config(ctx)
     aux = ctx.is_set("enable_return_aux_hidden_states")  # it resets speculative_algorithm to None first
     algo = None if aux or not _given(ctx, "speculative_algorithm") else str(ctx.args["speculative_algorithm"]).upper()
     for bad, dest, why, line in (
@@ -1233,6 +1234,35 @@ def _watermark(ctx: Context) -> None:
             ctx.error("server.watermark", dest, f"enable_watermark is not supported with {why}; SGLang refuses the launch.",
                       f"remove {dest if dest.startswith('sglang_env') else ctx.var(dest)} or "
                       f"{ctx.var('enable_watermark')}", f"{_VH}:{line}")
+            return
+
+
+def _watermark_config(ctx: Context) -> None:
+    """The resolved fields of an inline --watermark-config (a file path is read on the host: the preflight)."""
+    raw = ctx.args.get("watermark_config")
+    if not isinstance(raw, str) or not raw.lstrip().startswith("{"):
+        return
+    config = _json_arg(ctx, "watermark_config")
+    if not isinstance(config, dict):
+        return
+    # Defaults of the resolved fields: sglang/srt/arg_groups/fields/exec_.py:84-112.
+    key, key_b = config.get("key"), config.get("key_b")
+    window, mixing = config.get("context_window", 4), config.get("mixing_probability", 0.5)
+    highest = config.get("max_probability", 1.0)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (mixing, highest))
+    for bad, why, line in (
+        (isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= 64,
+         f"context_window must be an integer from 1 to 64 (got {window!r})", 55),
+        (key_b is not None and key is None, "key_b needs key", 57),
+        (numbers and not 0 < mixing < 1, f"mixing_probability must be strictly between 0 and 1 (got {mixing})", 59),
+        (numbers and key_b is None and mixing != 0.5, "mixing_probability other than 0.5 needs key_b", 63),
+        (numbers and not 0 < highest <= 1, f"max_probability must be in (0, 1] (got {highest})", 65),
+        ((config.get("default_enabled") is True or config.get("enforce_all") is True) and key is None,
+         "default_enabled and enforce_all need key", 71),
+    ):
+        if bad:
+            ctx.error("server.watermark", "watermark_config", f"watermark_config: {why}; SGLang refuses the launch.",
+                      f"fix {ctx.var('watermark_config')}", f"{_VH}:{line}")
             return
 
 
@@ -1737,6 +1767,25 @@ def _moe_launch(ctx: Context) -> None:
     if _a2a_may_change(ctx):
         return
     tp, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "attn_dp_size", 1)
+    if a2a == "flashinfer" and dispatch != "auto" and "SGLANG_MOE_NVFP4_DISPATCH" in ctx.env:
+        refuse("sglang_env.SGLANG_MOE_NVFP4_DISPATCH", "SGLANG_MOE_NVFP4_DISPATCH cannot be set together with "
+               "flashinfer_a2a_dispatch_type.", "remove one of them (flashinfer_a2a_dispatch_type: nvfp4 says the same)",
+               f"{_MOEH}:172")
+    if a2a == "flashinfer_megamoe":
+        combine = ctx.env.get("SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE", "bf16").strip().lower()
+        for bad, why, line in (
+            (env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16") and combine != "bf16",
+             "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16 needs SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE bf16", 217),
+            (combine not in ("bf16", "mxfp8", "nvfp4"),
+             f"SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE {combine!r} is not bf16, mxfp8 or nvfp4", 222),
+            (combine != "bf16" and env_true(ctx.env, "SGLANG_FLASHINFER_MEGAMOE_IN_KERNEL_FC2_REDUCE"),
+             f"SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE {combine} does not work with "
+             "SGLANG_FLASHINFER_MEGAMOE_IN_KERNEL_FC2_REDUCE", 230),
+        ):
+            if bad:
+                refuse("sglang_env.SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE", f"FlashInfer MegaMoE: {why}.",
+                       "fix the sglang_env values", f"{_MOEH}:{line}")
+                return
     if a2a == "megamoe" and overlap:
         refuse("moe_a2a_backend", "moe_a2a_backend megamoe has no two-batch / single-batch overlap.",
                "remove enable_two_batch_overlap / enable_single_batch_overlap", "sglang/srt/arg_groups/mega_moe_hook.py:33")
