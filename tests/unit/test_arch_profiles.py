@@ -103,7 +103,8 @@ ACCEPTED = [
     ("10.0", DEEPSEEK, {"attention_backend": "cutedsl_mla"}),
     ("10.3", DEEPSEEK, {"decode_attention_backend": "trtllm_mla"}),
     ("10.3", LLAMA, {"moe_runner_backend": "flashinfer_trtllm", "quantization": "mxfp8"}),
-    ("10.0", LLAMA, {"quantization": "nvfp4_online", "kv_cache_dtype": "nvfp4", "moe_a2a_backend": "flashinfer_megamoe"}),
+    ("10.0", LLAMA, {"quantization": "nvfp4_online", "kv_cache_dtype": "nvfp4", "moe_a2a_backend": "flashinfer_megamoe",
+                     "tp_size": 8, "attn_dp_size": 8}),  # flashinfer_megamoe needs attn_dp_size == tp_size (server.moe)
     ("10.0", QWEN_NEXT, {"attention_backend": "fa4"}),
     ("10.0", QWEN_NEXT, {"linear_attn_backend": "flashinfer", "mamba_ssm_dtype": "bfloat16"}),
     ("10.0", QWEN_NEXT_NVFP4, {}),  # SM100 has the trtllm-gen MoE kernels SGLang picks

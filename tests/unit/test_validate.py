@@ -1081,3 +1081,64 @@ def test_metrics_are_on_by_default_and_the_host_can_turn_them_off() -> None:
     on = copy.deepcopy(host)
     on["sglang_args"]["enable_metrics"] = True
     assert "--enable-metrics" in validate_host({**on, "sglang_metrics": False}).argv
+
+
+# --- SGLang's own launch checks on the arguments (rules server.*; conformance cases srv-*) -----------------
+
+
+@pytest.mark.parametrize(("args", "rule", "variable"), [
+    ({"tokenizer_worker_num": 0}, "server.minimum", "sglang_args.tokenizer_worker_num"),
+    ({"mamba_max_states_per_path": -2}, "server.minimum", "sglang_args.mamba_max_states_per_path"),
+    ({"gc_threshold": [1, 2, 3, 4]}, "server.minimum", "sglang_args.gc_threshold"),
+    ({"retraction_policy": "priority"}, "server.combination", "sglang_args.retraction_policy"),
+    ({"ple_offload_backend": "file", "ple_offload_embedding": False}, "server.combination", "sglang_args.ple_offload_backend"),
+    ({"min_free_slots_delay": 0, "pp_size": 2, "tp_size": 4}, "server.combination", "sglang_args.min_free_slots_delay"),
+    ({"prompt_tokens_buckets": ["tse", "x", 2, 8]}, "server.buckets", "sglang_args.prompt_tokens_buckets"),
+    ({"prompt_tokens_buckets": ["custom", "a"]}, "server.buckets", "sglang_args.prompt_tokens_buckets"),
+    ({"watermark_config": '{"key": "k"}'}, "server.watermark", "sglang_args.watermark_config"),
+    ({"enable_watermark": True, "speculative_algorithm": "STANDALONE"}, "server.watermark", "sglang_args.speculative_algorithm"),
+    ({"enable_return_aux_hidden_states": True, "speculative_algorithm": "EAGLE3",
+      "return_aux_hidden_state_layer_ids": [-1, 2]}, "server.aux_hidden_states", "sglang_args.return_aux_hidden_state_layer_ids"),
+    ({"enable_http2": True, "enable_ssl_refresh": True, "ssl_certfile": "/etc/c.pem", "ssl_keyfile": "/etc/k.pem"},
+     "server.http", "sglang_args.enable_ssl_refresh"),
+    ({"sidecar": "/usr/bin/side", "grpc_mode": True}, "server.grpc", "sglang_args.sidecar"),
+])
+def test_sglang_launch_checks_refuse(args: dict[str, Any], rule: str, variable: str) -> None:
+    problem = find(validate_host(llama_host(args)).errors, rule)
+    assert problem.variable == variable and problem.source and problem.fix
+
+
+@pytest.mark.parametrize("args", [
+    {"ple_offload_backend": "file"},  # unset embedding: SGLang's default, accepted
+    {"weight_cache_mode": False, "speculative_algorithm": None},
+    {"enable_watermark": True, "speculative_algorithm": "NGRAM"},
+    {"enable_return_aux_hidden_states": True, "speculative_algorithm": "EAGLE3", "return_aux_hidden_state_layer_ids": [1, 5]},
+    {"grpc_mode": True, "tokenizer_worker_num": 2},  # the legacy gRPC server has no tokenizer-worker limit
+    {"prompt_tokens_buckets": ["default"], "generation_tokens_buckets": ["custom", 0, 10.5, 100]},
+    {"mm_processor_worker_num": 0, "schedule_conservativeness": 0, "prefill_decode_interval": 0},
+])
+def test_sglang_launch_checks_accept(args: dict[str, Any]) -> None:
+    result = validate_host(llama_host(args))
+    assert not [p for p in result.errors if p.rule.startswith("server.")], format_report("host", result)
+
+
+@pytest.mark.parametrize(("args", "variable"), [
+    ({"speculative_algorithm": "DSPARK", "speculative_draft_model_path": "org/draft", "speculative_dspark_block_size": 0},
+     "sglang_args.speculative_dspark_block_size"),
+    ({"speculative_algorithm": "STANDALONE", "speculative_draft_model_path": "org/draft",
+      "speculative_use_rejection_sampling": True}, "sglang_args.speculative_use_rejection_sampling"),
+    ({"speculative_algorithm": "DSPARK", "speculative_draft_model_path": "org/draft", "tp_size": 2, "attn_dp_size": 2,
+      "enable_dp_lm_head": True, "attn_cp_size": 2}, "sglang_args.attn_cp_size"),
+])
+def test_speculative_launch_checks_without_a_conformance_case(args: dict[str, Any], variable: str) -> None:
+    """DSPARK needs the openai package the conformance venv lacks; STANDALONE needs a real draft checkpoint."""
+    assert find(validate_host(llama_host(args)).errors, "server.speculative").variable == variable
+
+
+def test_two_batch_overlap_is_left_alone_where_deepseek_cp_picks_the_a2a_backend() -> None:
+    """DeepSeek's CP overrides set moe_a2a_backend deepep themselves: no server.* refusal of TBO / a2a there."""
+    args = {"enable_two_batch_overlap": True, "attn_cp_size": 2, "tp_size": 8, "moe_a2a_backend": "pplx"}
+    result = validate_host(llama_host(args, sglang_model_path="deepseek-ai/DeepSeek-V3"))
+    assert not [p for p in result.errors if p.rule in ("server.combination", "server.moe")], format_report("host", result)
+    refused = validate_host(llama_host({"enable_two_batch_overlap": True}))
+    assert find(refused.errors, "server.combination").variable == "sglang_args.enable_two_batch_overlap"

@@ -902,7 +902,7 @@ def _numeric(ctx: Context) -> None:
         ctx.error("numeric.served_model_name", "served_model_name",
                   "served_model_name must not contain ':' (SGLang reserves it for the model:adapter LoRA syntax).",
                   f"use e.g. {str(name).replace(':', '-')!r}", "sglang/srt/arg_groups/validation_hook.py:215")
-    grpc, port = ctx.args.get("grpc_port"), ctx.get("port", 30000)
+    grpc, port = ctx.args.get("grpc_port") if _given(ctx, "grpc_port") else None, ctx.get("port", 30000)
     if grpc is not None and grpc == port and not ctx.is_set("smg_grpc_mode") and not ctx.is_set("grpc_mode"):
         ctx.error("numeric.grpc_port", "grpc_port", f"grpc_port {grpc} equals the HTTP port {port}.",
                   "give the gRPC listener its own port", "sglang/srt/arg_groups/validation_hook.py:360")
@@ -1010,3 +1010,905 @@ def _security(ctx: Context) -> None:
               "(and the admin endpoints).",
               "set sglang_api_key (from Ansible Vault), or sglang_allow_unauthenticated: true if a firewall or the "
               "router is the only way in")
+
+
+# --- SGLang's own launch checks on the arguments alone (tests/catalog/mapping-*.yml maps each to its rule) ---
+#
+# Each condition below is SGLang 0.5.23's own, on the values its resolution pipeline leaves them at; where a hook
+# may change a value first (detokenizer workers under skip_tokenizer_init, the capture convention of aux hidden
+# states), the rule reads the same.  SGLang refuses all of them before or just after the weights load.
+
+_VH = "sglang/srt/arg_groups/validation_hook.py"
+_SH = "sglang/srt/arg_groups/serving_hook.py"
+
+
+def _num(ctx: Context, dest: str) -> int | float | None:
+    value = ctx.args.get(dest)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _choice(ctx: Context, dest: str, default: str) -> str:
+    """A string argument as SGLang sees it: false (YAML off) and null leave the flag out, so its default holds."""
+    value = ctx.args.get(dest)
+    return default if value is None or value is False else str(value)
+
+
+def _given(ctx: Context, dest: str) -> bool:
+    """True when the launch passes the argument (false, YAML off, leaves it out; unlike is_set, 0 counts)."""
+    value = ctx.args.get(dest)
+    return value is not None and value is not False
+
+
+def _below(ctx: Context, rule_id: str, dest: str, least: int | float, where: str, strict: bool = False) -> bool:
+    """An explicit value under SGLang's minimum (``strict``: the minimum itself is refused too)."""
+    value = _num(ctx, dest)
+    if value is None or (value > least if strict else value >= least):
+        return False
+    bound = f"greater than {least}" if strict else f"at least {least}"
+    ctx.error(rule_id, dest, f"{dest}={value}: SGLang {ctx.schema.version} requires it to be {bound} and refuses the "
+              "launch otherwise.", f"set {ctx.var(dest)} to a value {bound}, or remove it (SGLang's default)", where)
+    return True
+
+
+@rule("server.minimum", since="0.5.23")
+def _minimums(ctx: Context) -> None:
+    """Numeric arguments SGLang bounds from below (each check names its file:line)."""
+    for dest, least, strict, where in (
+        ("pp_max_micro_batch_size", 1, False, f"{_VH}:183"),
+        ("tokenizer_worker_num", 0, True, f"{_VH}:273"),
+        ("mm_processor_worker_num", 0, False, f"{_VH}:275"),
+        ("mm_io_worker_num", 0, False, f"{_VH}:276"),
+        ("schedule_conservativeness", 0, False, f"{_VH}:314"),
+        ("prefill_decode_interval", 0, False, f"{_VH}:660"),
+        ("prefill_decode_interval_min_bs", 0, False, f"{_VH}:662"),
+        ("sampling_mask_max_tokens", 0, True, f"{_VH}:688"),
+        ("asr_max_buffer_seconds", 0, True, f"{_SH}:127"),
+        ("asr_max_concurrent_sessions", 0, True, f"{_SH}:132"),
+        ("mm_preprocess_cache_size_mb", 0, False, f"{_SH}:145"),
+        ("grpc_response_timeout_secs", 0, True, f"{_SH}:379"),
+        ("mamba_cache_philox_rounds", 0, False, "sglang/srt/arg_groups/mamba_hook.py:22"),
+        ("max_loras_per_batch", 0, True, "sglang/srt/arg_groups/lora_hook.py:36"),
+    ):
+        _below(ctx, "server.minimum", dest, least, where, strict)
+    # skip_tokenizer_init leaves nothing to detokenize: SGLang then forces detokenizer_worker_num to 1 first
+    # (serving_hook.py:764-772, unless SGLANG_RUST_SERVER).
+    if not ctx.is_set("skip_tokenizer_init") or env_true(ctx.env, "SGLANG_RUST_SERVER"):
+        _below(ctx, "server.minimum", "detokenizer_worker_num", 0, f"{_VH}:274", strict=True)
+    states = _num(ctx, "mamba_max_states_per_path")
+    if states is not None and (states == 0 or states < -1):
+        ctx.error("server.minimum", "mamba_max_states_per_path",
+                  f"mamba_max_states_per_path={states}: SGLang takes -1 (unlimited) or a positive number only.",
+                  f"set {ctx.var('mamba_max_states_per_path')} to -1 or a positive number, or remove it",
+                  "sglang/srt/arg_groups/mamba_hook.py:25")
+    gc = ctx.args.get("gc_threshold")
+    if isinstance(gc, list) and len(gc) > 3:
+        ctx.error("server.minimum", "gc_threshold", f"gc_threshold has {len(gc)} values; SGLang takes 1 to 3 integers.",
+                  f"give {ctx.var('gc_threshold')} at most 3 integers", f"{_VH}:370")
+
+
+def _a2a_may_change(ctx: Context) -> bool:
+    """DeepSeek's context-parallel overrides set moe_a2a_backend deepep themselves
+    (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:117, 201): with CP on an MLA or unknown model,
+    the backend SGLang checks is not the one written."""
+    cp = _int(ctx, "attn_cp_size", 1) > 1 or ctx.is_set("enable_prefill_cp")
+    return cp and (not ctx.model.known or ctx.model.mla)
+
+
+@rule("server.combination", since="0.5.23")
+def _combinations(ctx: Context) -> None:
+    """Pairs of arguments SGLang refuses together (or one without the other)."""
+    def refuse(dest: str, message: str, fix: str, where: str) -> None:
+        ctx.error("server.combination", dest, message + " SGLang refuses the launch.", fix, where)
+
+    if ctx.is_set("disable_cuda_graph_padding") and ctx.is_set("enable_torch_compile"):
+        refuse("disable_cuda_graph_padding", "disable_cuda_graph_padding and enable_torch_compile: without padding every "
+               "batch size gets its own torch.compile cycle.",
+               f"remove {ctx.var('disable_cuda_graph_padding')} or {ctx.var('enable_torch_compile')}", f"{_VH}:188")
+    if ctx.is_set("enable_priority_scheduling") and _choice(ctx, "schedule_policy", "fcfs") not in ("fcfs", "lof"):
+        refuse("schedule_policy", f"enable_priority_scheduling needs schedule_policy fcfs or lof, not "
+               f"{_choice(ctx, 'schedule_policy', 'fcfs')!r}.", f"set {ctx.var('schedule_policy')}: fcfs (or lof)", f"{_VH}:282")
+    if ctx.args.get("retraction_policy") == "priority" and not ctx.is_set("enable_priority_scheduling"):
+        refuse("retraction_policy", "retraction_policy priority needs enable_priority_scheduling.",
+               f"set {ctx.var('enable_priority_scheduling')}: true, or retraction_policy: length", f"{_VH}:304")
+    if ctx.is_set("export_metrics_to_file") and not ctx.is_set("export_metrics_to_file_dir"):
+        refuse("export_metrics_to_file", "export_metrics_to_file needs export_metrics_to_file_dir.",
+               f"set {ctx.var('export_metrics_to_file_dir')} (a directory on the host), or remove "
+               f"{ctx.var('export_metrics_to_file')}", f"{_VH}:341")
+    if ctx.is_set("enable_quant_communications"):
+        tp1 = _int(ctx, "tp_size", 1) == 1
+        refuse("enable_quant_communications", "enable_quant_communications (INT8 TP communications) "
+               + ("is only used with tp_size > 1, and " if tp1 else "") + "is supported on Ascend NPUs only.",
+               f"remove {ctx.var('enable_quant_communications')}", f"{_VH}:{350 if tp1 else 353}")
+    if (_num(ctx, "kv_canary_sweep_interval") or 0) > 0 and _choice(ctx, "kv_canary", "none") == "none":
+        refuse("kv_canary_sweep_interval", "kv_canary_sweep_interval > 0 needs kv_canary log or raise.",
+               f"set {ctx.var('kv_canary')}: log, or remove {ctx.var('kv_canary_sweep_interval')}", f"{_VH}:375")
+    if ctx.args.get("sampling_backend") == "intel_xpu" and _choice(ctx, "device", "cuda") != "xpu":
+        refuse("sampling_backend", "sampling_backend intel_xpu is for Intel GPUs (device xpu).",
+               f"use flashinfer or pytorch, or remove {ctx.var('sampling_backend')}", f"{_VH}:484")
+    if _int(ctx, "pp_size", 1) > 1 and _given(ctx, "min_free_slots_delay"):
+        refuse("min_free_slots_delay", f"min_free_slots_delay does not work with pipeline parallelism "
+               f"(pp_size={_int(ctx, 'pp_size', 1)}).", f"remove {ctx.var('min_free_slots_delay')}", f"{_VH}:165")
+    if ctx.is_set("enable_two_batch_overlap") and _choice(ctx, "moe_a2a_backend", "none") == "none" \
+            and _int(ctx, "attn_dp_size", 1) <= 1 and not _a2a_may_change(ctx):
+        refuse("enable_two_batch_overlap", "enable_two_batch_overlap without an EP all-to-all backend "
+               "(moe_a2a_backend none) needs attention DP (attn_dp_size > 1).",
+               f"set {ctx.var('moe_a2a_backend')} (e.g. deepep) or attn_dp_size, or remove "
+               f"{ctx.var('enable_two_batch_overlap')}", f"{_VH}:768")
+    if ctx.is_set("enable_tokenizer_batch_encode") and ctx.is_set("enable_dynamic_batch_tokenizer"):
+        refuse("enable_dynamic_batch_tokenizer", "enable_tokenizer_batch_encode and enable_dynamic_batch_tokenizer are "
+               "two tokenizer batching approaches; choose one.",
+               f"remove {ctx.var('enable_tokenizer_batch_encode')} or {ctx.var('enable_dynamic_batch_tokenizer')}",
+               f"{_SH}:757")
+    if ctx.is_set("enable_mamba_cache_stochastic_rounding") and ctx.args.get("mamba_ssm_dtype") not in (None, "float16"):
+        refuse("mamba_ssm_dtype", f"enable_mamba_cache_stochastic_rounding needs mamba_ssm_dtype float16, not "
+               f"{ctx.args.get('mamba_ssm_dtype')!r}.", f"set {ctx.var('mamba_ssm_dtype')}: float16, or remove "
+               f"{ctx.var('enable_mamba_cache_stochastic_rounding')}", "sglang/srt/arg_groups/mamba_hook.py:32")
+    ple = ctx.args.get("ple_offload_embedding")
+    if ple is True and ((_num(ctx, "cpu_offload_gb") or 0) > 0 or (_num(ctx, "offload_group_size") or 0) > 0):
+        refuse("ple_offload_embedding", "ple_offload_embedding with cpu_offload_gb or offload_group_size: generic layer "
+               "offload would stage the pinned embedding back to the GPU.",
+               f"remove {ctx.var('cpu_offload_gb')} / offload_group_size, or ple_offload_embedding",
+               "sglang/srt/arg_groups/memory_hook.py:34")
+    if ctx.args.get("ple_offload_backend") == "file" and ple is False:  # false renders --no-ple-offload-embedding
+        refuse("ple_offload_backend", "ple_offload_backend file with ple_offload_embedding false "
+               "(--no-ple-offload-embedding): the file-backed table is the offloaded table.",
+               f"set {ctx.var('ple_offload_embedding')}: true (or leave it unset), or ple_offload_backend: pinned",
+               "sglang/srt/arg_groups/memory_hook.py:41")
+    if ctx.is_set("enable_kv_cache_sharding") and _choice(ctx, "disaggregation_mode", "null") != "prefill":
+        refuse("enable_kv_cache_sharding", "enable_kv_cache_sharding works on PD prefill workers only (a rank's pool "
+               "holds just its stripe of each page, which local decode cannot use).",
+               f"remove {ctx.var('enable_kv_cache_sharding')}", "sglang/srt/arg_groups/kv_shard_hook.py:99-104")
+    if ctx.args.get("load_format") == "ipc_cache":
+        refuse("load_format", "load_format ipc_cache is internal to SGLang's weight cache.",
+               "use weight_cache_mode client or daemon instead", "sglang/srt/arg_groups/model_path_hook.py:271")
+    if _choice(ctx, "weight_cache_mode", "off") != "off" and _given(ctx, "speculative_algorithm"):
+        refuse("weight_cache_mode", "weight_cache_mode with speculative decoding: the weight cache daemon does not "
+               "export the draft model's weights.", f"set {ctx.var('weight_cache_mode')}: off, or turn speculative "
+               "decoding off (-e spec=off)", "sglang/srt/arg_groups/model_path_hook.py:282")
+
+
+@rule("server.buckets", since="0.5.23")
+def _buckets(ctx: Context) -> None:
+    """validate_buckets_rule (sglang/srt/arg_groups/validation_hook.py:384-431) on the two histogram bucket rules."""
+    for dest in ("prompt_tokens_buckets", "generation_tokens_buckets"):
+        rule_ = ctx.args.get(dest)
+        if not isinstance(rule_, list) or not rule_:
+            continue
+        problem, kind, rest = None, str(rule_[0]), [str(v) for v in rule_[1:]]
+        if kind not in ("tse", "default", "custom"):
+            problem = f"its first word {kind!r} is not a rule type (tse, default or custom)"
+        elif kind == "tse":
+            try:
+                middle, base, count = (float(rest[0]), float(rest[1]), int(rest[2])) if len(rest) == 3 else (None, None, None)
+            except ValueError:
+                middle = base = count = None
+                problem = "tse takes <float middle> <float base> <int count>"
+            if problem is None and middle is None:
+                problem = f"tse takes exactly 3 parameters (middle, base, count), got {len(rest)}"
+            elif problem is None and not (base > 1 and count > 0 and middle > 0):  # type: ignore[operator]
+                problem = "tse needs base > 1, count > 0 and middle > 0"
+        elif kind == "default" and rest:
+            problem = "default takes no parameters"
+        elif kind == "custom":
+            try:
+                values = [float(v) for v in rest]
+            except ValueError:
+                values, problem = [], "custom bucket values must be numbers"
+            if problem is None and not values:
+                problem = "custom needs at least one bucket value"
+            elif problem is None and len(set(values)) != len(values):
+                problem = "custom bucket values must not repeat"
+            elif problem is None and any(v < 0 for v in values):
+                problem = "custom bucket values must be non-negative"
+        if problem:
+            ctx.error("server.buckets", dest, f"{dest} {rule_}: {problem}; SGLang asserts it at start-up.",
+                      f"set {ctx.var(dest)} to e.g. [default], [tse, 1000, 2, 8] or [custom, 10, 50, 100]",
+                      f"{_VH}:384-431")
+
+
+WATERMARK_SPEC = ("EAGLE", "NEXTN", "EAGLE3", "NGRAM")  # NEXTN resolves to EAGLE before the check
+
+
+@rule("server.watermark", since="0.5.23")
+def _watermark(ctx: Context) -> None:
+    """check_watermark_server_args (sglang/srt/arg_groups/validation_hook.py:35-106), on the flags (not the config's fields)."""
+    if not ctx.is_set("enable_watermark"):
+        if _given(ctx, "watermark_config"):
+            ctx.error("server.watermark", "watermark_config", "watermark_config without enable_watermark; SGLang refuses it.",
+                      f"set {ctx.var('enable_watermark')}: true, or remove {ctx.var('watermark_config')}", f"{_VH}:37")
+        return
+    _watermark_config(ctx)
+    aux = ctx.is_set("enable_return_aux_hidden_states")  # it resets speculative_algorithm to None first
+    algo = None if aux or not _given(ctx, "speculative_algorithm") else str(ctx.args["speculative_algorithm"]).upper()
+    for bad, dest, why, line in (
+        (ctx.is_set("enable_custom_logit_processor"), "enable_custom_logit_processor", "enable_custom_logit_processor", 75),
+        (_given(ctx, "dllm_algorithm"), "dllm_algorithm", "a diffusion LLM (dllm_algorithm)", 87),
+        (algo is not None and algo not in WATERMARK_SPEC, "speculative_algorithm",
+         f"speculative_algorithm {algo} (only NGRAM, EAGLE/NEXTN and EAGLE3)", 91),
+        (algo is not None and _int(ctx, "pp_size", 1) > 1, "pp_size", "pipeline-parallel speculative decoding", 96),
+        (ctx.is_set("speculative_use_rejection_sampling"), "speculative_use_rejection_sampling",
+         "speculative_use_rejection_sampling", 101),
+        (env_true(ctx.env, "SGLANG_RUST_SERVER"), "sglang_env.SGLANG_RUST_SERVER", "SGLANG_RUST_SERVER", 106),
+    ):
+        if bad:
+            ctx.error("server.watermark", dest, f"enable_watermark is not supported with {why}; SGLang refuses the launch.",
+                      f"remove {dest if dest.startswith('sglang_env') else ctx.var(dest)} or "
+                      f"{ctx.var('enable_watermark')}", f"{_VH}:{line}")
+            return
+
+
+def _watermark_config(ctx: Context) -> None:
+    """The resolved fields of an inline --watermark-config (a file path is read on the host: the preflight)."""
+    raw = ctx.args.get("watermark_config")
+    if not isinstance(raw, str) or not raw.lstrip().startswith("{"):
+        return
+    config = _json_arg(ctx, "watermark_config")
+    if not isinstance(config, dict):
+        return
+    # Defaults of the resolved fields: sglang/srt/arg_groups/fields/exec_.py:84-112.
+    key, key_b = config.get("key"), config.get("key_b")
+    window, mixing = config.get("context_window", 4), config.get("mixing_probability", 0.5)
+    highest = config.get("max_probability", 1.0)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (mixing, highest))
+    for bad, why, line in (
+        (isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= 64,
+         f"context_window must be an integer from 1 to 64 (got {window!r})", 55),
+        (key_b is not None and key is None, "key_b needs key", 57),
+        (numbers and not 0 < mixing < 1, f"mixing_probability must be strictly between 0 and 1 (got {mixing})", 59),
+        (numbers and key_b is None and mixing != 0.5, "mixing_probability other than 0.5 needs key_b", 63),
+        (numbers and not 0 < highest <= 1, f"max_probability must be in (0, 1] (got {highest})", 65),
+        ((config.get("default_enabled") is True or config.get("enforce_all") is True) and key is None,
+         "default_enabled and enforce_all need key", 71),
+    ):
+        if bad:
+            ctx.error("server.watermark", "watermark_config", f"watermark_config: {why}; SGLang refuses the launch.",
+                      f"fix {ctx.var('watermark_config')}", f"{_VH}:{line}")
+            return
+
+
+AUX_CAPTURE = ("EAGLE3", "DFLASH", "DSPARK")
+
+
+@rule("server.aux_hidden_states", since="0.5.23")
+def _aux_hidden_states(ctx: Context) -> None:
+    """handle_aux_hidden_state_capture (sglang/srt/arg_groups/validation_hook.py:697-750)."""
+    ids = ctx.args.get("return_aux_hidden_state_layer_ids") if _given(ctx, "return_aux_hidden_state_layer_ids") else None
+    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+        ctx.error("server.aux_hidden_states", dest, message + " SGLang refuses the launch.", fix, f"{_VH}:{line}")
+
+    if not ctx.is_set("enable_return_aux_hidden_states"):
+        if ids is not None:
+            refuse("return_aux_hidden_state_layer_ids", "return_aux_hidden_state_layer_ids without "
+                   "enable_return_aux_hidden_states.", f"set {ctx.var('enable_return_aux_hidden_states')}: true, or "
+                   f"remove {ctx.var('return_aux_hidden_state_layer_ids')}", 707)
+        return
+    method = str(ctx.args.get("speculative_algorithm") or "").upper()
+    if method not in AUX_CAPTURE:
+        refuse("speculative_algorithm", "enable_return_aux_hidden_states needs speculative_algorithm EAGLE3, DFLASH or "
+               f"DSPARK to name the capture convention, got {ctx.args.get('speculative_algorithm')!r}.",
+               f"set {ctx.var('speculative_algorithm')}: EAGLE3 (or DFLASH / DSPARK)", 714)
+        return
+    if _int(ctx, "pp_size", 1) != 1:
+        refuse("pp_size", "enable_return_aux_hidden_states needs pp_size 1 (the capture hooks see only the last "
+               "pipeline rank).", "use tp_size instead of pp_size", 725)
+        return
+    if method != "EAGLE3" and not ids:
+        refuse("return_aux_hidden_state_layer_ids", f"enable_return_aux_hidden_states with {method} needs "
+               "return_aux_hidden_state_layer_ids.", f"set {ctx.var('return_aux_hidden_state_layer_ids')} "
+               "(the target model's layer ids)", 731)
+        return
+    if isinstance(ids, list) and any(isinstance(i, int) and i < 0 for i in ids):
+        refuse("return_aux_hidden_state_layer_ids", f"return_aux_hidden_state_layer_ids {ids} has negative layer ids.",
+               "use layer ids >= 0", 739)
+    elif isinstance(ids, list) and len(set(ids)) != len(ids):
+        refuse("return_aux_hidden_state_layer_ids", f"return_aux_hidden_state_layer_ids {ids} repeats a layer.",
+               "name each layer once", 744)
+
+
+@rule("server.http", since="0.5.23")
+def _http(ctx: Context) -> None:
+    """handle_ssl_validation's HTTP server checks (sglang/srt/arg_groups/serving_hook.py:88-120)."""
+    http2 = ctx.is_set("enable_http2")
+    if ctx.is_set("enable_http_worker_reuseport") and (_int(ctx, "tokenizer_worker_num", 1) == 1 or http2):
+        ctx.error("server.http", "enable_http_worker_reuseport", "enable_http_worker_reuseport needs tokenizer_worker_num "
+                  "> 1 and has no effect with enable_http2; SGLang refuses it.",
+                  f"set {ctx.var('tokenizer_worker_num')} > 1 (without enable_http2), or remove "
+                  f"{ctx.var('enable_http_worker_reuseport')}", f"{_SH}:91")
+    if not http2:
+        return
+    streams, window = _num(ctx, "http2_max_concurrent_streams"), _num(ctx, "http2_initial_connection_window_size")
+    if streams is not None and not 0 < streams < 2**32:
+        ctx.error("server.http", "http2_max_concurrent_streams", f"http2_max_concurrent_streams={streams} is outside "
+                  "1..4294967295; SGLang refuses it.", f"set {ctx.var('http2_max_concurrent_streams')} in that range "
+                  "(default 200)", f"{_SH}:98")
+    if window is not None and not 1024 <= window < 2**31:
+        ctx.error("server.http", "http2_initial_connection_window_size", f"http2_initial_connection_window_size={window} "
+                  "is outside 1024..2147483647; SGLang refuses it.",
+                  f"set {ctx.var('http2_initial_connection_window_size')} in that range (default 1048576)", f"{_SH}:102")
+    if ctx.is_set("enable_ssl_refresh"):
+        ctx.error("server.http", "enable_ssl_refresh", "enable_ssl_refresh with enable_http2: the HTTP/2 server "
+                  "(Granian) cannot reload certificates; SGLang refuses the pair.",
+                  f"remove {ctx.var('enable_ssl_refresh')} or {ctx.var('enable_http2')}", f"{_SH}:116")
+
+
+@rule("server.grpc", since="0.5.23")
+def _grpc(ctx: Context) -> None:
+    """handle_deprecated_args' gRPC and sidecar checks (sglang/srt/arg_groups/serving_hook.py:356-433)."""
+    legacy = ctx.is_set("smg_grpc_mode") or ctx.is_set("grpc_mode")
+    port = ctx.args.get("grpc_port") if _given(ctx, "grpc_port") else None
+    if port is None and ctx.env.get("SGLANG_GRPC_PORT"):
+        port = ctx.env["SGLANG_GRPC_PORT"]
+    if port is None and legacy:
+        port = _int(ctx, "port", 30000) + 10000
+    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+        ctx.error("server.grpc", dest, message + " SGLang refuses the launch.", fix, f"{_SH}:{line}")
+
+    sidecar = ctx.args.get("sidecar") if _given(ctx, "sidecar") else None
+    if _given(ctx, "sidecar_args") and sidecar is None:
+        refuse("sidecar_args", "sidecar_args without sidecar.", f"set {ctx.var('sidecar')}, or remove "
+               f"{ctx.var('sidecar_args')}", 397)
+    if sidecar is not None:
+        if not str(sidecar).strip():
+            refuse("sidecar", "sidecar is empty.", f"set {ctx.var('sidecar')} to the sidecar's command, or remove it", 404)
+        elif legacy:
+            refuse("sidecar", "sidecar needs SGLang's native gRPC server, not smg_grpc_mode / grpc_mode.",
+                   "remove smg_grpc_mode / grpc_mode (and set grpc_port)", 406)
+        elif port is None:
+            refuse("sidecar", "sidecar needs grpc_port (or SGLANG_GRPC_PORT).", f"set {ctx.var('grpc_port')}", 411)
+    if port is None or legacy:
+        return
+    if ctx.is_set("use_ray"):
+        refuse("use_ray", "grpc_port (native gRPC) with use_ray: the Ray launch path does not start the gRPC server.",
+               f"remove {ctx.var('grpc_port')} or {ctx.var('use_ray')}", 414)
+    elif _int(ctx, "tokenizer_worker_num", 1) > 1:
+        refuse("tokenizer_worker_num", "native gRPC (grpc_port) does not support tokenizer_worker_num > 1.",
+               f"set {ctx.var('tokenizer_worker_num')}: 1, or remove {ctx.var('grpc_port')}", 424)
+    elif ctx.is_set("api_key") or ctx.is_set("admin_api_key"):
+        refuse("grpc_port", "grpc_port (native gRPC) with an API key: the gRPC listener bypasses the HTTP auth.",
+               f"remove {ctx.var('grpc_port')}, or serve without sglang_api_key / sglang_admin_api_key", 429)
+
+
+@rule("server.lora", since="0.5.23")
+def _lora(ctx: Context) -> None:
+    """check_lora_server_args (sglang/srt/arg_groups/lora_hook.py:33-180): lora_paths alone turns LoRA on."""
+    paths = ctx.args.get("lora_paths") if isinstance(ctx.args.get("lora_paths"), list) else []
+    if not (ctx.is_set("enable_lora") or paths):
+        return
+    where = "sglang/srt/arg_groups/lora_hook.py"
+    per_batch = _num(ctx, "max_loras_per_batch")
+    per_batch = 8 if per_batch is None else per_batch
+    loaded = _num(ctx, "max_loaded_loras")
+    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+        ctx.error("server.lora", dest, message + " SGLang refuses the launch.", fix, f"{where}:{line}")
+
+    if ctx.is_set("enable_lora_overlap_loading") and (loaded is None or loaded > 2 * per_batch):
+        refuse("max_loaded_loras", f"enable_lora_overlap_loading pins the adapters in CPU memory and needs max_loaded_loras "
+               f"set to at most 2 x max_loras_per_batch = {2 * per_batch} (it is {loaded}).",
+               f"set {ctx.var('max_loaded_loras')} <= {2 * per_batch}, or remove enable_lora_overlap_loading", 64)
+    modules = ctx.args.get("lora_target_modules") if isinstance(ctx.args.get("lora_target_modules"), list) else []
+    if "all" in modules and len(set(modules)) > 1:
+        refuse("lora_target_modules", f"lora_target_modules {modules}: 'all' must be the only module.",
+               f"set {ctx.var('lora_target_modules')}: [all], or list the modules without 'all'", 147)
+    if not paths and not (ctx.is_set("max_lora_rank") and modules):
+        refuse("enable_lora", "enable_lora without lora_paths needs max_lora_rank and lora_target_modules to size the "
+               "adapter buffers.", f"set {ctx.var('lora_paths')}, or both max_lora_rank and lora_target_modules", 152)
+        return
+    if loaded is not None and loaded < per_batch:
+        refuse("max_loaded_loras", f"max_loaded_loras={loaded} is below max_loras_per_batch={per_batch}.",
+               f"set {ctx.var('max_loaded_loras')} >= {per_batch}", 158)
+    elif loaded is not None and len(paths) > loaded:
+        refuse("max_loaded_loras", f"{len(paths)} lora_paths exceed max_loaded_loras={loaded}.",
+               f"set {ctx.var('max_loaded_loras')} >= {len(paths)}", 162)
+    threshold = _num(ctx, "lora_drain_wait_threshold")
+    if threshold is not None and threshold < 0:
+        refuse("lora_drain_wait_threshold", f"lora_drain_wait_threshold={threshold} is negative.",
+               f"set {ctx.var('lora_drain_wait_threshold')} >= 0", 176)
+
+
+_KVH = "sglang/srt/arg_groups/kv_cache_hook.py"
+
+
+def _json_arg(ctx: Context, dest: str) -> Any:
+    """The decoded value of a JSON argument (the validator keeps JSON text); None when unset or not JSON."""
+    raw = ctx.args.get(dest)
+    if not isinstance(raw, str):
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+@rule("server.kv_cache", since="0.5.23")
+def _kv_cache(ctx: Context) -> None:
+    """handle_cache_compatibility and validate_prefill_only_disable_kv_cache_args (kv_cache_hook.py), on the flags."""
+    def refuse(dest: str, message: str, fix: str, line: int | str) -> None:
+        ctx.error("server.kv_cache", dest, message + " SGLang refuses the launch.", fix, f"{_KVH}:{line}")
+
+    if _choice(ctx, "radix_eviction_policy", "lru") == "tlru":
+        config = _json_arg(ctx, "radix_eviction_policy_config")
+        config = config if isinstance(config, dict) else {}
+        threshold, estimate = config.get("threshold", 0), config.get("next_prompt_estimate", 0)
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (threshold, estimate))
+        if numbers and (threshold < 0 or estimate < 0 or threshold <= estimate):
+            refuse("radix_eviction_policy_config", f"radix_eviction_policy tlru needs radix_eviction_policy_config with "
+                   f"threshold > next_prompt_estimate >= 0 (got {threshold} and {estimate}).",
+                   f"set {ctx.var('radix_eviction_policy_config')}: {{threshold: ..., next_prompt_estimate: ...}} with "
+                   "threshold the larger, or another radix_eviction_policy", "380-391")
+    radix_off = ctx.is_set("disable_radix_cache")
+    if ctx.is_set("enable_hierarchical_cache") and radix_off:
+        refuse("disable_radix_cache", "enable_hierarchical_cache and disable_radix_cache are mutually exclusive.",
+               f"remove {ctx.var('disable_radix_cache')} or {ctx.var('enable_hierarchical_cache')}", 394)
+    tails = _num(ctx, "swa_prefix_tails")
+    if tails is not None and tails < 0:
+        refuse("swa_prefix_tails", f"swa_prefix_tails={tails} is negative.", f"set {ctx.var('swa_prefix_tails')} >= 0", 431)
+    if ctx.is_set("enable_lmcache"):
+        for bad, dest, why, line in (
+            (ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache", "enable_hierarchical_cache", 435),
+            (ctx.is_set("enable_unified_cache_external_linker"), "enable_unified_cache_external_linker",
+             "enable_unified_cache_external_linker", 440),
+            (radix_off, "disable_radix_cache", "disable_radix_cache (LMCache needs the radix cache)", 445),
+            (_given(ctx, "speculative_algorithm") and not ctx.is_set("enable_return_aux_hidden_states"),
+             "speculative_algorithm", "speculative decoding", 450),
+            (_int(ctx, "attn_dp_size", 1) > 1, "attn_dp_size", "attention DP", 454),
+            (_int(ctx, "dcp_size", 1) > 1, "dcp_size", "decode context parallelism (dcp_size > 1)", 458),
+            (ctx.is_set("enable_streaming_session"), "enable_streaming_session", "streaming sessions", 463),
+            (_choice(ctx, "hicache_host_memory_mode", "cache") == "buffer_only", "hicache_host_memory_mode",
+             "hicache_host_memory_mode buffer_only (a HiCache-only mode)", 467),
+        ):
+            if bad:
+                refuse(dest, f"enable_lmcache does not work with {why}.", f"remove {ctx.var(dest)} or "
+                       f"{ctx.var('enable_lmcache')}", line)
+                break
+    if ctx.is_set("prefill_only_disable_kv_cache"):
+        kv = _choice(ctx, "kv_cache_dtype", "auto")
+        for bad, dest, why, line in (
+            (kv in ("nvfp4", "fp4_mx_block16", "mxfp8"), "kv_cache_dtype", f"kv_cache_dtype {kv}", "886-896"),
+            (_int(ctx, "attn_cp_size", 1) > 1, "attn_cp_size", "attn_cp_size > 1", 920),
+            (ctx.is_set("enable_prefill_cp"), "enable_prefill_cp", "enable_prefill_cp", 926),
+            (ctx.is_set("enable_hisparse"), "enable_hisparse", "enable_hisparse", 935),
+        ):
+            if bad:
+                refuse(dest, f"prefill_only_disable_kv_cache does not work with {why}.",
+                       f"remove {ctx.var(dest)} or {ctx.var('prefill_only_disable_kv_cache')}", line)
+                break
+
+
+@rule("server.json_args", since="0.5.23")
+def _json_args(ctx: Context) -> None:
+    """JSON arguments whose decoded shape SGLang checks (serving_hook.py)."""
+    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+        ctx.error("server.json_args", dest, message + " SGLang refuses the launch.", fix, f"{_SH}:{line}")
+
+    kwargs = _json_arg(ctx, "default_chat_template_kwargs")
+    if _given(ctx, "default_chat_template_kwargs") and kwargs is not None and not isinstance(kwargs, dict):
+        refuse("default_chat_template_kwargs", "default_chat_template_kwargs must be a JSON object (a mapping).",
+               f"write {ctx.var('default_chat_template_kwargs')} as a mapping, e.g. {{enable_thinking: false}}", 501)
+    config = _json_arg(ctx, "mm_process_config")
+    if _given(ctx, "mm_process_config") and config is not None:
+        bad = [k for k in ("image", "video", "audio") if isinstance(config, dict) and k in config
+               and not isinstance(config[k], dict)]
+        if not isinstance(config, dict) or bad:
+            refuse("mm_process_config", "mm_process_config must be a mapping" + (f", and {bad} mappings too" if bad else "")
+                   + ".", f"write {ctx.var('mm_process_config')} as a mapping of modality to settings", 148 if not bad else 156)
+    limits = _json_arg(ctx, "limit_mm_data_per_request")
+    if isinstance(limits, dict) and limits and set(limits) - {"image", "video", "audio"}:
+        refuse("limit_mm_data_per_request", f"limit_mm_data_per_request names {sorted(set(limits) - {'image', 'video', 'audio'})}; "
+               "the modalities are image, video and audio.", f"keep only those keys in {ctx.var('limit_mm_data_per_request')}",
+               603)
+    preferred = _json_arg(ctx, "preferred_sampling_params")
+    if isinstance(preferred, (dict, list)) and "watermark" in preferred:
+        refuse("preferred_sampling_params", "preferred_sampling_params may not set watermark.",
+               f"remove watermark from {ctx.var('preferred_sampling_params')} (enable_watermark is the server's switch)", 619)
+    sidecar_args = _json_arg(ctx, "sidecar_args")
+    if _given(ctx, "sidecar_args") and _given(ctx, "sidecar") and sidecar_args is not None and not (
+            isinstance(sidecar_args, list) and all(isinstance(a, str) for a in sidecar_args)):
+        refuse("sidecar_args", "sidecar_args must be a JSON array of strings.",
+               f"write {ctx.var('sidecar_args')} as a list of strings", 401)
+
+
+_SPH = "sglang/srt/arg_groups/speculative_hook.py"
+DP_SPEC_ENV = "SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION"
+
+
+@rule("server.speculative", since="0.5.23")
+def _speculative_launch(ctx: Context) -> None:
+    """The argument checks of speculative_hook.py beyond the EAGLE triple (rules spec.*)."""
+    raw = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") else None
+    algo = None if raw is None else {"NEXTN": "EAGLE"}.get(str(raw).upper(), str(raw).upper())  # NEXTN aliases EAGLE
+    def refuse(dest: str, message: str, fix: str, line: int | str) -> None:
+        ctx.error("server.speculative", dest, message + " SGLang refuses the launch.", fix, f"{_SPH}:{line}")
+
+    if ctx.is_set("speculative_use_block_verification") and algo not in ("EAGLE", "EAGLE3", "DFLASH", "DSPARK"):
+        refuse("speculative_use_block_verification", "speculative_use_block_verification works with EAGLE / EAGLE3 / "
+               f"NEXTN / DFLASH / DSPARK only, not {raw}.", f"remove {ctx.var('speculative_use_block_verification')}", 177)
+    window, sink = _num(ctx, "speculative_draft_window_size"), _num(ctx, "speculative_draft_sink_size")
+    if window is not None and window <= 0:
+        refuse("speculative_draft_window_size", f"speculative_draft_window_size={window} must be positive.",
+               f"set {ctx.var('speculative_draft_window_size')} > 0, or remove it", 205)
+    if sink is not None and sink < 0:
+        refuse("speculative_draft_sink_size", f"speculative_draft_sink_size={sink} must be non-negative.",
+               f"set {ctx.var('speculative_draft_sink_size')} >= 0, or remove it", 224)
+    elif sink is not None and window is None:
+        refuse("speculative_draft_sink_size", "speculative_draft_sink_size needs speculative_draft_window_size.",
+               f"set {ctx.var('speculative_draft_window_size')}, or remove {ctx.var('speculative_draft_sink_size')}", 228)
+    if env_true(ctx.env, DP_SPEC_ENV) and (algo not in ("EAGLE", "EAGLE3", "DSPARK") or ctx.is_set("enable_multi_layer_eagle")):
+        refuse(f"sglang_env.{DP_SPEC_ENV}", f"{DP_SPEC_ENV} (DP spec/prefill coordination) needs single-layer EAGLE, "
+               f"EAGLE3 or DSPARK speculative decoding (speculative_algorithm is {raw}).",
+               f"remove sglang_env.{DP_SPEC_ENV}, or use one of those algorithms", 257)
+    if algo is None:
+        return
+    attn_dp, attn_cp = _int(ctx, "attn_dp_size", 1), _int(ctx, "attn_cp_size", 1)
+    rejection = ctx.is_set("speculative_use_rejection_sampling")
+    if rejection and algo == "STANDALONE":
+        refuse("speculative_use_rejection_sampling", "speculative_use_rejection_sampling works with EAGLE / EAGLE3 / NEXTN "
+               "only, not STANDALONE.", f"remove {ctx.var('speculative_use_rejection_sampling')}", 1216)
+    elif rejection and algo in EAGLE_FAMILY and _num(ctx, "speculative_eagle_topk") not in (None, 1):
+        refuse("speculative_eagle_topk", "speculative_use_rejection_sampling needs speculative_eagle_topk 1.",
+               f"set {ctx.var('speculative_eagle_topk')}: 1, or remove speculative_use_rejection_sampling", 1222)
+    elif rejection and algo in EAGLE_FAMILY and any(
+            _num(ctx, d) not in (None, 1.0) for d in ("speculative_accept_threshold_single", "speculative_accept_threshold_acc")):
+        refuse("speculative_use_rejection_sampling", "speculative_use_rejection_sampling ignores the accept thresholds; "
+               "SGLang refuses them together.", "remove speculative_accept_threshold_single / _acc (or the rejection "
+               "sampling)", 1235)
+    if algo in ("DFLASH", "DSPARK") and attn_dp > 1:
+        line = {"DFLASH": (308, 310, 314), "DSPARK": (676, 698, None)}[algo]
+        if not ctx.is_set("enable_dp_lm_head"):
+            refuse("enable_dp_lm_head", f"{algo} with attention DP (attn_dp_size={attn_dp}) needs enable_dp_lm_head.",
+                   f"set {ctx.var('enable_dp_lm_head')}: true", line[0])
+        elif attn_cp != 1:
+            refuse("attn_cp_size", f"{algo} with attention DP does not support context parallelism (attn_cp_size={attn_cp}).",
+                   f"set {ctx.var('attn_cp_size')}: 1", line[1])
+        elif algo == "DFLASH" and env_true(ctx.env, DP_SPEC_ENV):
+            refuse(f"sglang_env.{DP_SPEC_ENV}", f"DFLASH with attention DP needs {DP_SPEC_ENV} off.",
+                   f"remove sglang_env.{DP_SPEC_ENV}", 314)
+    for dest, line in (("speculative_dflash_block_size", 370), ("speculative_dspark_block_size", 809)):
+        size = _num(ctx, dest)
+        if algo == dest.split("_")[1].upper() and size is not None and size <= 0:
+            refuse(dest, f"{dest}={size} must be positive.", f"set {ctx.var(dest)} > 0, or remove it", line)
+    block, draft = _num(ctx, "speculative_dflash_block_size"), _num(ctx, "speculative_num_draft_tokens")
+    if algo == "DFLASH" and block is not None and block > 0 and draft is not None and draft != block:
+        refuse("speculative_num_draft_tokens", f"DFLASH: speculative_num_draft_tokens={draft} and "
+               f"speculative_dflash_block_size={block} must match.", "set only one of them, or both to the same value", 377)
+    if algo == "UNO":
+        _uno(ctx, refuse)
+
+
+def _fa3_everywhere(ctx: Context) -> bool:
+    """fa3 chosen for prefill and decode: then the profile's attention rule refuses it, for the reason it fails."""
+    base = _choice(ctx, "attention_backend", "")
+    return all(_choice(ctx, d, base) == "fa3" for d in ("prefill_attention_backend", "decode_attention_backend"))
+
+
+def _uno(ctx: Context, refuse: Callable[[str, str, str, int | str], None]) -> None:
+    """_handle_uno's argument checks (speculative_hook.py:453-612)."""
+    profile = arch_profile(ctx)
+    for bad, dest, why, line in (
+        (not _given(ctx, "uno_lora_path"), "uno_lora_path", "UNO needs uno_lora_path", 460),
+        (ctx.is_set("enable_deterministic_inference"), "enable_deterministic_inference",
+         "UNO does not support enable_deterministic_inference", 462),
+        (ctx.is_set("enable_strict_thinking"), "enable_strict_thinking", "UNO does not support enable_strict_thinking", 467),
+        ((_num(ctx, "speculative_num_draft_tokens") or 0) < 1, "speculative_num_draft_tokens",
+         "UNO needs speculative_num_draft_tokens (a positive verify width)", 474),
+        ((_num(ctx, "speculative_eagle_topk") or 1) < 1, "speculative_eagle_topk", "UNO needs speculative_eagle_topk >= 1",
+         489),
+        ((_int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1)) != (1, 1), "tp_size", "UNO runs with tp_size 1 and pp_size 1 only",
+         579),
+        (_int(ctx, "attn_dp_size", 1) > 1 or _int(ctx, "attn_cp_size", 1) != 1, "attn_dp_size",
+         "UNO does not support attention DP or context parallelism", 581),
+        (ctx.is_set("enable_lora") or bool(ctx.args.get("lora_paths")), "enable_lora", "UNO does not support LoRA serving",
+         583),
+        (ctx.is_set("speculative_use_rejection_sampling"), "speculative_use_rejection_sampling",
+         "UNO does its own verification, without speculative_use_rejection_sampling", 592),
+        (profile is not None and "fa3" in profile.attention and not _fa3_everywhere(ctx), "speculative_algorithm",
+         f"UNO needs FlashAttention 3 for prefill and decode, which compute capability {_cc(ctx)} does not run", "606-611"),
+    ):
+        if bad:
+            refuse(dest, why + ".", "fix that, or use another speculative algorithm (NEXTN, EAGLE3...)", line)
+            return
+
+
+_PH = "sglang/srt/arg_groups/parallel_hook.py"
+
+
+@rule("server.parallel", since="0.5.23")
+def _parallel_launch(ctx: Context) -> None:
+    """Context parallelism, decode context parallelism and DWDP (parallel_hook.py), on the explicit sizes."""
+    def refuse(dest: str, message: str, fix: str, line: int | str) -> None:
+        ctx.error("server.parallel", dest, message + " SGLang refuses the launch.", fix, f"{_PH}:{line}")
+
+    tp, pp, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "attn_dp_size", 1)
+    cp, moe_dp, dcp, dwdp = (_int(ctx, d, 1) for d in ("attn_cp_size", "moe_dp_size", "dcp_size", "dwdp_size"))
+    if ctx.is_set("enable_prefill_cp") and not _given(ctx, "cp_strategy"):
+        refuse("cp_strategy", "enable_prefill_cp needs cp_strategy.", f"set {ctx.var('cp_strategy')} (e.g. interleave)", 152)
+    # DeepSeek-V4's hook derives attn_cp_size itself (deepseek_v4_hook.py:220), so only known other models are checked.
+    if cp > 1 and tp >= 1 and attn_dp >= 1 and ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or ""):
+        if tp % cp or tp % (attn_dp * cp):
+            refuse("attn_cp_size", f"tp_size={tp} must be divisible by attn_dp_size x attn_cp_size = {attn_dp} x {cp}.",
+                   f"set {ctx.var('attn_cp_size')} so that attn_dp_size x attn_cp_size divides tp_size", "159-164")
+    if moe_dp > 1 and dwdp <= 1 and tp >= 1:  # DWDP resets moe_dp_size to 1 (parallel_hook.py:493)
+        if tp % moe_dp:
+            refuse("moe_dp_size", f"tp_size={tp} is not divisible by moe_dp_size={moe_dp}.",
+                   f"set {ctx.var('moe_dp_size')} to a divisor of tp_size", 172)
+        elif pp != 1:
+            refuse("moe_dp_size", f"moe_dp_size={moe_dp} (context parallelism) does not work with pp_size={pp}.",
+                   "set pp_size: 1 (use tp_size), or moe_dp_size: 1", 178)
+    if dcp < 1:
+        refuse("dcp_size", f"dcp_size={dcp} must be at least 1.", f"set {ctx.var('dcp_size')} >= 1, or remove it", 244)
+        return
+    comm = _choice(ctx, "dcp_comm_backend", "")
+    if dcp > 1 and ctx.is_set("enable_prefill_cp"):
+        refuse("dcp_size", "dcp_size > 1 does not work with enable_prefill_cp.",
+               f"remove {ctx.var('enable_prefill_cp')} or set dcp_size: 1", 250)
+    if comm in ("a2a", "fi_a2a") and dcp <= 1:
+        refuse("dcp_comm_backend", f"dcp_comm_backend {comm} needs dcp_size > 1.",
+               f"set {ctx.var('dcp_size')} > 1, or remove {ctx.var('dcp_comm_backend')}", 252)
+    elif ctx.is_set("dcp_replicate_q_proj") and dcp <= 1:
+        refuse("dcp_replicate_q_proj", "dcp_replicate_q_proj needs dcp_size > 1.",
+               f"set {ctx.var('dcp_size')} > 1, or remove {ctx.var('dcp_replicate_q_proj')}", 267)
+    elif ctx.is_set("dcp_replicate_q_proj") and comm not in ("", "a2a", "fi_a2a"):
+        refuse("dcp_replicate_q_proj", f"dcp_replicate_q_proj applies to the a2a / fi_a2a DCP backends, not {comm}.",
+               f"set {ctx.var('dcp_comm_backend')}: a2a (or leave it unset), or remove dcp_replicate_q_proj", 269)
+    if dwdp > 1:
+        for bad, dest, why, line in (
+            (dwdp != tp, "dwdp_size", f"dwdp_size={dwdp} must equal tp_size={tp}", 441),
+            (ctx.is_set("enable_eplb"), "enable_eplb", "DWDP does not work with enable_eplb", 448),
+            (_given(ctx, "speculative_algorithm"), "speculative_algorithm", "DWDP does not support speculative decoding", 451),
+            (pp != 1, "pp_size", "DWDP needs pp_size 1", 454),
+            (ctx.is_set("enable_two_batch_overlap"), "enable_two_batch_overlap", "DWDP does not support two-batch overlap",
+             455),
+        ):
+            if bad:
+                refuse(dest, why + ".", f"fix {ctx.var(dest)}, or set dwdp_size: 1", line)
+                break
+
+
+_HCH = "sglang/srt/arg_groups/hicache_hook.py"
+
+
+@rule("server.hicache", since="0.5.23")
+def _hicache(ctx: Context) -> None:
+    """handle_hicache and its helpers (hicache_hook.py), on the flags."""
+    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+        ctx.error("server.hicache", dest, message + " SGLang refuses the launch.", fix, f"{_HCH}:{line}")
+
+    fraction = _num(ctx, "hicache_host_memory_fraction")
+    if fraction is not None and not 0 < fraction <= 1:
+        refuse("hicache_host_memory_fraction", f"hicache_host_memory_fraction={fraction} is outside (0, 1].",
+               f"set {ctx.var('hicache_host_memory_fraction')} in (0, 1], or remove it (0.8)", 117)
+    config = _json_arg(ctx, "unified_cache_external_linker_config")
+    if _given(ctx, "unified_cache_external_linker_config") and config is not None and not isinstance(config, dict):
+        refuse("unified_cache_external_linker_config", "unified_cache_external_linker_config must be a JSON object.",
+               f"write {ctx.var('unified_cache_external_linker_config')} as a mapping", 28)
+        return
+    linker = ctx.is_set("enable_unified_cache_external_linker")
+    if ctx.is_set("enable_linker_mla_dedup") and not (
+            linker and _choice(ctx, "unified_cache_external_linker_backend", "mooncake") == "mooncake"):
+        refuse("enable_linker_mla_dedup", "enable_linker_mla_dedup needs the Mooncake external linker "
+               "(enable_unified_cache_external_linker, backend mooncake).",
+               f"set {ctx.var('enable_unified_cache_external_linker')}: true, or remove enable_linker_mla_dedup", 43)
+        return
+    if linker:
+        for bad, dest, why, line in (
+            (ctx.is_set("disable_radix_cache") or _given(ctx, "radix_cache_backend"), "disable_radix_cache",
+             "needs the default radix cache (no disable_radix_cache, no radix_cache_backend)", 46),
+            (ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache", "and enable_hierarchical_cache are "
+             "mutually exclusive", 51),
+            (_given(ctx, "hicache_storage_backend"), "hicache_storage_backend", "does not use hicache_storage_backend", 56),
+        ):
+            if bad:
+                refuse(dest, f"enable_unified_cache_external_linker {why}.", f"remove {ctx.var(dest)}", line)
+                return
+        return
+    if not ctx.is_set("enable_hierarchical_cache"):
+        return
+    storage = _given(ctx, "hicache_storage_backend")
+    buffer_only = _choice(ctx, "hicache_host_memory_mode", "cache") == "buffer_only"
+    if buffer_only and not storage:
+        refuse("hicache_host_memory_mode", "hicache_host_memory_mode buffer_only needs hicache_storage_backend (host "
+               "memory is only a staging buffer).", f"set {ctx.var('hicache_storage_backend')}, or "
+               "hicache_host_memory_mode: cache", 273)
+        return
+    if _int(ctx, "dcp_size", 1) > 1:
+        algo = str(ctx.args.get("speculative_algorithm") or "").upper() if _given(ctx, "speculative_algorithm") else ""
+        for bad, dest, why, line in (
+            (storage and buffer_only, "hicache_host_memory_mode", "buffer_only host memory with a storage backend", 138),
+            (algo not in ("", "DSPARK"), "speculative_algorithm", f"speculative decoding other than DSPARK ({algo})", 142),
+            (ctx.is_set("enable_lmcache"), "enable_lmcache", "enable_lmcache", 148),
+            (ctx.is_set("enable_hisparse"), "enable_hisparse", "enable_hisparse", 153),
+        ):
+            if bad:
+                refuse(dest, f"HiCache with decode context parallelism (dcp_size > 1) does not support {why}.",
+                       f"remove {ctx.var(dest)}, or set dcp_size: 1", line)
+                return
+
+
+@rule("server.layernorm_sp", since="0.5.23")
+def _layernorm_sp(ctx: Context) -> None:
+    """handle_layernorm_sp / validate_layernorm_sp (layernorm_sp_hook.py:15-190), the checks that need no model."""
+    where = "sglang/srt/arg_groups/layernorm_sp_hook.py"
+    if not ctx.is_set("enable_layernorm_sp"):
+        if ctx.is_set("enable_megamoe_for_layernorm_sp"):
+            ctx.error("server.layernorm_sp", "enable_megamoe_for_layernorm_sp", "enable_megamoe_for_layernorm_sp needs "
+                      "enable_layernorm_sp; SGLang refuses it alone.", f"set {ctx.var('enable_layernorm_sp')}: true, or "
+                      "remove enable_megamoe_for_layernorm_sp", f"{where}:25")
+        return
+    algo = str(ctx.args.get("speculative_algorithm") or "").upper() if _given(ctx, "speculative_algorithm") else ""
+    for bad, dest, why, line in (
+        (_int(ctx, "tp_size", 1) <= 1, "tp_size", "needs tp_size > 1 (a sequence to shard)", 136),
+        (_int(ctx, "attn_dp_size", 1) > 1, "attn_dp_size", "does not work with attention DP", 173),
+        (algo not in ("", "DFLASH"), "speculative_algorithm", "supports speculative decoding only with Muse Spark DFLASH",
+         181),
+        (_int(ctx, "pp_size", 1) > 1, "pp_size", "does not work with pipeline parallelism", 187),
+    ):
+        if bad:
+            ctx.error("server.layernorm_sp", dest, f"enable_layernorm_sp {why}; SGLang refuses the launch.",
+                      f"fix {ctx.var(dest)}, or remove {ctx.var('enable_layernorm_sp')}", f"{where}:{line}")
+            return
+
+
+_MOEH = "sglang/srt/arg_groups/moe_hook.py"
+
+
+@rule("server.moe", since="0.5.23")
+def _moe_launch(ctx: Context) -> None:
+    """handle_a2a_moe and check_mega_moe_compat (moe_hook.py, mega_moe_hook.py), on the explicit backends."""
+    def refuse(dest: str, message: str, fix: str, where: str) -> None:
+        ctx.error("server.moe", dest, message + " SGLang refuses the launch.", fix, where)
+
+    a2a = _choice(ctx, "moe_a2a_backend", "none")
+    runner = _choice(ctx, "moe_runner_backend", "auto")
+    overlap = ctx.is_set("enable_two_batch_overlap") or ctx.is_set("enable_single_batch_overlap")
+    dispatch = _choice(ctx, "flashinfer_a2a_dispatch_type", "auto")
+    if a2a != "flashinfer" and dispatch != "auto":
+        refuse("flashinfer_a2a_dispatch_type", "flashinfer_a2a_dispatch_type needs moe_a2a_backend flashinfer.",
+               f"set {ctx.var('moe_a2a_backend')}: flashinfer, or remove flashinfer_a2a_dispatch_type", f"{_MOEH}:311")
+        return
+    if _a2a_may_change(ctx):
+        return
+    tp, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "attn_dp_size", 1)
+    if a2a == "flashinfer" and dispatch != "auto" and "SGLANG_MOE_NVFP4_DISPATCH" in ctx.env:
+        refuse("sglang_env.SGLANG_MOE_NVFP4_DISPATCH", "SGLANG_MOE_NVFP4_DISPATCH cannot be set together with "
+               "flashinfer_a2a_dispatch_type.", "remove one of them (flashinfer_a2a_dispatch_type: nvfp4 says the same)",
+               f"{_MOEH}:172")
+    if a2a == "flashinfer_megamoe":
+        combine = ctx.env.get("SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE", "bf16").strip().lower()
+        for bad, why, line in (
+            (env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16") and combine != "bf16",
+             "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16 needs SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE bf16", 217),
+            (combine not in ("bf16", "mxfp8", "nvfp4"),
+             f"SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE {combine!r} is not bf16, mxfp8 or nvfp4", 222),
+            (combine != "bf16" and env_true(ctx.env, "SGLANG_FLASHINFER_MEGAMOE_IN_KERNEL_FC2_REDUCE"),
+             f"SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE {combine} does not work with "
+             "SGLANG_FLASHINFER_MEGAMOE_IN_KERNEL_FC2_REDUCE", 230),
+        ):
+            if bad:
+                refuse("sglang_env.SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE", f"FlashInfer MegaMoE: {why}.",
+                       "fix the sglang_env values", f"{_MOEH}:{line}")
+                return
+    if a2a == "megamoe" and overlap:
+        refuse("moe_a2a_backend", "moe_a2a_backend megamoe has no two-batch / single-batch overlap.",
+               "remove enable_two_batch_overlap / enable_single_batch_overlap", "sglang/srt/arg_groups/mega_moe_hook.py:33")
+    elif a2a == "flashinfer_megamoe" and not (attn_dp > 1 and attn_dp == tp):
+        refuse("attn_dp_size", f"moe_a2a_backend flashinfer_megamoe needs attn_dp_size equal to tp_size ({tp}).",
+               f"set {ctx.var('attn_dp_size')}: {tp}", f"{_MOEH}:325")
+    elif a2a == "flashinfer_megamoe" and runner not in ("auto", "flashinfer_megamoe"):
+        refuse("moe_runner_backend", "moe_a2a_backend flashinfer_megamoe needs moe_runner_backend flashinfer_megamoe.",
+               f"set {ctx.var('moe_runner_backend')}: flashinfer_megamoe (or leave it auto)", f"{_MOEH}:332")
+    elif a2a == "deepep" and runner == "flashinfer_cutedsl" and _choice(ctx, "deepep_mode", "auto") == "normal":
+        refuse("deepep_mode", "flashinfer_cutedsl FP4 MoE has no DeepEP normal (prefill) dispatch.",
+               f"set {ctx.var('deepep_mode')}: low_latency or auto", f"{_MOEH}:377")
+    elif a2a == "deepep_v2":
+        for bad, dest, why, line in (
+            (runner not in ("auto", "deep_gemm"), "moe_runner_backend", f"supports moe_runner_backend deep_gemm only, "
+             f"not {runner}", 414),
+            (overlap, "enable_two_batch_overlap", "has no two-batch / single-batch overlap hooks", 421),
+            (ctx.is_set("enforce_shared_experts_fusion"), "enforce_shared_experts_fusion",
+             "has not validated fused shared experts", 427),
+            (_choice(ctx, "deepep_v2_mode", "direct") == "direct" and _int(ctx, "nnodes", 1) > 1, "deepep_v2_mode",
+             "deepep_v2_mode direct is NVLink-only and cannot span nodes", 433),
+        ):
+            if bad:
+                refuse(dest, f"moe_a2a_backend deepep_v2 {why}.", f"fix {ctx.var(dest)} (deepep_v2_mode: hybrid across "
+                       "nodes), or use another moe_a2a_backend", f"{_MOEH}:{line}")
+                break
+    elif a2a == "pplx":
+        for bad, dest, why, line in (
+            (_choice(ctx, "deepep_mode", "auto") == "normal", "deepep_mode", "supports low-latency mode only", 577),
+            (attn_dp < 2, "attn_dp_size", "needs attention DP with at least 2 groups", 591),
+            (runner not in ("auto", "deep_gemm"), "moe_runner_backend", f"runs deep_gemm only, not {runner}", 599),
+        ):
+            if bad:
+                refuse(dest, f"moe_a2a_backend pplx {why}.", f"fix {ctx.var(dest)}, or use another moe_a2a_backend",
+                       f"{_MOEH}:{line}")
+                break
+
+
+DETERMINISTIC_ATTENTION = ("ascend", "fa3", "fa4", "flashinfer", "intel_xpu", "triton")  # choices.py:113-120
+
+
+@rule("server.features", since="0.5.23")
+def _features(ctx: Context) -> None:
+    """Further flag pairs SGLang refuses: LM-head layouts, multimodal transport, language-model-only, LoRA MoE
+    runners, deterministic inference, Flex Attention, the prefill CUDA-graph context and a retired variable."""
+    def refuse(rule_id: str, dest: str, message: str, fix: str, where: str) -> None:
+        ctx.error(rule_id, dest, message + " SGLang refuses the launch.", fix, where)
+
+    tp, attn_dp, cp = _int(ctx, "tp_size", 1), _int(ctx, "attn_dp_size", 1), _int(ctx, "attn_cp_size", 1)
+    lm = "sglang/srt/arg_groups/overrides.py"
+    if ctx.args.get("enable_tp_lm_head_all_to_all") is True:
+        for bad, dest, why, line in (
+            (attn_dp <= 1, "attn_dp_size", "needs attention DP (attn_dp_size > 1)", 1429),
+            (ctx.is_set("enable_dp_lm_head"), "enable_dp_lm_head", "is incompatible with enable_dp_lm_head", 1432),
+            (tp != attn_dp, "attn_dp_size", f"needs tp_size == attn_dp_size ({tp} != {attn_dp})", 1436),
+            (cp != 1, "attn_cp_size", "needs attn_cp_size 1", 1441),
+        ):
+            if bad:
+                refuse("server.combination", dest, f"enable_tp_lm_head_all_to_all {why}.",
+                       f"fix {ctx.var(dest)}, or remove enable_tp_lm_head_all_to_all", f"{lm}:{line}")
+                break
+    transport = _choice(ctx, "mm_feature_transport", "")
+    if not ctx.is_set("encoder_only"):  # encoder-only servers fall back to cpu (serving_hook.py:882-889)
+        if transport == "cuda_vmm" and _int(ctx, "pp_size", 1) != 1:
+            refuse("server.combination", "mm_feature_transport", "mm_feature_transport cuda_vmm does not support pipeline "
+                   "parallelism.", f"set {ctx.var('mm_feature_transport')}: cpu, or pp_size: 1", f"{_SH}:895")
+        elif transport == "cuda_ipc" and _int(ctx, "nnodes", 1) != 1:
+            refuse("server.combination", "mm_feature_transport", "mm_feature_transport cuda_ipc works on a single node "
+                   "only.", f"set {ctx.var('mm_feature_transport')}: cpu (or cuda_vmm)", f"{_SH}:915")
+    if ctx.is_set("language_model_only"):
+        for dest in ("encoder_only", "language_only", "enable_prefix_mm_cache", "enable_broadcast_mm_inputs_process",
+                     "mm_enable_dp_encoder"):
+            if ctx.is_set(dest):
+                refuse("server.combination", dest, f"language_model_only cannot be combined with {dest}.",
+                       f"remove {ctx.var(dest)} or language_model_only", "sglang/srt/arg_groups/model_hook.py:1094")
+                break
+    if "SGLANG_DISAGGREGATION_SAMPLING_MASK_MAX_TOKENS" in ctx.env:
+        refuse("server.combination", "sglang_env.SGLANG_DISAGGREGATION_SAMPLING_MASK_MAX_TOKENS",
+               "SGLANG_DISAGGREGATION_SAMPLING_MASK_MAX_TOKENS is retired (SGLang refuses it being set at all).",
+               "remove it from sglang_env (SGLANG_ENABLE_DISAGG_SAMPLING_MASK=1 and sampling_mask_max_tokens replace it)",
+               f"{_VH}:680")
+    backend = _choice(ctx, "attention_backend", "")
+    if backend == "flex_attention" and _given(ctx, "speculative_algorithm"):
+        refuse("server.speculative", "speculative_algorithm", "speculative decoding does not work with the Flex "
+               "Attention backend.", "use another attention_backend, or turn speculative decoding off (-e spec=off)",
+               "sglang/srt/arg_groups/attention_hook.py:161")
+    if ctx.is_set("enable_deterministic_inference") and backend and backend not in DETERMINISTIC_ATTENTION:
+        refuse("server.combination", "attention_backend", f"enable_deterministic_inference supports the attention "
+               f"backends {', '.join(DETERMINISTIC_ATTENTION)}, not {backend}.",
+               f"set {ctx.var('attention_backend')}: triton or flashinfer (or leave it unset)", f"{lm}:1119")
+    size = _num(ctx, "cuda_graph_prefill_max_context")
+    if size is not None and size <= 0:
+        refuse("server.minimum", "cuda_graph_prefill_max_context", f"cuda_graph_prefill_max_context={size} must be "
+               "positive.", f"set {ctx.var('cuda_graph_prefill_max_context')} > 0, or remove it",
+               "sglang/srt/arg_groups/cuda_graph_hook.py:427")
+    _lora_moe_runner(ctx, refuse)
+
+
+def _lora_moe_runner(ctx: Context, refuse: Callable[[str, str, str, str, str], None]) -> None:
+    """check_lora_moe_runner_args (sglang/srt/arg_groups/lora_hook.py:183-240), on the explicit values."""
+    where = "sglang/srt/arg_groups/lora_hook.py"
+    draft = _choice(ctx, "speculative_moe_runner_backend", "")
+    if _given(ctx, "speculative_algorithm") and draft.startswith("lora"):
+        refuse("server.lora", "speculative_moe_runner_backend", f"speculative_moe_runner_backend {draft}: the draft "
+               "model has no LoRA adapters.", f"remove {ctx.var('speculative_moe_runner_backend')}", f"{where}:192")
+    runner = _choice(ctx, "moe_runner_backend", "auto")
+    if not runner.startswith("lora"):
+        return
+    quant = _choice(ctx, "quantization", "")
+    for bad, dest, why, line in (
+        (not (ctx.is_set("enable_lora") or ctx.args.get("lora_paths")), "enable_lora", "needs enable_lora (or lora_paths)",
+         201),
+        (_choice(ctx, "lora_backend", "csgmv") != "triton_v2", "lora_backend", "needs lora_backend triton_v2", 205),
+        (quant not in ("", "fp8", "modelopt_fp4"), "quantization", f"runs BF16, FP8 or ModelOpt NVFP4 MoE, not {quant}",
+         211),
+        (quant == "modelopt_fp4" and runner != "lora_marlin", "moe_runner_backend", "cannot run ModelOpt NVFP4 MoE "
+         "(lora_marlin can)", 216),
+        (_choice(ctx, "moe_a2a_backend", "none") != "none", "moe_a2a_backend", "needs moe_a2a_backend none", 221),
+        (ctx.is_set("enable_eplb") or _choice(ctx, "init_expert_location", "trivial") != "trivial"
+         or (_num(ctx, "ep_num_redundant_experts") or 0) > 0, "enable_eplb",
+         "needs trivial expert placement (no EPLB, no redundant experts)", 234),
+    ):
+        if bad:
+            refuse("server.lora", dest, f"moe_runner_backend {runner} {why}.", f"fix {ctx.var(dest)}, or use another "
+                   "moe_runner_backend", f"{where}:{line}")
+            return
