@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema, normalize_key
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import (
     Problem,
     Result,
@@ -1142,3 +1142,18 @@ def test_two_batch_overlap_is_left_alone_where_deepseek_cp_picks_the_a2a_backend
     assert not [p for p in result.errors if p.rule in ("server.combination", "server.moe")], format_report("host", result)
     refused = validate_host(llama_host({"enable_two_batch_overlap": True}))
     assert find(refused.errors, "server.combination").variable == "sglang_args.enable_two_batch_overlap"
+
+
+@pytest.mark.parametrize("key", ["--no-ple-offload-embedding", "no_ple_offload_embedding", "no-enable-tf32-matmul"])
+@pytest.mark.parametrize("value", [True, False])
+def test_the_negative_spelling_of_a_boolean_optional_flag_is_refused(key: str, value: bool) -> None:
+    # SGLang's BooleanOptionalAction: --no-X stores false. Taken as the argument's name, `--no-X: true` would render
+    # --X, the opposite of what it says; the key is refused with the spelling to use instead.
+    problem = the_error(validate_host(llama_host({key: value})), "schema.negated")
+    dest = normalize_key(key)[3:]
+    assert problem.variable == f"sglang_args.{key}" and f"sglang_args.{dest}: false" in problem.fix
+
+
+def test_a_boolean_optional_flag_renders_both_ways_under_its_own_name() -> None:
+    assert "--ple-offload-embedding" in validate_host(llama_host({"ple_offload_embedding": True})).argv
+    assert "--no-ple-offload-embedding" in validate_host(llama_host({"ple_offload_embedding": False})).argv

@@ -492,6 +492,18 @@ def _read_args(ctx: Context, raw_args: Mapping[str, Any]) -> None:
                 else "remove it, or check the name against `python -m sglang.launch_server --help`",
             )
             continue
+        if spec.negation and norm == normalize_key(spec.negation) and norm != spec.dest:
+            # `--no-X: true` would otherwise set X to true, the opposite of what the key says; SGLang's argparse
+            # (BooleanOptionalAction) gives --no-X the value false. The key names the argument, the value says on/off.
+            ctx.error(
+                "schema.negated",
+                f"sglang_args.{key}",
+                f"{key!r} is the negative spelling of {spec.flag} (argparse's BooleanOptionalAction): a key names the "
+                "argument and its value says on or off, so this key is ambiguous.",
+                f"write sglang_args.{spec.dest}: false (renders {spec.negation}) or true (renders {spec.flag})",
+                spec.source,
+            )
+            continue
         if spec.dest in ctx.keys:
             ctx.error(
                 "schema.duplicate",
