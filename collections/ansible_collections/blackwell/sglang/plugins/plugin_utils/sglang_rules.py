@@ -1235,17 +1235,20 @@ def default_attention_backend(ctx: Context) -> str | None:
     """SGLang's attention backend when none is set, where it is certain for the model table's architectures.
 
     get_default_attn_backend (sglang/srt/arg_groups/model_override_base.py:277-351): MHA models get fa3 on Hopper
-    (without speculative decoding), flashinfer elsewhere except SM100 (trtllm_mha / fa4 and per-model overrides:
-    not claimed) and models with attention sinks (gpt-oss: not claimed); MLA models fa3 on Hopper, triton off
-    Blackwell SM100, where DeepSeek V3 gets trtllm_mla (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:179-185).
+    (without speculative decoding), flashinfer elsewhere except SM100 (trtllm_mha, claimed for Llama only: fa4 for
+    asymmetric K/V heads and per-model overrides) and models with attention sinks (gpt-oss: not claimed); MLA
+    models fa3 on Hopper, triton off Blackwell SM100, where DeepSeek V3 gets trtllm_mla
+    (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:179-185).
     """
     cc = ctx.compute_capability
     if cc is None or ctx.model.family in ("unknown", "gpt-oss", "deepseek-v3.2"):
         return None
     if ctx.model.mla:
         return {9: "fa3", 10: "trtllm_mla" if ctx.model.family == "deepseek-v3" else None}.get(cc[0], "triton")
-    if cc[0] == 10 or (cc[0] == 9 and ctx.args.get("speculative_algorithm")):
+    if cc[0] in (9, 10) and ctx.args.get("speculative_algorithm"):
         return None
+    if cc[0] == 10:  # Llama: symmetric K/V heads and no per-model override (others: fa4 or their own choice)
+        return "trtllm_mha" if ctx.model.family == "llama" else None
     return "fa3" if cc[0] == 9 else "flashinfer"
 
 
@@ -1357,36 +1360,71 @@ def _pp_micro_batch(ctx: Context) -> None:
                   "sglang/srt/arg_groups/validation_hook.py:183")
 
 
-# Attention backends that leave the page size alone (the others force 32 / 64 / 128: sglang/srt/arg_groups/
-# overrides.py:1144-1199, :1273-1296).
+# Attention backends that leave the page size alone, and those that force one: (dests it is read from, pages kept)
+# in the order sglang/srt/arg_groups/overrides.py:1144-1199 applies them; any other page becomes 64.
 PAGE_NEUTRAL_BACKENDS = ("triton", "flashinfer", "fa3", "torch_native", "flex_attention")
+_ALL_DESTS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+PAGE_FORCING_BACKENDS = {
+    "flashmla": (("attention_backend", "decode_attention_backend"), (64,)),
+    "trtllm_mla": (("attention_backend", "decode_attention_backend"), (32, 64)),
+    "cutedsl_mla": (_ALL_DESTS, (32, 64)),
+    "trtllm_mha": ((*_ALL_DESTS, "speculative_draft_attention_backend"), (16, 32, 64, 128)),
+    "hpc_ops": (_ALL_DESTS, (64,)),
+}
+
+
+def resolved_page_size(ctx: Context) -> int | None:
+    """The page size SGLang settles on, where certain: the host's (1 when unset) unless a backend forces one.
+
+    None when an attention backend is neither page-neutral nor one of PAGE_FORCING_BACKENDS, or SGLang's default
+    backend is not certain (default_attention_backend).
+    """
+    page = ctx.args.get("page_size")
+    if page is not None and (not isinstance(page, int) or isinstance(page, bool)):
+        return None
+    resolved = {d: ctx.args.get(d) for d in (*_ALL_DESTS, "speculative_draft_attention_backend")}
+    prefill, decode = resolved["prefill_attention_backend"], resolved["decode_attention_backend"]
+    if prefill is not None and prefill == decode:
+        resolved["attention_backend"] = prefill  # sglang/srt/arg_groups/overrides.py:1127-1131
+    elif resolved["attention_backend"] is None:
+        if prefill is not None or decode is not None:
+            return None
+        resolved["attention_backend"] = default_attention_backend(ctx)
+        if resolved["attention_backend"] is None:
+            return None
+    used = {b for b in resolved.values() if b is not None}
+    if any(b not in PAGE_NEUTRAL_BACKENDS and b not in PAGE_FORCING_BACKENDS for b in used):
+        return None
+    for backend, (dests, kept) in PAGE_FORCING_BACKENDS.items():
+        if any(resolved[d] == backend for d in dests) and page not in kept:
+            page = 64
+    return page if page is not None else 1
 
 
 @rule("memory.chunked_page")
 def _chunked_page(ctx: Context) -> None:
-    """check_server_args (sglang/srt/arg_groups/validation_hook.py:241-246) when chunked_prefill_size is SGLang's default.
+    """check_server_args (sglang/srt/arg_groups/validation_hook.py:241-246) on the values SGLang settles on.
 
-    The default follows the GPU's memory (memory_hook.py:88-180): exact when the memory is known, else refused only
-    when no default (2048, 4096, 8192, 16384) is a multiple of the page size.  Only where the page size stays what
-    the host sets: the attention backends are page-neutral (explicit, or SGLang's certain default).
+    numeric.chunked_prefill_size checks the host's own pair; this covers SGLang's default chunked_prefill_size (by
+    the GPU's memory, memory_hook.py:88-180: exact when the memory is known, else refused only when no default
+    (2048, 4096, 8192, 16384) is a multiple) and the page size an attention backend forces (resolved_page_size).
     """
-    page = ctx.args.get("page_size")
-    if (not isinstance(page, int) or isinstance(page, bool) or page <= 1 or ctx.args.get("chunked_prefill_size") is not None
-            or str(ctx.get("disaggregation_mode", "null")) == "decode" or ctx.model.family == "unknown"):
+    if ctx.model.family == "unknown" or str(ctx.get("disaggregation_mode", "null")) == "decode":
         return
-    backend = ctx.args.get("attention_backend")
-    prefill, decode = ctx.args.get("prefill_attention_backend"), ctx.args.get("decode_attention_backend")
-    if backend is None and prefill is None and decode is None:
-        backend = default_attention_backend(ctx)
-    if backend is None and not (prefill and prefill == decode):
+    page, chunk = resolved_page_size(ctx), ctx.args.get("chunked_prefill_size")
+    if page is None or page <= 1 or (chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool))):
         return
-    if any(b not in PAGE_NEUTRAL_BACKENDS for b in (backend or prefill, prefill or backend, decode or backend)):
-        return
+    if chunk is not None and (chunk <= 0 or page == ctx.args.get("page_size")):
+        return  # disabled, or the host's own pair (numeric.chunked_prefill_size)
     default = default_chunked_prefill_size(gpu_memory_mib(ctx)[0])
-    defaults = [default] if default else sorted({size for _, size in CHUNKED_PREFILL_DEFAULTS})
-    if all(size % page for size in defaults):
-        ctx.error("memory.chunked_page", "page_size",
-                  f"page_size={page} does not divide SGLang's default chunked_prefill_size "
-                  f"({' / '.join(map(str, defaults))}, by the GPUs' memory); SGLang refuses the pair at start-up.",
-                  "use a power-of-two page_size (e.g. 16 or 64), or set sglang_args.chunked_prefill_size to a multiple "
+    sizes = [chunk] if chunk is not None else [default] if default else sorted({s for _, s in CHUNKED_PREFILL_DEFAULTS})
+    if all(size % page for size in sizes):
+        forced = page != ctx.args.get("page_size")
+        what = (f"chunked_prefill_size={chunk}" if chunk is not None else
+                f"SGLang's default chunked_prefill_size ({' / '.join(map(str, sizes))}, by the GPUs' memory)")
+        ctx.error("memory.chunked_page", "chunked_prefill_size" if chunk is not None else "page_size",
+                  f"{what} is not a multiple of the page size {page}"
+                  + (" (which the attention backend forces)" if forced else "") + "; SGLang refuses the pair at start-up.",
+                  f"set sglang_args.chunked_prefill_size to a multiple of {page}" if chunk is not None else
+                  f"use a power-of-two page_size (e.g. 16 or 64), or set sglang_args.chunked_prefill_size to a multiple "
                   f"of {page}", "sglang/srt/arg_groups/validation_hook.py:244")
