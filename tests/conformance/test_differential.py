@@ -44,5 +44,5 @@ def test_fixed_seed_sample_agrees_with_sglang() -> None:
         pytest.fail(f"{len(offenders)} of {len(cases)} generated cases disagree with SGLang "
                     f"(table: {SAMPLE_MD.relative_to(REPO)}):\n" + "\n".join(lines), pytrace=False)
     errors = sum(1 for v in verdicts.values() if v == "probe-error")
-    print(f"\n{len(cases)} cases, seed {SEED}: {text.splitlines()[2]}"
+    print(f"\n{text.splitlines()[2]}"
           + (f" ({errors} probe errors: see {SAMPLE_MD.relative_to(REPO)})" if errors else ""))
