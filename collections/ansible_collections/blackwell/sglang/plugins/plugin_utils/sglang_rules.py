@@ -1428,3 +1428,22 @@ def _chunked_page(ctx: Context) -> None:
                   f"set sglang_args.chunked_prefill_size to a multiple of {page}" if chunk is not None else
                   f"use a power-of-two page_size (e.g. 16 or 64), or set sglang_args.chunked_prefill_size to a multiple "
                   f"of {page}", "sglang/srt/arg_groups/validation_hook.py:244")
+
+
+@rule("moe.megamoe")
+def _megamoe(ctx: Context) -> None:
+    """check_mega_moe_compat (sglang/srt/arg_groups/mega_moe_hook.py:27-48)."""
+    if ctx.args.get("moe_a2a_backend") != "megamoe":
+        return
+    overlap = [d for d in ("enable_two_batch_overlap", "enable_single_batch_overlap") if ctx.is_set(d)]
+    if overlap:
+        ctx.error("moe.megamoe", overlap[0],
+                  "moe_a2a_backend megamoe has no two-batch / single-batch overlap decomposition; SGLang refuses "
+                  f"{' and '.join(overlap)} with it.", f"remove {' and '.join(ctx.var(d) for d in overlap)}",
+                  "sglang/srt/arg_groups/mega_moe_hook.py:33")
+    cc = ctx.compute_capability
+    if cc is not None and cc[0] not in (9, 10):  # is_sm90 / is_sm100 match the major only
+        ctx.error("moe.megamoe", "moe_a2a_backend",
+                  f"moe_a2a_backend megamoe needs an SM90 (Hopper) or SM100-class GPU; compute capability {_cc(ctx)} has "
+                  "none of its DeepGEMM kernels. SGLang refuses it at start-up.",
+                  "use moe_a2a_backend deepep (or none)", "sglang/srt/arg_groups/mega_moe_hook.py:43")
