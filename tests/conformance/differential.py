@@ -74,6 +74,10 @@ STRICTER = {
     "hardware.fit": "the model does not fit the GPUs' memory: fails at load time, after minutes",
     "host.": "facts of the host (GPU count, IOMMU and NCCL): fail at run time",
     "parallel.gpus": "more GPUs than the host has: fails when the scheduler starts",
+    "numeric.mem_fraction_static": "a share of GPU memory outside (0, 1): SGLang's argument handling lets it through, "
+                                   "the memory pool then has nothing (or more than the GPU) to allocate",
+    "numeric.page_size": "a page size below 1: SGLang divides by it at run time",
+    "numeric.max_running_requests": "fewer than 1 running request: SGLang's workers assert it after loading the weights",
 }
 
 # Integers the rules compare against: zero and negatives, 1-2 (speculative steps, topk), powers of two (parallel

@@ -601,7 +601,6 @@ SM12X_CASES = [
     pytest.param({"moe_runner_backend": "flashinfer_trtllm_routed"}, "sm12x.moe", "moe_runner_backend", id="moe-trtllm_routed"),
     pytest.param({"moe_runner_backend": "experimental_sgl_trtllm"}, "sm12x.moe", "moe_runner_backend", id="moe-sgl_trtllm"),
     pytest.param({"speculative_moe_runner_backend": "flashinfer_trtllm"}, "sm12x.moe", "speculative_moe_runner_backend", id="spec-moe"),
-    pytest.param({"quantization": "nvfp4_online"}, "sm12x.quantization", "quantization", id="nvfp4_online"),
 ]
 
 
@@ -623,6 +622,21 @@ def test_same_configs_on_compute_capability_10_are_not_sm12x_errors(args: dict[s
     hybrid_refuses = dest in ("attention_backend", "prefill_attention_backend", "decode_attention_backend") and backend not in (
         "triton", "trtllm_mha", "fa4", "flashinfer")  # the reference model is hybrid (attention_registry.py:44, 462-476)
     assert result.ok == (backend not in ("fa3", "hpc_ops") and not hybrid_refuses), format_report("host", result)
+
+
+def test_nvfp4_online_is_sm100_only_and_needs_a_checkpoint_it_requantizes() -> None:
+    """nvfp4_online requantizes FP8 checkpoints on SM100 only; a ModelOpt NVFP4 checkpoint is not one of them."""
+    fp8 = "Qwen/Qwen3.5-397B-A17B-FP8"
+    args = {"quantization": "nvfp4_online"}
+    problem = the_error(validate_host(ref_host(args, sglang_model_path=fp8, sglang_model_quantization="fp8")),
+                        "sm12x.quantization")
+    assert problem.variable == "sglang_args.quantization" and "12.0" in problem.message and problem.fix
+    on_sm100 = validate_host(ref_host(args, sglang_model_path=fp8, sglang_model_quantization="fp8",
+                                      nvidia_gpu_compute_capability="10.0"))
+    assert on_sm100.ok, format_report("host", on_sm100)
+    # The reference NVFP4 checkpoint: SGLang refuses the pair on any GPU (sglang/srt/configs/model_config.py:2143).
+    problem = the_error(validate_host(ref_host(args, nvidia_gpu_compute_capability="10.0")), "quantization.checkpoint")
+    assert "modelopt_fp4" in problem.message and "sglang_args.quantization" in problem.fix
 
 
 def test_sm121_is_sm12x_too() -> None:
@@ -1157,3 +1171,16 @@ def test_the_negative_spelling_of_a_boolean_optional_flag_is_refused(key: str, v
 def test_a_boolean_optional_flag_renders_both_ways_under_its_own_name() -> None:
     assert "--ple-offload-embedding" in validate_host(llama_host({"ple_offload_embedding": True})).argv
     assert "--no-ple-offload-embedding" in validate_host(llama_host({"ple_offload_embedding": False})).argv
+
+
+def test_mori_dispatch_buffer_against_chunked_prefill() -> None:
+    """SGLang sizes MoRI's per-rank buffer (4096 tokens) against chunked prefill, by default 8192 on 96 GB GPUs."""
+    args = {"moe_a2a_backend": "mori", "ep_size": 8}
+    assert "moe.mori" in rules(validate_host(ref_host(args, nvidia_gpu_memory_mib=97887)))
+    assert "moe.mori" not in rules(validate_host(ref_host(args, nvidia_gpu_memory_mib=40960)))  # default 4096
+    assert "moe.mori" not in rules(validate_host(ref_host({**args, "chunked_prefill_size": 4096})))
+    raised = ref_host(args, nvidia_gpu_memory_mib=97887)
+    raised["sglang_env"] = {**raised.get("sglang_env", {}), "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "8192"}
+    assert "moe.mori" not in rules(validate_host(raised))
+    # MoRI is AMD's library: every NVIDIA profile refuses it (documented stricter).
+    assert "sm12x.moe" in rules(validate_host(ref_host({**args, "chunked_prefill_size": 4096})))

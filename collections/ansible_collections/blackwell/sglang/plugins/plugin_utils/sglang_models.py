@@ -46,6 +46,9 @@ class ModelFacts:
     path: str | None = None  # sglang_model_path, as the facts were looked up
     # A lower bound of the checkpoint's weight bytes (see WEIGHT_BYTES); None when unknown.
     weight_bytes: int | None = None
+    # The checkpoint's quant_method as SGLang's ModelConfig reads it ("fp8", "modelopt_fp4", "modelopt_fp8"; ""
+    # for an unquantized checkpoint); None when not known for certain (see QUANT_METHODS).
+    quant_method: str | None = None
 
 
 # sglang/srt/arg_groups/speculative_hook.py _auto_choose_speculative_params (0.5.23):
@@ -123,6 +126,15 @@ WEIGHT_BYTES: dict[str, int] = {
     "nvidia/Llama-3.3-70B-Instruct-FP4": 35 * _GB,  # 70.6e9 x 0.5
 }
 
+# The table's checkpoint formats as SGLang 0.5.23 reads them (sglang/srt/configs/model_config.py:1727-1869): the
+# NVFP4 checkpoints are ModelOpt exports (quant_algo NVFP4 -> quant_method modelopt_fp4), the FP8 ones carry
+# quant_method "fp8" in config.json.
+TABLE_QUANT_METHODS = {"nvfp4": "modelopt_fp4", "fp8": "fp8", None: ""}
+# sglang_model_quantization spellings that name the format unambiguously; "fp8" or "nvfp4" alone may be a
+# ModelOpt, a plain FP8 or a compressed-tensors checkpoint, which SGLang treats differently.
+DECLARED_QUANT_METHODS = {"modelopt_fp4": "modelopt_fp4", "modelopt_fp8": "modelopt_fp8", "none": "", "bf16": "",
+                          "fp16": ""}
+
 # Spellings of checkpoint quantization accepted in sglang_model_quantization.
 QUANTIZATION_ALIASES = {
     "nvfp4": "nvfp4",
@@ -143,7 +155,7 @@ def lookup_model(
     max_context: int | None = None,
 ) -> ModelFacts:
     """Facts for ``model_path``; explicit per-host overrides win over the table."""
-    arch, quant, ctx, known, rope, weights = None, None, None, False, None, None
+    arch, quant, ctx, known, rope, weights, method = None, None, None, False, None, None, None
     key = (model_path or "").rstrip("/")
     name = key if key in CHECKPOINTS else None
     if name is None:
@@ -153,18 +165,21 @@ def lookup_model(
     if name is not None:
         arch, quant, ctx, rope = CHECKPOINTS[name]
         weights = WEIGHT_BYTES.get(name)
+        method = TABLE_QUANT_METHODS.get(quant)
         known = True
     if architecture:
         arch, known = architecture, True
     if quantization is not None:
         declared = QUANTIZATION_ALIASES.get(str(quantization).lower(), str(quantization).lower())
-        if declared != quant:
-            weights = None  # another format than the table's checkpoint: its size is not known
+        if declared != quant or name is None:
+            weights = None if declared != quant else weights  # another format than the table's: size not known
+            method = DECLARED_QUANT_METHODS.get(str(quantization).lower())
         quant, known = declared, True
     if max_context:
         ctx = int(max_context)
     facts = ModelFacts(architecture=arch, quantization=quant, max_context=ctx, known=known,
-                       rope_scaling=None if rope is None else dict(rope), path=key or None, weight_bytes=weights)
+                       rope_scaling=None if rope is None else dict(rope), path=key or None, weight_bytes=weights,
+                       quant_method=method)
     arch_facts = ARCHITECTURES.get(arch or "")
     if arch_facts is not None:
         facts = replace(

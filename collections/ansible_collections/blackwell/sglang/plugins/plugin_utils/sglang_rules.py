@@ -211,7 +211,7 @@ def _dp_attention(ctx: Context) -> None:
                  "sglang/srt/arg_groups/parallel_hook.py:50-61", value=True)
         return
     ctx.args.pop("dp_size", None)
-    if dp > 1:
+    if dp != 1:  # any value, as SGLang moves it (a size below 1 is then refused as attn_dp_size)
         ctx.args["attn_dp_size"] = dp
     ctx.warn("schema.deprecated", "enable_dp_attention",
              f"--enable-dp-attention is deprecated in SGLang {ctx.schema.version}; SGLang still accepts it and reads "
@@ -885,7 +885,10 @@ def _numeric(ctx: Context) -> None:
     for dest in ("max_running_requests", "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill"):
         value = ctx.args.get(dest)
         if isinstance(value, int) and value < 1:
-            ctx.error(f"numeric.{dest}", dest, f"{dest}={value} must be at least 1.", f"set {ctx.var(dest)} >= 1, or remove it (auto)")
+            why = (" (SGLang's argument checks let it through; its workers assert it after loading the weights, "
+                   "sglang/srt/managers/tp_worker.py:420)" if dest == "max_running_requests" else "")
+            ctx.error(f"numeric.{dest}", dest, f"{dest}={value} must be at least 1{why}.",
+                      f"set {ctx.var(dest)} >= 1, or remove it (auto)")
     page_size = ctx.args.get("page_size")
     if isinstance(page_size, int) and page_size < 1:
         ctx.error("numeric.page_size", "page_size", f"page_size={page_size} must be at least 1 (SGLang divides by it).",
@@ -1912,3 +1915,437 @@ def _lora_moe_runner(ctx: Context, refuse: Callable[[str, str, str, str, str], N
             refuse("server.lora", dest, f"moe_runner_backend {runner} {why}.", f"fix {ctx.var(dest)}, or use another "
                    "moe_runner_backend", f"{where}:{line}")
             return
+
+
+# --- Checks found by differential fuzzing (tests/conformance/differential.py) ----------------------------
+# Each restates, exactly, a refusal of SGLang 0.5.23's argument handling that the fuzzer found us accepting.
+
+
+@rule("lora.init")
+def _lora_init(ctx: Context) -> None:
+    """check_lora_server_args (sglang/srt/arg_groups/lora_hook.py:36, :152), which SGLang runs on every launch."""
+    per_batch = ctx.args.get("max_loras_per_batch")
+    if isinstance(per_batch, int) and not isinstance(per_batch, bool) and per_batch <= 0:
+        ctx.error("lora.init", "max_loras_per_batch", f"max_loras_per_batch={per_batch} must be positive; SGLang "
+                  "asserts it on every launch, LoRA or not.", "remove sglang_args.max_loras_per_batch (default 8) or "
+                  "set it >= 1", "sglang/srt/arg_groups/lora_hook.py:36")
+    if not ctx.is_set("enable_lora") or ctx.args.get("lora_paths"):
+        return
+    rank, modules = ctx.args.get("max_lora_rank"), ctx.args.get("lora_target_modules")
+    if rank and modules:
+        return
+    lacking = [d for d, v in (("max_lora_rank", rank), ("lora_target_modules", modules)) if not v]
+    ctx.error("lora.init", "enable_lora",
+              f"enable_lora without lora_paths needs both max_lora_rank and lora_target_modules (to size the adapter "
+              f"buffers before any adapter is loaded); {' and '.join(lacking)} "
+              f"{'is' if len(lacking) == 1 else 'are'} missing. SGLang refuses it at start-up.",
+              f"set {' and '.join('sglang_args.' + d for d in lacking)} (e.g. max_lora_rank: 64, lora_target_modules: "
+              "[all]), or list the adapters in sglang_args.lora_paths",
+              "sglang/srt/arg_groups/lora_hook.py:152")
+
+
+# _verify_quantization (sglang/srt/configs/model_config.py:2042-2054): --quantization values SGLang keeps next to a
+# checkpoint of another quant_method (the value's checkpoint methods).
+COMPATIBLE_QUANTIZATION = {
+    "modelopt_fp8": ("modelopt",),
+    "modelopt_fp4": ("modelopt", "fp8"),
+    "modelopt_mixed": ("modelopt",),
+    "nvfp4_online": ("fp8", "modelopt_fp8"),
+    "minimax_m3_nvfp4": ("mxfp8",),
+    "petit_nvfp4": ("modelopt",),
+    "w8a8_int8": ("compressed-tensors", "compressed_tensors"),
+    "w8a8_fp8": ("compressed-tensors", "compressed_tensors"),
+    "auto-round-int8": ("compressed-tensors", "compressed_tensors"),
+}
+# Choices of --quantization that SGLang registers only off CUDA (sglang/srt/layers/quantization/__init__.py:63-146):
+# on an NVIDIA GPU _verify_quantization calls them unknown (model_config.py:2150-2154).
+NOT_ON_CUDA_QUANTIZATION = ("gptq", "mlx_q4", "mlx_q8")
+QUANT_SOURCE = "sglang/srt/configs/model_config.py:2086-2154 (_verify_quantization)"
+
+
+@rule("quantization.checkpoint")
+def _checkpoint_quantization(ctx: Context) -> None:
+    """--quantization against the checkpoint's own quant_method, as SGLang's ModelConfig settles them.
+
+    Only for checkpoints whose quant_method is known for certain (ModelFacts.quant_method: the model table, or
+    sglang_model_quantization spelled modelopt_fp4 / modelopt_fp8 / none).  ``unquant`` becomes None before
+    (sglang/srt/arg_groups/serving_hook.py:695-701) and ``quark_mxfp4`` requantizes any checkpoint
+    (REQUANTIZATION_METHODS, model_config.py:545, :2135).  On a ModelOpt checkpoint the first override in
+    QUANTIZATION_METHODS' order, ModelOptFp8Config's (sglang/srt/layers/quantization/base_config.py:223-253),
+    replaces every other value by the checkpoint's method, except nvfp4_online (then only the compatibility list
+    decides); on other checkpoints no override of the table's formats applies (the AWQ/GPTQ/MoE-WNA16 ones need
+    those checkpoints).
+    """
+    quant, method = ctx.args.get("quantization"), ctx.model.quant_method
+    if quant is None or method is None:
+        return
+    value = str(quant).lower()
+    if value in ("unquant", "quark_mxfp4"):
+        return
+    resolved = method if method in ("modelopt_fp4", "modelopt_fp8") and value != "nvfp4_online" else value
+    if method and resolved != method and method not in COMPATIBLE_QUANTIZATION.get(resolved, ()):
+        fits = sorted({method, "quark_mxfp4", *(k for k, v in COMPATIBLE_QUANTIZATION.items() if method in v)})
+        ctx.error("quantization.checkpoint", "quantization",
+                  f"quantization {quant!r} does not match the checkpoint's own quantization ({method}, "
+                  f"{ctx.model.path or 'the model'}); SGLang refuses the pair when it reads the model's config.",
+                  f"remove sglang_args.quantization (SGLang reads it from the checkpoint) or use one of {', '.join(fits)}",
+                  QUANT_SOURCE)
+    elif resolved in NOT_ON_CUDA_QUANTIZATION:
+        ctx.error("quantization.checkpoint", "quantization",
+                  f"quantization {quant!r} is not available on NVIDIA GPUs in SGLang {ctx.schema.version} (it is "
+                  "registered for other platforms only); SGLang calls it an unknown quantization method.",
+                  "use gptq_marlin for a GPTQ checkpoint, or remove sglang_args.quantization", QUANT_SOURCE)
+
+
+@rule("tbo.attention_dp")
+def _two_batch_overlap(ctx: Context) -> None:
+    """check_two_batch_overlap (sglang/srt/arg_groups/validation_hook.py:756-771)."""
+    if not ctx.is_set("enable_two_batch_overlap") or _int(ctx, "attn_dp_size", 1) > 1:
+        return
+    a2a = str(ctx.get("moe_a2a_backend", "none"))
+    if ctx.is_set("enable_waterfill") and a2a not in ("deepep", "megamoe"):
+        a2a = "deepep"  # sglang/srt/arg_groups/overrides.py:1596-1605
+    if a2a not in ("none", "ascend_tp"):  # ascend_tp resolves to none (sglang/srt/arg_groups/moe_hook.py:463-469)
+        return
+    ctx.error("tbo.attention_dp", "enable_two_batch_overlap",
+              "two-batch overlap without an expert-parallel all-to-all backend (moe_a2a_backend none) needs attention "
+              "data parallelism; SGLang refuses it at start-up.",
+              "set sglang_args.attn_dp_size > 1, or a moe_a2a_backend (e.g. deepep), or remove "
+              f"{ctx.var('enable_two_batch_overlap')}",
+              "sglang/srt/arg_groups/validation_hook.py:768")
+
+
+MAMBA_EXTRA_BUFFER = ("extra_buffer", "extra_buffer_lazy")
+
+
+@rule("mamba.extra_buffer")
+def _mamba_extra_buffer(ctx: Context) -> None:
+    """handle_mamba_radix_cache / validate_mamba_extra_buffer / validate_mamba_no_buffer (page size) for the
+    architectures of the model table.
+
+    SGLang resolves the strategy first (sglang/srt/arg_groups/overrides.py:453-488): nothing with the radix cache
+    off; ``auto`` becomes extra_buffer when the overlap scheduler is on or pages are larger than 1 and the model
+    supports it (its architecture with linear_attn_backend triton, :438-450), else no_buffer.
+    """
+    arch = ctx.model.architecture
+    if ctx.model.family == "unknown" or ctx.is_set("disable_radix_cache"):  # not in the architecture table
+        return
+    strategy = str(ctx.get("mamba_radix_cache_strategy", "auto"))
+    backend = str(ctx.get("linear_attn_backend", "triton"))
+    if not ctx.model.hybrid_linear_attention:
+        if strategy in MAMBA_EXTRA_BUFFER:
+            ctx.error("mamba.extra_buffer", "mamba_radix_cache_strategy",
+                      f"mamba_radix_cache_strategy {strategy} needs a model with mamba (linear-attention) state; "
+                      f"{arch} has none. SGLang refuses it at start-up.",
+                      f"remove {ctx.var('mamba_radix_cache_strategy')} (it is for hybrid models such as Qwen3.5 and "
+                      "Qwen3-Next)", "sglang/srt/arg_groups/model_hook.py:1063")
+        return
+    page = ctx.args.get("page_size")
+    paging = isinstance(page, int) and not isinstance(page, bool) and page > 1
+    if strategy == "auto":
+        strategy = ("extra_buffer" if (not ctx.is_set("disable_overlap_schedule") or paging) and backend == "triton"
+                    else "no_buffer")
+    if strategy not in MAMBA_EXTRA_BUFFER:
+        if paging:
+            ctx.error("mamba.extra_buffer", "page_size",
+                      f"page_size={page} with the mamba radix cache strategy no_buffer (what {arch} resolves to here): "
+                      "SGLang's no_buffer cache supports page_size 1 only.",
+                      "remove sglang_args.page_size (or set 1), or use mamba_radix_cache_strategy extra_buffer with "
+                      "linear_attn_backend triton", "sglang/srt/arg_groups/mamba_hook.py:157")
+        return
+    if backend != "triton":
+        ctx.error("mamba.extra_buffer", "mamba_radix_cache_strategy",
+                  f"mamba_radix_cache_strategy {strategy} on {arch} needs linear_attn_backend triton (got {backend!r}); "
+                  "SGLang refuses other linear-attention backends with it.",
+                  "set sglang_args.linear_attn_backend: triton, or mamba_radix_cache_strategy: no_buffer "
+                  "(with disable_overlap_schedule: true)",
+                  "sglang/srt/arg_groups/mamba_hook.py:117, sglang/srt/arg_groups/overrides.py:438-450")
+        return
+    mode = str(ctx.get("disaggregation_mode", "null"))
+    if strategy == "extra_buffer_lazy" and mode != "null":
+        ctx.error("mamba.extra_buffer", "mamba_radix_cache_strategy",
+                  f"mamba_radix_cache_strategy extra_buffer_lazy is not supported with disaggregation_mode {mode}.",
+                  "use mamba_radix_cache_strategy: extra_buffer", "sglang/srt/arg_groups/mamba_hook.py:124-127")
+    interval = _int(ctx, "mamba_track_interval", 256)
+    draft = ctx.args.get("speculative_num_draft_tokens")
+    if isinstance(draft, int) and not isinstance(draft, bool) and ctx.args.get("speculative_algorithm") and interval < draft:
+        ctx.error("mamba.extra_buffer", "mamba_track_interval",
+                  f"mamba_track_interval={interval} is below speculative_num_draft_tokens={draft}; SGLang's mamba "
+                  "extra_buffer cache asserts it is at least that.",
+                  f"set sglang_args.mamba_track_interval >= {draft}", "sglang/srt/arg_groups/mamba_hook.py:132-133")
+    if isinstance(page, int) and not isinstance(page, bool) and page > 0 and interval % page:
+        ctx.error("mamba.extra_buffer", "page_size",
+                  f"mamba_track_interval={interval} is not a multiple of page_size={page}; SGLang's mamba extra_buffer "
+                  "cache asserts it is.", f"use a page_size that divides {interval} (e.g. 1, 16, 64)",
+                  "sglang/srt/arg_groups/mamba_hook.py:134-135")
+
+
+# _handle_gpu_memory_settings (sglang/srt/arg_groups/memory_hook.py:88-180): the default chunked_prefill_size by
+# the GPU's memory in MiB (upper bound exclusive, size).
+CHUNKED_PREFILL_DEFAULTS = ((20 * 1024, 2048), (35 * 1024, 4096), (60 * 1024, 4096), (90 * 1024, 8192),
+                            (160 * 1024, 8192), (None, 16384))
+MORI_ENV = "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
+
+
+def default_chunked_prefill_size(mib: int | None) -> int | None:
+    """SGLang's chunked_prefill_size for GPUs of ``mib`` MiB; None when the memory is not known."""
+    if mib is None:
+        return None
+    return next(size for bound, size in CHUNKED_PREFILL_DEFAULTS if bound is None or mib < bound)
+
+
+@rule("moe.mori")
+def _mori(ctx: Context) -> None:
+    """MoRI all-to-all: an AMD ROCm library, and its dispatch buffer against chunked prefill."""
+    if ctx.args.get("moe_a2a_backend") != "mori":
+        return
+    profile = arch_profile(ctx)
+    if profile is not None:
+        ctx.error(f"{profile.family}.moe", "moe_a2a_backend",
+                  f"moe_a2a_backend 'mori' is AMD's MoRI all-to-all library (ROCm only); it does not run on compute "
+                  f"capability {_cc(ctx)} (stricter than SGLang, whose argument checks only size its buffer).",
+                  "use moe_a2a_backend deepep (or none)")
+    chunk = ctx.args.get("chunked_prefill_size")
+    if chunk is None:
+        chunk = default_chunked_prefill_size(gpu_memory_mib(ctx)[0])
+    if not isinstance(chunk, int) or chunk <= 0 or str(ctx.get("disaggregation_mode", "null")) == "decode":
+        return
+    try:
+        limit = int(ctx.env.get(MORI_ENV, 4096))
+    except (TypeError, ValueError):
+        return
+    if chunk > limit:
+        ctx.error("moe.mori", "moe_a2a_backend",
+                  f"MoRI dispatches up to chunked_prefill_size={chunk} tokens per rank, more than {MORI_ENV}={limit}; "
+                  "SGLang refuses it at start-up.",
+                  f"set sglang_args.chunked_prefill_size <= {limit}, or raise sglang_env.{MORI_ENV}",
+                  "sglang/srt/arg_groups/moe_hook.py:564-572")
+
+
+KV4_DTYPES = ("nvfp4", "fp4_mx_block16")
+# handle_kv4_compatibility (sglang/srt/arg_groups/kv_cache_hook.py:277-316): the attention backends an FP4 KV
+# cache runs with, (FA4 prefill or not, MLA or not) -> the backends allowed for decode (FA4) or attention.
+KV4_BACKENDS = {
+    (True, True): ("flashinfer", "trtllm_mla"),
+    (True, False): ("triton", "torch_native", "flex_attention"),
+    (False, True): ("flashinfer", "trtllm_mla"),
+    (False, False): ("triton", "torch_native", "flex_attention", "trtllm_mha"),
+}
+
+
+def default_attention_backend(ctx: Context) -> str | None:
+    """SGLang's attention backend when none is set, where it is certain for the model table's architectures.
+
+    get_default_attn_backend (sglang/srt/arg_groups/model_override_base.py:277-351): MHA models get fa3 on Hopper
+    (without speculative decoding), flashinfer elsewhere except SM100 (trtllm_mha, claimed for Llama only: fa4 for
+    asymmetric K/V heads and per-model overrides) and models with attention sinks (gpt-oss: not claimed); MLA
+    models fa3 on Hopper, triton off Blackwell SM100, where DeepSeek V3 gets trtllm_mla
+    (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:179-185).
+    """
+    cc = ctx.compute_capability
+    if cc is None or ctx.model.family in ("unknown", "gpt-oss", "deepseek-v3.2"):
+        return None
+    if ctx.model.mla:
+        return {9: "fa3", 10: "trtllm_mla" if ctx.model.family == "deepseek-v3" else None}.get(cc[0], "triton")
+    if cc[0] in (9, 10) and ctx.args.get("speculative_algorithm"):
+        return None
+    if cc[0] == 10:  # Llama: symmetric K/V heads and no per-model override (others: fa4 or their own choice)
+        return "trtllm_mha" if ctx.model.family == "llama" else None
+    return "fa3" if cc[0] == 9 else "flashinfer"
+
+
+# _mla_kv_cache_dtype_checks (sglang/srt/arg_groups/overrides.py:1203-1218): TRTLLM MLA runs fp8_e4m3, bf16 or auto
+# KV caches; these dtypes are certainly none of them.
+TRTLLM_MLA_BAD_KV = ("fp8_e5m2", "mxfp8", *KV4_DTYPES)
+
+
+@rule("kv4.attention")
+def _kv4_attention(ctx: Context) -> None:
+    """An FP4 KV cache against the attention backends SGLang resolves (kv_cache_hook.py:112-316), and the KV cache
+    dtypes of TRTLLM MLA."""
+    kv = ctx.args.get("kv_cache_dtype")
+    if kv not in (*KV4_DTYPES, *TRTLLM_MLA_BAD_KV) or ctx.model.family == "unknown":
+        return
+    backend = ctx.args.get("attention_backend")
+    prefill, decode = ctx.args.get("prefill_attention_backend"), ctx.args.get("decode_attention_backend")
+    if prefill is not None and prefill == decode:
+        backend = prefill  # sglang/srt/arg_groups/overrides.py:1127-1131
+    if backend is None and prefill is None and decode is None:
+        backend = default_attention_backend(ctx)
+    if "trtllm_mla" in (backend, decode) and kv in TRTLLM_MLA_BAD_KV:
+        ctx.error("kv4.attention", "kv_cache_dtype",
+                  f"the TRTLLM MLA attention backend runs kv_cache_dtype fp8_e4m3, bf16 or auto only, not {kv}"
+                  + ("" if ctx.args.get("attention_backend") or decode else " (trtllm_mla is SGLang's choice for this "
+                     "model on this GPU: the attention backend is unset)") + "; SGLang refuses it at start-up.",
+                  "use kv_cache_dtype fp8_e4m3 (or auto), or another attention backend (e.g. flashinfer)",
+                  "sglang/srt/arg_groups/overrides.py:1214-1217")
+        return
+    if kv not in KV4_DTYPES:
+        return
+    fa4, mla = (prefill or backend) == "fa4", bool(ctx.model.mla)
+    if fa4:
+        checked, dest = decode or backend, "decode_attention_backend"
+    else:
+        if (prefill or backend) != (decode or backend):
+            return  # SGLang only warns about the mixed pair (kv_cache_hook.py:262-274)
+        checked, dest = backend, "attention_backend"
+    if checked is None or (kv == "nvfp4" and not ctx.args.get(dest) and not ctx.args.get("attention_backend")):
+        return  # an nvfp4 cache may get backends chosen for it: only explicit ones are checked
+    allowed = KV4_BACKENDS[(fa4, mla)]
+    if checked in allowed:
+        return
+    chosen = "" if ctx.args.get(dest) or prefill is not None else " (SGLang's default here: the key is unset)"
+    ctx.error("kv4.attention", "kv_cache_dtype",
+              f"kv_cache_dtype {kv} ({'MLA' if mla else 'MHA'} model{', FA4 prefill' if fa4 else ''}) runs with "
+              f"{dest} {' / '.join(allowed)} only; it would be {checked!r}{chosen}. SGLang refuses it at start-up.",
+              f"set sglang_args.{dest}: {allowed[0]}, or use kv_cache_dtype auto or fp8_e4m3",
+              "sglang/srt/arg_groups/kv_cache_hook.py:277-316")
+
+
+@rule("parallel.moe_dense_tp")
+def _moe_dense_tp(ctx: Context) -> None:
+    """check_server_args (sglang/srt/arg_groups/validation_hook.py:207-211)."""
+    dense, tp = ctx.args.get("moe_dense_tp_size"), _int(ctx, "tp_size", 1)
+    if dense is None or isinstance(dense, bool) or dense in (1, tp):
+        return
+    ctx.error("parallel.moe_dense_tp", "moe_dense_tp_size",
+              f"moe_dense_tp_size={dense} must be 1 or tp_size ({tp}); SGLang refuses other values.",
+              f"set sglang_args.moe_dense_tp_size: 1 (or {tp}), or remove it", "sglang/srt/arg_groups/validation_hook.py:207")
+
+
+PPLX_ENV = "SGLANG_PPLX_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
+
+
+@rule("moe.pplx")
+def _pplx(ctx: Context) -> None:
+    """handle_a2a_moe for pplx (sglang/srt/arg_groups/moe_hook.py:575-594)."""
+    if ctx.args.get("moe_a2a_backend") != "pplx":
+        return
+    if str(ctx.get("deepep_mode", "auto")) == "normal":
+        ctx.error("moe.pplx", "deepep_mode", "moe_a2a_backend pplx runs in low-latency mode only; deepep_mode is normal.",
+                  "set sglang_args.deepep_mode: low_latency (or auto)", "sglang/srt/arg_groups/moe_hook.py:577")
+    elif _int(ctx, "attn_dp_size", 1) < 2:
+        ctx.error("moe.pplx", "moe_a2a_backend",
+                  "moe_a2a_backend pplx needs attention data parallelism with at least 2 groups (attn_dp_size >= 2); "
+                  "SGLang refuses it without.", "set sglang_args.attn_dp_size >= 2, or use moe_a2a_backend deepep / none",
+                  "sglang/srt/arg_groups/moe_hook.py:591")
+        return
+    # required_pplx_dispatch_tokens_per_rank (moe_hook.py:840-846) against the buffer (moe_hook.py:611-619): chunked
+    # prefill (SGLang's default: at least 2048) or the decode CUDA-graph batch, whichever is larger.
+    chunk = ctx.args.get("chunked_prefill_size")
+    if chunk is None:
+        chunk = default_chunked_prefill_size(gpu_memory_mib(ctx)[0]) or min(s for _, s in CHUNKED_PREFILL_DEFAULTS)
+    if not isinstance(chunk, int) or chunk <= 0 or str(ctx.get("disaggregation_mode", "null")) == "decode":
+        return
+    graph = ctx.args.get("cuda_graph_max_bs_decode")
+    need = max(chunk, graph) if isinstance(graph, int) and not isinstance(graph, bool) else chunk
+    try:
+        limit = int(ctx.env.get(PPLX_ENV, 128))
+    except (TypeError, ValueError):
+        return
+    if need > limit:
+        ctx.error("moe.pplx", "moe_a2a_backend",
+                  f"pplx dispatches up to {need} tokens per rank (chunked_prefill_size / cuda_graph_max_bs_decode), more "
+                  f"than {PPLX_ENV}={limit}; SGLang refuses it at start-up.",
+                  f"set sglang_args.chunked_prefill_size <= {limit}, or raise sglang_env.{PPLX_ENV}",
+                  "sglang/srt/arg_groups/moe_hook.py:611-619")
+
+
+@rule("parallel.pp_micro_batch")
+def _pp_micro_batch(ctx: Context) -> None:
+    """check_server_args (sglang/srt/arg_groups/validation_hook.py:183-186)."""
+    size = ctx.args.get("pp_max_micro_batch_size")
+    if isinstance(size, int) and not isinstance(size, bool) and size < 1:
+        ctx.error("parallel.pp_micro_batch", "pp_max_micro_batch_size",
+                  f"pp_max_micro_batch_size={size} must be a positive integer; SGLang refuses it.",
+                  "remove sglang_args.pp_max_micro_batch_size (SGLang computes it) or set it >= 1",
+                  "sglang/srt/arg_groups/validation_hook.py:183")
+
+
+# Attention backends that leave the page size alone, and those that force one: (dests it is read from, pages kept)
+# in the order sglang/srt/arg_groups/overrides.py:1144-1199 applies them; any other page becomes 64.
+PAGE_NEUTRAL_BACKENDS = ("triton", "flashinfer", "fa3", "torch_native", "flex_attention")
+_ALL_DESTS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+PAGE_FORCING_BACKENDS = {
+    "flashmla": (("attention_backend", "decode_attention_backend"), (64,)),
+    "trtllm_mla": (("attention_backend", "decode_attention_backend"), (32, 64)),
+    "cutedsl_mla": (_ALL_DESTS, (32, 64)),
+    "trtllm_mha": ((*_ALL_DESTS, "speculative_draft_attention_backend"), (16, 32, 64, 128)),
+    "hpc_ops": (_ALL_DESTS, (64,)),
+}
+
+
+def resolved_page_size(ctx: Context) -> int | None:
+    """The page size SGLang settles on, where certain: the host's (1 when unset) unless a backend forces one.
+
+    None when an attention backend is neither page-neutral nor one of PAGE_FORCING_BACKENDS, or SGLang's default
+    backend is not certain (default_attention_backend).
+    """
+    page = ctx.args.get("page_size")
+    if page is not None and (not isinstance(page, int) or isinstance(page, bool)):
+        return None
+    resolved = {d: ctx.args.get(d) for d in (*_ALL_DESTS, "speculative_draft_attention_backend")}
+    prefill, decode = resolved["prefill_attention_backend"], resolved["decode_attention_backend"]
+    if prefill is not None and prefill == decode:
+        resolved["attention_backend"] = prefill  # sglang/srt/arg_groups/overrides.py:1127-1131
+    elif resolved["attention_backend"] is None:
+        if prefill is not None or decode is not None:
+            return None
+        resolved["attention_backend"] = default_attention_backend(ctx)
+        if resolved["attention_backend"] is None:
+            return None
+    used = {b for b in resolved.values() if b is not None}
+    if any(b not in PAGE_NEUTRAL_BACKENDS and b not in PAGE_FORCING_BACKENDS for b in used):
+        return None
+    for backend, (dests, kept) in PAGE_FORCING_BACKENDS.items():
+        if any(resolved[d] == backend for d in dests) and page not in kept:
+            page = 64
+    return page if page is not None else 1
+
+
+@rule("memory.chunked_page")
+def _chunked_page(ctx: Context) -> None:
+    """check_server_args (sglang/srt/arg_groups/validation_hook.py:241-246) on the values SGLang settles on.
+
+    numeric.chunked_prefill_size checks the host's own pair; this covers SGLang's default chunked_prefill_size (by
+    the GPU's memory, memory_hook.py:88-180: exact when the memory is known, else refused only when no default
+    (2048, 4096, 8192, 16384) is a multiple) and the page size an attention backend forces (resolved_page_size).
+    """
+    if ctx.model.family == "unknown" or str(ctx.get("disaggregation_mode", "null")) == "decode":
+        return
+    page, chunk = resolved_page_size(ctx), ctx.args.get("chunked_prefill_size")
+    if page is None or page <= 1 or (chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool))):
+        return
+    if chunk is not None and (chunk <= 0 or page == ctx.args.get("page_size")):
+        return  # disabled, or the host's own pair (numeric.chunked_prefill_size)
+    default = default_chunked_prefill_size(gpu_memory_mib(ctx)[0])
+    sizes = [chunk] if chunk is not None else [default] if default else sorted({s for _, s in CHUNKED_PREFILL_DEFAULTS})
+    if all(size % page for size in sizes):
+        forced = page != ctx.args.get("page_size")
+        what = (f"chunked_prefill_size={chunk}" if chunk is not None else
+                f"SGLang's default chunked_prefill_size ({' / '.join(map(str, sizes))}, by the GPUs' memory)")
+        ctx.error("memory.chunked_page", "chunked_prefill_size" if chunk is not None else "page_size",
+                  f"{what} is not a multiple of the page size {page}"
+                  + (" (which the attention backend forces)" if forced else "") + "; SGLang refuses the pair at start-up.",
+                  f"set sglang_args.chunked_prefill_size to a multiple of {page}" if chunk is not None else
+                  f"use a power-of-two page_size (e.g. 16 or 64), or set sglang_args.chunked_prefill_size to a multiple "
+                  f"of {page}", "sglang/srt/arg_groups/validation_hook.py:244")
+
+
+@rule("moe.megamoe")
+def _megamoe(ctx: Context) -> None:
+    """check_mega_moe_compat (sglang/srt/arg_groups/mega_moe_hook.py:27-48)."""
+    if ctx.args.get("moe_a2a_backend") != "megamoe":
+        return
+    overlap = [d for d in ("enable_two_batch_overlap", "enable_single_batch_overlap") if ctx.is_set(d)]
+    if overlap:
+        ctx.error("moe.megamoe", overlap[0],
+                  "moe_a2a_backend megamoe has no two-batch / single-batch overlap decomposition; SGLang refuses "
+                  f"{' and '.join(overlap)} with it.", f"remove {' and '.join(ctx.var(d) for d in overlap)}",
+                  "sglang/srt/arg_groups/mega_moe_hook.py:33")
+    cc = ctx.compute_capability
+    if cc is not None and cc[0] not in (9, 10):  # is_sm90 / is_sm100 match the major only
+        ctx.error("moe.megamoe", "moe_a2a_backend",
+                  f"moe_a2a_backend megamoe needs an SM90 (Hopper) or SM100-class GPU; compute capability {_cc(ctx)} has "
+                  "none of its DeepGEMM kernels. SGLang refuses it at start-up.",
+                  "use moe_a2a_backend deepep (or none)", "sglang/srt/arg_groups/mega_moe_hook.py:43")
