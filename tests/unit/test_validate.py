@@ -1153,9 +1153,9 @@ def test_two_batch_overlap_is_left_alone_where_deepseek_cp_picks_the_a2a_backend
     """DeepSeek's CP overrides set moe_a2a_backend deepep themselves: no server.* refusal of TBO / a2a there."""
     args = {"enable_two_batch_overlap": True, "attn_cp_size": 2, "tp_size": 8, "moe_a2a_backend": "pplx"}
     result = validate_host(llama_host(args, sglang_model_path="deepseek-ai/DeepSeek-V3"))
-    assert not [p for p in result.errors if p.rule in ("server.combination", "server.moe")], format_report("host", result)
+    assert not [p for p in result.errors if p.rule in ("tbo.attention_dp", "server.moe")], format_report("host", result)
     refused = validate_host(llama_host({"enable_two_batch_overlap": True}))
-    assert find(refused.errors, "server.combination").variable == "sglang_args.enable_two_batch_overlap"
+    assert find(refused.errors, "tbo.attention_dp").variable == "sglang_args.enable_two_batch_overlap"
 
 
 @pytest.mark.parametrize("key", ["--no-ple-offload-embedding", "no_ple_offload_embedding", "no-enable-tf32-matmul"])

@@ -1070,7 +1070,6 @@ def _minimums(ctx: Context) -> None:
         ("mm_preprocess_cache_size_mb", 0, False, f"{_SH}:145"),
         ("grpc_response_timeout_secs", 0, True, f"{_SH}:379"),
         ("mamba_cache_philox_rounds", 0, False, "sglang/srt/arg_groups/mamba_hook.py:22"),
-        ("max_loras_per_batch", 0, True, "sglang/srt/arg_groups/lora_hook.py:36"),
     ):
         _below(ctx, "server.minimum", dest, least, where, strict)
     # skip_tokenizer_init leaves nothing to detokenize: SGLang then forces detokenizer_worker_num to 1 first
@@ -1131,12 +1130,6 @@ def _combinations(ctx: Context) -> None:
     if _int(ctx, "pp_size", 1) > 1 and _given(ctx, "min_free_slots_delay"):
         refuse("min_free_slots_delay", f"min_free_slots_delay does not work with pipeline parallelism "
                f"(pp_size={_int(ctx, 'pp_size', 1)}).", f"remove {ctx.var('min_free_slots_delay')}", f"{_VH}:165")
-    if ctx.is_set("enable_two_batch_overlap") and _choice(ctx, "moe_a2a_backend", "none") == "none" \
-            and _int(ctx, "attn_dp_size", 1) <= 1 and not _a2a_may_change(ctx):
-        refuse("enable_two_batch_overlap", "enable_two_batch_overlap without an EP all-to-all backend "
-               "(moe_a2a_backend none) needs attention DP (attn_dp_size > 1).",
-               f"set {ctx.var('moe_a2a_backend')} (e.g. deepep) or attn_dp_size, or remove "
-               f"{ctx.var('enable_two_batch_overlap')}", f"{_VH}:768")
     if ctx.is_set("enable_tokenizer_batch_encode") and ctx.is_set("enable_dynamic_batch_tokenizer"):
         refuse("enable_dynamic_batch_tokenizer", "enable_tokenizer_batch_encode and enable_dynamic_batch_tokenizer are "
                "two tokenizer batching approaches; choose one.",
@@ -1923,25 +1916,13 @@ def _lora_moe_runner(ctx: Context, refuse: Callable[[str, str, str, str, str], N
 
 @rule("lora.init")
 def _lora_init(ctx: Context) -> None:
-    """check_lora_server_args (sglang/srt/arg_groups/lora_hook.py:36, :152), which SGLang runs on every launch."""
+    """check_lora_server_args (sglang/srt/arg_groups/lora_hook.py:36), which SGLang runs on every launch, LoRA or not
+    (the rest of the function, :152 included, is server.lora's)."""
     per_batch = ctx.args.get("max_loras_per_batch")
     if isinstance(per_batch, int) and not isinstance(per_batch, bool) and per_batch <= 0:
         ctx.error("lora.init", "max_loras_per_batch", f"max_loras_per_batch={per_batch} must be positive; SGLang "
                   "asserts it on every launch, LoRA or not.", "remove sglang_args.max_loras_per_batch (default 8) or "
                   "set it >= 1", "sglang/srt/arg_groups/lora_hook.py:36")
-    if not ctx.is_set("enable_lora") or ctx.args.get("lora_paths"):
-        return
-    rank, modules = ctx.args.get("max_lora_rank"), ctx.args.get("lora_target_modules")
-    if rank and modules:
-        return
-    lacking = [d for d, v in (("max_lora_rank", rank), ("lora_target_modules", modules)) if not v]
-    ctx.error("lora.init", "enable_lora",
-              f"enable_lora without lora_paths needs both max_lora_rank and lora_target_modules (to size the adapter "
-              f"buffers before any adapter is loaded); {' and '.join(lacking)} "
-              f"{'is' if len(lacking) == 1 else 'are'} missing. SGLang refuses it at start-up.",
-              f"set {' and '.join('sglang_args.' + d for d in lacking)} (e.g. max_lora_rank: 64, lora_target_modules: "
-              "[all]), or list the adapters in sglang_args.lora_paths",
-              "sglang/srt/arg_groups/lora_hook.py:152")
 
 
 # _verify_quantization (sglang/srt/configs/model_config.py:2042-2054): --quantization values SGLang keeps next to a
@@ -2000,7 +1981,7 @@ def _checkpoint_quantization(ctx: Context) -> None:
 @rule("tbo.attention_dp")
 def _two_batch_overlap(ctx: Context) -> None:
     """check_two_batch_overlap (sglang/srt/arg_groups/validation_hook.py:756-771)."""
-    if not ctx.is_set("enable_two_batch_overlap") or _int(ctx, "attn_dp_size", 1) > 1:
+    if not ctx.is_set("enable_two_batch_overlap") or _int(ctx, "attn_dp_size", 1) > 1 or _a2a_may_change(ctx):
         return
     a2a = str(ctx.get("moe_a2a_backend", "none"))
     if ctx.is_set("enable_waterfill") and a2a not in ("deepep", "megamoe"):
@@ -2249,17 +2230,6 @@ def _pplx(ctx: Context) -> None:
                   f"than {PPLX_ENV}={limit}; SGLang refuses it at start-up.",
                   f"set sglang_args.chunked_prefill_size <= {limit}, or raise sglang_env.{PPLX_ENV}",
                   "sglang/srt/arg_groups/moe_hook.py:611-619")
-
-
-@rule("parallel.pp_micro_batch")
-def _pp_micro_batch(ctx: Context) -> None:
-    """check_server_args (sglang/srt/arg_groups/validation_hook.py:183-186)."""
-    size = ctx.args.get("pp_max_micro_batch_size")
-    if isinstance(size, int) and not isinstance(size, bool) and size < 1:
-        ctx.error("parallel.pp_micro_batch", "pp_max_micro_batch_size",
-                  f"pp_max_micro_batch_size={size} must be a positive integer; SGLang refuses it.",
-                  "remove sglang_args.pp_max_micro_batch_size (SGLang computes it) or set it >= 1",
-                  "sglang/srt/arg_groups/validation_hook.py:183")
 
 
 # Attention backends that leave the page size alone, and those that force one: (dests it is read from, pages kept)
