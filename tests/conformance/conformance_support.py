@@ -95,6 +95,53 @@ def _probe_input(case: dict, **extra) -> dict:
     return out
 
 
+def validate_cases(cases: list[dict], models: dict) -> dict[str, Any]:
+    """Our validator's Result per case id (an Exception where it crashed: a crash is a finding)."""
+    validate_host = _import_validator()
+    results: dict[str, Any] = {}
+    for case in cases:
+        try:
+            results[case["id"]] = validate_host(host_vars(case, models), spec="keep")
+        except Exception as exc:  # noqa: BLE001 - reported by the caller
+            results[case["id"]] = exc
+    return results
+
+
+class ProbeError(RuntimeError):
+    """sglang_probe.py could not give verdicts (no conformance venv, a crash, no JSON)."""
+
+
+def run_sglang_probe(payload: list[dict], timeout: int = 1800) -> dict:
+    """SGLang's own verdicts on ``payload`` (sglang_probe.py inside .venv-conformance): the probe's JSON output."""
+    venv = conformance_venv()
+    python = venv / "bin" / "python"
+    if not python.exists():
+        raise ProbeError(f"the conformance venv {venv} is missing: run tests/conformance/setup-venv.sh "
+                         "(creates .venv-conformance with sglang==0.5.23, a few minutes, PyPI only)")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SGLANG_", "SGL_", "PYTHON", "VIRTUAL_ENV"))
+    }
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    proc = subprocess.run(
+        [str(python), str(PROBE), "--timeout", "180"],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=str(REPO),
+    )
+    if proc.returncode != 0:
+        raise ProbeError(f"sglang_probe.py failed (exit {proc.returncode}) in {venv}:\n"
+                         f"{proc.stderr[-4000:]}\n(rebuild with tests/conformance/setup-venv.sh --force)")
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        raise ProbeError(f"sglang_probe.py printed no JSON:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}") from None
+
+
 class Conformance:
     """Results of one session: SGLang's verdicts and ours."""
 
@@ -110,26 +157,12 @@ class Conformance:
     # ---- our side ------------------------------------------------------------
     def run_ours(self) -> None:
         try:
-            validate_host = _import_validator()
-        except Exception as exc:  # noqa: BLE001 - reported by every agreement test
+            self.ours = validate_cases(self.cases, self.models)
+        except Exception as exc:  # noqa: BLE001 - the import failed: reported by every agreement test
             self.validator_error = f"{type(exc).__name__}: {exc}"
-            return
-        for case in self.cases:
-            try:
-                self.ours[case["id"]] = validate_host(host_vars(case, self.models), spec="keep")
-            except Exception as exc:  # noqa: BLE001 - a crash is a finding
-                self.ours[case["id"]] = exc
 
     # ---- SGLang's side -------------------------------------------------------
     def run_probe(self) -> None:
-        venv = conformance_venv()
-        python = venv / "bin" / "python"
-        if not python.exists():
-            pytest.fail(
-                f"the conformance venv {venv} is missing: run tests/conformance/setup-venv.sh "
-                "(creates .venv-conformance with sglang==0.5.23, a few minutes, PyPI only)",
-                pytrace=False,
-            )
         payload = [_probe_input(c) for c in self.cases]
         for case in self.cases:
             res = self.ours.get(case["id"])
@@ -138,35 +171,11 @@ class Conformance:
                 payload.append(
                     _probe_input(case, id=case["id"] + OURS_ARGV_SUFFIX, argv=list(argv))
                 )
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("SGLANG_", "SGL_", "PYTHON", "VIRTUAL_ENV"))
-        }
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
         t0 = time.monotonic()
-        proc = subprocess.run(
-            [str(python), str(PROBE), "--timeout", "180"],
-            input=json.dumps(payload),
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            env=env,
-            cwd=str(REPO),
-        )
-        if proc.returncode != 0:
-            pytest.fail(
-                f"sglang_probe.py failed (exit {proc.returncode}) in {venv}:\n"
-                f"{proc.stderr[-4000:]}\n(rebuild with tests/conformance/setup-venv.sh --force)",
-                pytrace=False,
-            )
         try:
-            out = json.loads(proc.stdout)
-        except ValueError:
-            pytest.fail(
-                f"sglang_probe.py printed no JSON:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}",
-                pytrace=False,
-            )
+            out = run_sglang_probe(payload)
+        except ProbeError as exc:
+            pytest.fail(str(exc), pytrace=False)
         self.probe_meta = {k: v for k, v in out.items() if k != "results"}
         self.probe_meta["wall_seconds"] = round(time.monotonic() - t0, 1)
         self.probe_meta["cases"] = len(payload)

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -47,13 +45,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from conformance_support import (  # noqa: E402
     OURS_ARGV_SUFFIX,
-    PROBE,
     REPO,
     SGLANG_VERSION,
-    _import_validator,
-    conformance_venv,
-    host_vars,
+    _probe_input,
     load_cases,
+    run_sglang_probe,
+    validate_cases,
 )
 
 SCHEMA = (REPO / "collections" / "ansible_collections" / "blackwell" / "sglang" / "plugins" / "plugin_utils"
@@ -174,37 +171,6 @@ def generate(count: int, seed: int) -> list[dict[str, Any]]:
     return cases
 
 
-def run_probe(payload: list[dict[str, Any]], timeout: int = 7200) -> dict[str, dict[str, Any]]:
-    """SGLang's verdict per case id (sglang_probe.py in .venv-conformance, one process for the batch)."""
-    python = conformance_venv() / "bin" / "python"
-    if not python.exists():
-        raise SystemExit(f"{conformance_venv()} is missing: run tests/conformance/setup-venv.sh (make conformance-venv)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "SGL_", "PYTHON", "VIRTUAL_ENV"))}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    proc = subprocess.run([str(python), str(PROBE), "--timeout", "180"], input=json.dumps(payload),
-                          capture_output=True, text=True, timeout=timeout, env=env, cwd=str(REPO))
-    if proc.returncode != 0:
-        raise RuntimeError(f"sglang_probe.py failed (exit {proc.returncode}): {proc.stderr[-3000:]}")
-    return {r["id"]: r for r in json.loads(proc.stdout)["results"]}
-
-
-def probe_input(case: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"id": case["id"], "model": case["model"], "args": case["args"], "env": case.get("env") or {},
-            "gpu_count": case["gpu_count"], "compute_capability": case["compute_capability"], **extra}
-
-
-def ours(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    validate_host = _import_validator()
-    _, models = load_cases()
-    verdicts: dict[str, Any] = {}
-    for case in cases:
-        try:
-            verdicts[case["id"]] = validate_host(host_vars(case, models), spec="keep")
-        except Exception as exc:  # noqa: BLE001 - a crash is a finding, reported as such
-            verdicts[case["id"]] = exc
-    return verdicts
-
-
 def documented_stricter(result: Any) -> bool:
     return bool(result.errors) and all(any(p.rule.startswith(prefix) for prefix in STRICTER) for p in result.errors)
 
@@ -228,11 +194,11 @@ def classify(sglang: dict[str, Any] | None, mine: Any, variant: dict[str, Any] |
 
 def evaluate(cases: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, Any], dict[str, dict[str, Any]]]:
     """(verdict per id, our results, SGLang's results incl. the our-argv variants)."""
-    mine = ours(cases)
-    payload = [probe_input(c) for c in cases]
-    payload += [probe_input(c, id=c["id"] + OURS_ARGV_SUFFIX, argv=list(mine[c["id"]].argv))
+    mine = validate_cases(cases, load_cases()[1])
+    payload = [_probe_input(c) for c in cases]
+    payload += [_probe_input(c, id=c["id"] + OURS_ARGV_SUFFIX, argv=list(mine[c["id"]].argv))
                 for c in cases if not isinstance(mine[c["id"]], Exception) and mine[c["id"]].ok and mine[c["id"]].argv]
-    sglang = run_probe(payload)
+    sglang = {r["id"]: r for r in run_sglang_probe(payload, timeout=7200)["results"]}
     verdicts = {c["id"]: classify(sglang.get(c["id"]), mine[c["id"]], sglang.get(c["id"] + OURS_ARGV_SUFFIX))
                 for c in cases}
     return verdicts, mine, sglang
