@@ -1918,8 +1918,8 @@ def _lora_moe_runner(ctx: Context, refuse: Callable[[str, str, str, str, str], N
 def _lora_init(ctx: Context) -> None:
     """check_lora_server_args (sglang/srt/arg_groups/lora_hook.py:36), which SGLang runs on every launch, LoRA or not
     (the rest of the function, :152 included, is server.lora's)."""
-    per_batch = ctx.args.get("max_loras_per_batch")
-    if isinstance(per_batch, int) and not isinstance(per_batch, bool) and per_batch <= 0:
+    per_batch = _num(ctx, "max_loras_per_batch")
+    if per_batch is not None and per_batch <= 0:
         ctx.error("lora.init", "max_loras_per_batch", f"max_loras_per_batch={per_batch} must be positive; SGLang "
                   "asserts it on every launch, LoRA or not.", "remove sglang_args.max_loras_per_batch (default 8) or "
                   "set it >= 1", "sglang/srt/arg_groups/lora_hook.py:36")
@@ -2021,8 +2021,8 @@ def _mamba_extra_buffer(ctx: Context) -> None:
                       f"remove {ctx.var('mamba_radix_cache_strategy')} (it is for hybrid models such as Qwen3.5 and "
                       "Qwen3-Next)", "sglang/srt/arg_groups/model_hook.py:1063")
         return
-    page = ctx.args.get("page_size")
-    paging = isinstance(page, int) and not isinstance(page, bool) and page > 1
+    page = _num(ctx, "page_size")
+    paging = page is not None and page > 1
     if strategy == "auto":
         strategy = ("extra_buffer" if (not ctx.is_set("disable_overlap_schedule") or paging) and backend == "triton"
                     else "no_buffer")
@@ -2048,13 +2048,13 @@ def _mamba_extra_buffer(ctx: Context) -> None:
                   f"mamba_radix_cache_strategy extra_buffer_lazy is not supported with disaggregation_mode {mode}.",
                   "use mamba_radix_cache_strategy: extra_buffer", "sglang/srt/arg_groups/mamba_hook.py:124-127")
     interval = _int(ctx, "mamba_track_interval", 256)
-    draft = ctx.args.get("speculative_num_draft_tokens")
-    if isinstance(draft, int) and not isinstance(draft, bool) and ctx.args.get("speculative_algorithm") and interval < draft:
+    draft = _num(ctx, "speculative_num_draft_tokens")
+    if draft is not None and ctx.args.get("speculative_algorithm") and interval < draft:
         ctx.error("mamba.extra_buffer", "mamba_track_interval",
                   f"mamba_track_interval={interval} is below speculative_num_draft_tokens={draft}; SGLang's mamba "
                   "extra_buffer cache asserts it is at least that.",
                   f"set sglang_args.mamba_track_interval >= {draft}", "sglang/srt/arg_groups/mamba_hook.py:132-133")
-    if isinstance(page, int) and not isinstance(page, bool) and page > 0 and interval % page:
+    if page is not None and page > 0 and interval % page:
         ctx.error("mamba.extra_buffer", "page_size",
                   f"mamba_track_interval={interval} is not a multiple of page_size={page}; SGLang's mamba extra_buffer "
                   "cache asserts it is.", f"use a page_size that divides {interval} (e.g. 1, 16, 64)",
@@ -2218,8 +2218,8 @@ def _pplx(ctx: Context) -> None:
         chunk = default_chunked_prefill_size(gpu_memory_mib(ctx)[0]) or min(s for _, s in CHUNKED_PREFILL_DEFAULTS)
     if not isinstance(chunk, int) or chunk <= 0 or str(ctx.get("disaggregation_mode", "null")) == "decode":
         return
-    graph = ctx.args.get("cuda_graph_max_bs_decode")
-    need = max(chunk, graph) if isinstance(graph, int) and not isinstance(graph, bool) else chunk
+    graph = _num(ctx, "cuda_graph_max_bs_decode")
+    need = chunk if graph is None else max(chunk, graph)
     try:
         limit = int(ctx.env.get(PPLX_ENV, 128))
     except (TypeError, ValueError):
