@@ -24,7 +24,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan i
     read_host_vars,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import GROUP_VAR, Getter, Layout, hostvars_getter
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import RoleRenderer, write_plan
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import RoleRenderer, private_dir, write_plan
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Problem, Result, format_report
 
 display = Display()
@@ -161,8 +161,7 @@ class ActionModule(ActionBase):
         start = time.monotonic()
         renderer = RoleRenderer(self._role_dir(args["render_role"]), self._loader)
         root = Path(os.path.realpath(os.path.expanduser(args["render_dir"])))
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(root, 0o700)
+        private_dir(root)
         files = 0
         for host, validated in plans.items():
             raw = hostvars.raw(host)

@@ -216,10 +216,15 @@ def _compiling_once(templar: Templar) -> Templar:
     return templar
 
 
-def write_plan(directory: Path, files: Mapping[str, str]) -> None:
-    """The host's files under ``directory`` (0700), each 0600, as plan.yml leaves them."""
+def private_dir(directory: Path) -> None:
+    """``directory`` (and its parents) made, readable by its owner only (0700), as plan.yml leaves it."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
+
+
+def write_plan(directory: Path, files: Mapping[str, str]) -> None:
+    """The host's files under ``directory`` (0700), each 0600, as plan.yml leaves them."""
+    private_dir(directory)
     for name, text in files.items():
         path = directory / name
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
