@@ -10,7 +10,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist ee fuzz-sglang changelog sanity clean
+.PHONY: help venv deps wheel lock lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist ee fuzz-sglang changelog sanity clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ schema: wheel ## Regenerate the committed CLI schema of SGLANG_VERSION, and its 
 catalog: venv wheel ## Regenerate tests/catalog/catalog-SGLANG_VERSION.json; print the entries new or gone vs. its mapping
 	$(BIN)/python tools/sglang_catalog.py --version $(SGLANG_VERSION) --out tests/catalog/catalog-$(SGLANG_VERSION).json \
 	  --mapping tests/catalog/mapping-$(SGLANG_VERSION).yml || echo "review: map the new entries in tests/catalog/mapping-$(SGLANG_VERSION).yml"
+
+lock: venv ## Compile the hashed lock of SGLANG_VERSION and roles/sglang's torch requirement into roles/sglang/files/locks (uv pip compile --universal --generate-hashes)
+	$(BIN)/python tools/sglang_lock.py --version $(SGLANG_VERSION) $(LOCK_ARGS)
 
 conformance-venv: ## Create .venv-conformance with the real SGLang and a CPU-capable torch
 	tests/conformance/setup-venv.sh
@@ -67,7 +70,7 @@ simhost: ## Build the simulated Blackwell host images, Debian 12 and 13 (cached 
 wheelhouse: venv ## Build the stand-in sglang wheel(s) into build/wheelhouse
 	tests/fixtures/sglang_standin/build-wheelhouse.sh
 
-provision-fixtures: venv simhost ## Fixtures of the provisioning roles and the router (bare host, signed apt repo, wheels)
+provision-fixtures: venv simhost wheelhouse ## Fixtures of the provisioning roles and the router (bare host, signed apt repo, wheels)
 	tests/fixtures/simhost/build-provision-fixtures.sh
 	tests/fixtures/router/build-wheelhouse.sh
 

@@ -15,6 +15,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs imp
     secret_var,
     text_problem,
 )
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_lock import lock_name
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import LayoutError, host_layout, hostvars_getter
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import rollout_plan as _rollout_plan
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema
@@ -34,6 +35,15 @@ def input_problems(values: Mapping[str, Any]) -> list[str]:
         return [f"{var} {value!r}: {why}" for var, value, why in role_var_problems(values)]
     except KeyError as exc:
         raise AnsibleFilterError(f"input_problems does not know the variable {exc}") from None
+
+
+def sglang_lock_name(version: Any, torch_requirement: Any = "") -> str:
+    """The file name of the hashed lock of SGLang ``version`` with ``torch_requirement`` (``sglang_lock``).
+
+    Usage: ``sglang_version | blackwell.sglang.sglang_lock_name(sglang_torch_requirement)``
+    -> ``'sglang-0.5.23-torch-2.14.1.txt'``.
+    """
+    return lock_name(str(version), str(torch_requirement or ""))
 
 
 def secret_host_vars(version: Any = None) -> list[str]:
@@ -273,4 +283,5 @@ class FilterModule:
             "systemd_text": systemd_text,
             "secret_host_vars": secret_host_vars,
             "input_problems": input_problems,
+            "sglang_lock_name": sglang_lock_name,
         }
