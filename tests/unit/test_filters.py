@@ -136,7 +136,8 @@ def test_filters_are_registered() -> None:
     assert set(FilterModule().filters()) == {"systemd_quote", "systemd_exec_lines", "systemd_env_quote",
                                              "systemd_text", "secret_host_vars", "input_problems",
                                              "multinode_layout", "rollout_plan", "server_instances",
-                                             "instance_plans", "staged_models", "router_endpoint"}
+                                             "instance_plans", "staged_models", "router_endpoint",
+                                             "sglang_lock_name"}
 
 
 def plans(hostvars: dict[str, Any], spec: str | None = None) -> list[dict[str, Any]]:
