@@ -18,6 +18,7 @@ incident's speculative flags. Skipped without a Docker engine, except under CI=t
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -125,6 +126,31 @@ def test_introspection_finds_what_the_collection_needs_on_the_control_node(layou
     imports = subprocess.run(["grep", "-rhoE", r"^(from|import) packaging", str(COLLECTION / "plugins")],
                              capture_output=True, text=True, check=False).stdout
     assert imports
+
+
+def test_the_offline_variant_keeps_the_tarball_the_pins_and_the_steps() -> None:
+    """build_image.py's local variant changes only what a machine without registry, Galaxy or index needs."""
+    spec = importlib.util.spec_from_file_location("ee_build_image", BUILD_IMAGE)
+    assert spec and spec.loader
+    build_image = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_image)
+    production = yaml.safe_load((REPO / "execution-environment.yml").read_text(encoding="utf-8"))
+    before = json.dumps(production, sort_keys=True)
+    local = build_image.derive(production, "bsa-ee-base:0123456789abcdef")
+    assert json.dumps(production, sort_keys=True) == before  # derived from a copy
+    assert local["version"] == production["version"]
+    assert local["images"]["base_image"]["name"] == "bsa-ee-base:0123456789abcdef"
+    for key in ("ansible_core", "ansible_runner"):
+        assert local["dependencies"][key] == production["dependencies"][key]
+    tarball = [c for c in production["dependencies"]["galaxy"]["collections"] if c.get("type") == "file"]
+    assert tarball and local["dependencies"]["galaxy"]["collections"] == tarball
+    files = production["additional_build_files"]
+    assert local["additional_build_files"][:len(files)] == files
+    assert {k: v for k, v in local["options"].items() if k != "skip_pip_install"} == production["options"]
+    # The production steps stay, apart from the mirror refresh (the base already has every system package).
+    for section, steps in production["additional_build_steps"].items():
+        kept = [s for s in steps if "apt-get update" not in s]
+        assert all(s in local["additional_build_steps"][section] for s in kept), section
 
 
 # --- the image, built and run ---------------------------------------------------------------------------------------
