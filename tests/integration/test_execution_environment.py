@@ -230,6 +230,8 @@ def test_the_image_holds_the_pins_and_both_collections(ee_image: str) -> None:
     # The collection's introspected needs: packaging for plugin_utils, ssh for the default connection.
     in_image(ee_image, "python3", "-c", "import packaging.version")
     in_image(ee_image, "ssh", "-V")
+    # The build's offline pip configuration and wheelhouse are gone: a user's pip in the EE uses its own settings.
+    in_image(ee_image, "sh", "-c", "test ! -e /etc/pip.conf && test ! -e /opt/ee-wheels")
 
 
 @pytest.mark.ee_image
