@@ -10,7 +10,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel lock lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist ee fuzz-sglang changelog sanity clean
+.PHONY: help venv deps wheel lock lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist ee ee-image fuzz-sglang changelog sanity clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -47,8 +47,8 @@ lint: venv wheel ## The pre-commit hooks on every file: yamllint, ansible-lint (
 	$(BIN)/pre-commit run --all-files --show-diff-on-failure
 
 unit: venv wheel ## Unit tests and playbook tests that need no container
-	$(BIN)/pytest -q tests/unit tests/integration/test_validate_playbook.py tests/integration/test_collection_dist.py \
-	  tests/integration/test_execution_environment.py
+	$(BIN)/pytest -q -m "not ee_image" tests/unit tests/integration/test_validate_playbook.py \
+	  tests/integration/test_collection_dist.py tests/integration/test_execution_environment.py
 
 FUZZ_EXAMPLES ?= 10000
 fuzz: venv ## Property-based input-contract tests, long: FUZZ_EXAMPLES (10000) random cases per property (CI runs a fixed-seed sample)
@@ -78,7 +78,7 @@ MOLECULE_JOBS ?= 2
 molecule: venv simhost wheelhouse provision-fixtures ## Every molecule scenario, MOLECULE_JOBS (2) at a time (tests/molecule_lanes.py)
 	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS)
 
-test: deps lint simhost wheelhouse provision-fixtures ## Everything: lint, unit, playbook, simulated-host, conformance and molecule tests
+test: deps lint simhost wheelhouse provision-fixtures ee-image ## Everything: lint, unit, playbook, simulated-host, conformance and molecule tests
 	$(BIN)/pytest -q tests/unit tests/integration tests/conformance
 	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS)
 
@@ -100,6 +100,12 @@ ee: dist ## The execution environment's build context for AWX/AAP (ansible-build
 	mkdir -p build/ee
 	cp build/dist/blackwell-sglang-$(COLLECTION_VERSION).tar.gz build/ee/blackwell-sglang.tar.gz
 	$(BIN)/ansible-builder create -f execution-environment.yml -c build/ee/context
+
+# Offline: a debootstrapped Debian base, a wheelhouse downloaded beforehand, the tarball of `make ee`, the same pins
+# (tests/fixtures/ee/build_image.py derives the local EE file from execution-environment.yml).
+ee-image: ee ## The execution environment image for the tests, bsa-ee:<hash> (ansible-builder build, cached by content hash)
+	tests/fixtures/simhost/ensure-docker.sh
+	$(BIN)/python tests/fixtures/ee/build_image.py
 
 changelog: venv ## Release the changelog fragments as the galaxy.yml version (antsibull-changelog): CHANGELOG.rst
 	cd $(COLLECTION) && antsibull-changelog lint && antsibull-changelog release --version $(COLLECTION_VERSION)
