@@ -247,32 +247,6 @@ def test_check_mode_reports_no_changes(inventory: Path, tmp_path: Path) -> None:
     assert run.changed == 0, run.changed_tasks()
 
 
-def test_proxy_env_carries_every_download(inventory: Path, tmp_path: Path) -> None:
-    """proxy_env reaches apt, the key download and the Hub client: each goes through the (logging) proxy."""
-    subprocess.run(["docker", "cp", str(REPO / "tests/fixtures/simhost/fakeproxy/fakeproxy.py"), f"{HOST}:/srv/fixtures/"],
-                   check=True)
-    sh("systemd-run --unit=bsa-fixture-proxy /usr/bin/python3 /srv/fixtures/fakeproxy.py --log /var/log/fakeproxy.log"
-       " && for i in $(seq 50); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 3128))' 2>/dev/null"
-       " && break; sleep 0.1; done")
-    proxy = {"http_proxy": "http://127.0.0.1:3128", "https_proxy": "http://127.0.0.1:3128", "no_proxy": ""}
-    try:
-        # Something to fetch: apt's lists and the repository key gone, the model at the other revision.
-        sh("apt-get clean && rm -rf /var/lib/apt/lists/* /etc/apt/keyrings/cuda-archive-keyring.asc")
-        run = play(inventory, tmp_path, proxy_env=proxy, **{**UPGRADE, "sglang_model_revision": REVISIONS["rev1"]})
-        assert not run.failed, run.failures()
-        log = out("cat /var/log/fakeproxy.log")
-        repo = "http://127.0.0.1:8080/cuda/repos/debian12/x86_64/"
-        assert f"GET {repo}fixture-archive-key.pub 200" in log.splitlines(), log
-        assert re.search(rf"^GET {re.escape(repo)}(InRelease|Release) 200$", log, re.M), log
-        assert re.search(r"^GET http://127\.0\.0\.1:8081/\S+/resolve/\S+ 200$", log, re.M), log
-        # Back at the newer revision, through the proxy too.
-        run = play(inventory, tmp_path, proxy_env=proxy, tags="model", **UPGRADE)
-        assert not run.failed, run.failures()
-        assert json.loads(out(f"cat {MODEL_DIR}/.sglang-model.json"))["revision"] == REVISIONS["rev2"]
-    finally:
-        sh("systemctl stop bsa-fixture-proxy", check=False)
-
-
 # --- failures: each fails the host with a message, and changes nothing that it should not -------------
 
 
@@ -317,6 +291,36 @@ def test_full_disk_stops_the_model_download(inventory: Path, tmp_path: Path) -> 
     assert json.loads(out(f"cat {MODEL_DIR}/.sglang-model.json"))["revision"] == REVISIONS["rev2"]
 
 
+# --- a site behind a proxy ----------------------------------------------------------------------------------------
+
+
+def test_proxy_env_carries_every_download(inventory: Path, tmp_path: Path) -> None:
+    """proxy_env reaches apt, the key download and the Hub client: each goes through the (logging) proxy."""
+    subprocess.run(["docker", "cp", str(REPO / "tests/fixtures/simhost/fakeproxy/fakeproxy.py"), f"{HOST}:/srv/fixtures/"],
+                   check=True)
+    sh("systemd-run --unit=bsa-fixture-proxy /usr/bin/python3 /srv/fixtures/fakeproxy.py --log /var/log/fakeproxy.log"
+       " && for i in $(seq 50); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 3128))' 2>/dev/null"
+       " && break; sleep 0.1; done")
+    proxy = {"http_proxy": "http://127.0.0.1:3128", "https_proxy": "http://127.0.0.1:3128", "no_proxy": ""}
+    try:
+        # Something to fetch: apt's lists and the repository key gone, the model at the other revision.
+        sh("apt-get clean && rm -rf /var/lib/apt/lists/* /etc/apt/keyrings/cuda-archive-keyring.asc")
+        run = play(inventory, tmp_path, proxy_env=proxy, **{**UPGRADE, "sglang_model_revision": REVISIONS["rev1"]})
+        assert not run.failed, run.failures()
+        log = out("cat /var/log/fakeproxy.log")
+        repo = "http://127.0.0.1:8080/cuda/repos/debian12/x86_64/"
+        assert f"GET {repo}fixture-archive-key.pub 200" in log.splitlines(), log
+        assert re.search(rf"^GET {re.escape(repo)}(InRelease|Release) 200$", log, re.M), log
+        # hf asks the Hub for each file's metadata (HEAD) and fetches what changed.
+        assert re.search(r"^(HEAD|GET) http://127\.0\.0\.1:8081/\S+/resolve/\S+ 200$", log, re.M), log
+        # Back at the newer revision, through the proxy too.
+        run = play(inventory, tmp_path, proxy_env=proxy, tags="model", **UPGRADE)
+        assert not run.failed, run.failures()
+        assert json.loads(out(f"cat {MODEL_DIR}/.sglang-model.json"))["revision"] == REVISIONS["rev2"]
+    finally:
+        sh("systemctl stop bsa-fixture-proxy", check=False)
+
+
 # --- an offline site: the bundle, then a provision with no index, no repository and no wheelhouse reachable -------
 
 
@@ -324,43 +328,48 @@ BUNDLE = "/srv/sglang-bundle"
 
 
 def test_offline_bundle_provisions_the_host_with_nothing_reachable(inventory: Path, tmp_path: Path) -> None:
-    # Built on this host while the fixtures (the index, NVIDIA's repository) are reachable, for the older versions
-    # (the scenario's own variables): driver 575, CUDA 12.9, SGLang 0.5.23 from its lock.
-    run = play(inventory, tmp_path, playbook=REPO / "playbooks/bundle.yml", bundle_hosts=HOST, bundle_dir=BUNDLE)
+    # Built on this host while the fixtures (the index, NVIDIA's repository) are reachable, for the versions it runs:
+    # driver 580, CUDA 13.0, SGLang 0.5.24 from its lock.
+    run = play(inventory, tmp_path, playbook=REPO / "playbooks/bundle.yml", bundle_hosts=HOST, bundle_dir=BUNDLE,
+               **UPGRADE)
     assert not run.failed, run.failures()
     repo = f"{BUNDLE}/apt/debian12/x86_64"
     files = set(out(f"ls {repo}").split())
-    assert {"InRelease", "Packages", "fixture-archive-key.pub", "nvidia-driver-cuda_575.57.08-1_amd64.deb",
-            "nvidia-kernel-open-dkms_575.57.08-1_amd64.deb", "cuda-toolkit-12-9_12.9.1-1_amd64.deb",
-            "cuda-nvcc-12-9_12.9.86-1_amd64.deb", "nvidia-smi_575.57.08-1_amd64.deb"} <= files, files
+    assert {"InRelease", "Packages", "fixture-archive-key.pub", "nvidia-driver-cuda_580.95.05-1_amd64.deb",
+            "nvidia-kernel-open-dkms_580.95.05-1_amd64.deb", "nvidia-smi_580.95.05-1_amd64.deb",
+            "libnvidia-ml1_580.95.05-1_amd64.deb", "nvidia-fabricmanager-580_580.95.05-1_amd64.deb",
+            "cuda-toolkit-13-0_13.0.2-1_amd64.deb", "cuda-nvcc-13-0_13.0.88-1_amd64.deb"} <= files, files
     # Only what the pinned versions need: no other branch, no other series; the index is the repository's, unchanged.
-    assert not [f for f in files if "580." in f or "13-0" in f], files
+    assert not [f for f in files if "575." in f or "12-9" in f or "datacenter-gpu" in f], files
     assert out(f"sha256sum < {repo}/InRelease") == out("sha256sum < /srv/fixtures/aptrepo/cuda/repos/debian12/x86_64/InRelease")
     wheels = set(out(f"ls {BUNDLE}/wheels").split())
-    assert {"sglang-0.5.23-py3-none-any.whl", "uv-0.13.8-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+    assert {"sglang-0.5.24-py3-none-any.whl", "uv-0.13.8-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
             "huggingface_hub-2.4.0-py3-none-any.whl"} <= wheels, wheels
-    assert "sglang-0.5.24-py3-none-any.whl" not in wheels
-    assert out(f"ls {BUNDLE}/locks") == "sglang-0.5.23-no-torch.txt"
-    again = play(inventory, tmp_path, playbook=REPO / "playbooks/bundle.yml", bundle_hosts=HOST, bundle_dir=BUNDLE)
+    assert "sglang-0.5.23-py3-none-any.whl" not in wheels
+    assert out(f"ls {BUNDLE}/locks") == "sglang-0.5.24-no-torch.txt"
+    again = play(inventory, tmp_path, playbook=REPO / "playbooks/bundle.yml", bundle_hosts=HOST, bundle_dir=BUNDLE,
+                 **UPGRADE)
     assert not again.failed and again.changed == 0, again.changed_tasks()
 
     # The site has no network: the repository server and the hub stopped, the wheelhouse gone, apt's lists and cache
-    # empty, NVIDIA's source removed (a new host has none), the virtualenvs and the tools removed.
+    # empty, NVIDIA's source removed (a new host has none); the toolkit, the virtualenvs and the tools removed.
     sh("systemctl stop bsa-fixture-aptrepo bsa-fixture-hub && mv /srv/fixtures/wheelhouse /srv/fixtures/wheelhouse.away"
+       " && apt-mark unhold 'cuda-*-13-0' >/dev/null && apt-get purge -y -q 'cuda-*-13-0' >/dev/null"
        " && rm -f /etc/apt/sources.list.d/cuda.sources && apt-get clean && rm -rf /var/lib/apt/lists/*"
        " && rm -rf /opt/sglang/venvs /opt/sglang/current /opt/sglang/tools /var/cache/sglang-uv")
+    assert "cuda-toolkit-13-0" not in packages()
     try:
-        offline = {"offline_bundle_dir": BUNDLE, "sglang_model_revision": REVISIONS["rev2"]}
+        offline = {**UPGRADE, "offline_bundle_dir": BUNDLE}
         run = play(inventory, tmp_path, **offline)
         assert not run.failed, run.failures()
         pkgs = packages()
-        for name in ("nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "nvidia-persistenced"):
-            assert pkgs[name] == ("hi", f"{OLD_DRIVER}-1"), (name, pkgs.get(name))
-        assert pkgs["cuda-toolkit-12-9"] == ("hi", "12.9.1-1")
-        assert not [p for p in pkgs if p.endswith("-13-0")]
+        assert pkgs["cuda-toolkit-13-0"] == ("hi", "13.0.2-1")
+        assert pkgs["nvidia-driver-cuda"] == ("hi", f"{NEW_DRIVER}-1")
         assert f"URIs: file://{repo}/" in out("cat /etc/apt/sources.list.d/cuda.sources")
-        assert re.fullmatch(r"/opt/sglang/venvs/0\.5\.23-[0-9a-f]{12}", out("readlink /opt/sglang/current"))
-        assert out("/opt/sglang/current/bin/python -c 'import importlib.metadata as m; print(m.version(\"sglang\"))'") == "0.5.23"
+        # The driver's packages come from the bundle too: apt fetches one from it, its signature and hash checked.
+        sh(f"cd /tmp && apt-get download -q nvidia-smi={NEW_DRIVER}-1 && rm -f nvidia-smi_*.deb")
+        assert re.fullmatch(r"/opt/sglang/venvs/0\.5\.24-[0-9a-f]{12}", out("readlink /opt/sglang/current"))
+        assert out("/opt/sglang/current/bin/python -c 'import importlib.metadata as m; print(m.version(\"sglang\"))'") == "0.5.24"
         assert out("/opt/sglang/tools/bin/uv --version").startswith("uv 0.13.8")
         # Installed from the lock: the venv's requirements file is the lock, with its hashes.
         assert "--hash=sha256:" in out(f"cat {out('readlink /opt/sglang/current')}.requirements.txt")
