@@ -1200,3 +1200,48 @@ def test_mori_dispatch_buffer_against_chunked_prefill() -> None:
     assert "moe.mori" not in rules(validate_host(raised))
     # MoRI is AMD's library: every NVIDIA profile refuses it (documented stricter).
     assert "sm12x.moe" in rules(validate_host(ref_host({**args, "chunked_prefill_size": 4096})))
+
+
+# --- Rules of the launch-check catalog that the conformance probe cannot run (DSPARK imports openai) ----------
+
+@pytest.mark.parametrize(("args", "dest", "where"), [
+    ({"speculative_dspark_block_size": 4, "speculative_num_draft_tokens": 4}, "speculative_num_draft_tokens", ":830"),
+    ({"speculative_num_draft_tokens": 1}, "speculative_num_draft_tokens", ":847"),
+    ({"tp_size": 2, "attn_dp_size": 2, "enable_dp_lm_head": True, "moe_a2a_backend": "deepep"}, "moe_a2a_backend", ":678"),
+    ({"tp_size": 2, "attn_dp_size": 2, "enable_dp_lm_head": True, "speculative_moe_a2a_backend": "mori"},
+     "speculative_moe_a2a_backend", ":707"),
+])
+def test_dspark_draft_shapes(args: dict, dest: str, where: str) -> None:
+    host = llama_host({"speculative_algorithm": "DSPARK", **args})
+    problem = the_error(validate_host(host), "server.speculative")
+    assert problem.variable == f"sglang_args.{dest}" and problem.source.endswith(where)
+
+
+def test_dspark_ragged_verify_with_an_a2a_moe() -> None:
+    host = llama_host({"speculative_algorithm": "DSPARK", "tp_size": 2, "attn_dp_size": 2, "enable_dp_lm_head": True,
+                       "moe_a2a_backend": "megamoe"}, nvidia_gpu_compute_capability="10.0",
+                      sglang_env={"SGLANG_RAGGED_VERIFY_MODE": "compact"})
+    problem = find(validate_host(host).errors, "server.speculative")
+    assert problem.variable == "sglang_env.SGLANG_RAGGED_VERIFY_MODE" and problem.source.endswith(":693")
+
+
+@pytest.mark.parametrize("args", [
+    {"speculative_dspark_block_size": 4, "speculative_num_draft_tokens": 5},
+    {"speculative_dspark_block_size": 4},
+    {"tp_size": 2, "attn_dp_size": 2, "enable_dp_lm_head": True},
+])
+def test_dspark_shapes_sglang_takes(args: dict) -> None:
+    host = llama_host({"speculative_algorithm": "DSPARK", **args})
+    assert not [p for p in validate_host(host).errors if p.rule == "server.speculative"]
+
+
+def test_megamoe_runner_alias_is_an_a2a_backend() -> None:
+    """moe_runner_backend megamoe turns into moe_a2a_backend megamoe (mega_moe_hook.py:259-276): a static EP dispatch
+    is then fine (parallel_hook.py:779-783 asks for an a2a backend)."""
+    moe = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+    static = validate_host(ref_host({"ep_dispatch_algorithm": "static"}, drop=("quantization", "moe_runner_backend"),
+                                    sglang_model_path=moe))
+    assert find(static.errors, "server.moe").source.endswith("parallel_hook.py:783")
+    alias = validate_host(ref_host({"ep_dispatch_algorithm": "static", "moe_runner_backend": "megamoe"},
+                                   drop=("quantization",), sglang_model_path=moe))
+    assert not [p for p in alias.errors if p.source and p.source.endswith("parallel_hook.py:783")]

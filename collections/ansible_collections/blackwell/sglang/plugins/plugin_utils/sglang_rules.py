@@ -2611,6 +2611,13 @@ def _kv_cache_resolved(ctx: Context) -> None:
                f"set {ctx.var('swa_full_tokens_ratio')} in (0, 1], or remove it", 428)
 
 
+def moe_backends(ctx: Context) -> tuple[str, str]:
+    """(moe_a2a_backend, moe_runner_backend) after handle_moe_runner_backend_alias
+    (sglang/srt/arg_groups/mega_moe_hook.py:259-276): moe_runner_backend megamoe means moe_a2a_backend megamoe."""
+    a2a, runner = _choice(ctx, "moe_a2a_backend", "none"), _choice(ctx, "moe_runner_backend", "auto")
+    return ("megamoe", "auto") if runner == "megamoe" else (a2a, runner)
+
+
 FLASHINFER_A2A_RUNNERS = ("flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm", "flashinfer_trtllm_routed",
                           "deep_gemm")  # moe_hook.py:531-537
 NVFP4_ONLINE_RUNNERS = ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutedsl")  # overrides.py:1466-1470
@@ -2624,7 +2631,7 @@ def _moe_kernels(ctx: Context) -> None:
     def refuse(dest: str, message: str, fix: str, where: str) -> None:
         ctx.error("server.moe", dest, message + " SGLang refuses the launch.", fix, where)
 
-    a2a, runner = _choice(ctx, "moe_a2a_backend", "none"), _choice(ctx, "moe_runner_backend", "auto")
+    a2a, runner = moe_backends(ctx)
     tp, ep, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "ep_size", 1), _int(ctx, "attn_dp_size", 1)
     quant = _choice(ctx, "quantization", "")
     w4a16 = env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16")
@@ -2691,7 +2698,8 @@ def _moe_kernels(ctx: Context) -> None:
         refuse("speculative_moe_a2a_backend", "DeepEP v2 is not validated as the speculative draft's MoE a2a backend "
                "(the draft inherits moe_a2a_backend when speculative_moe_a2a_backend is unset).",
                f"set {ctx.var('speculative_moe_a2a_backend')} to another backend (e.g. none)", f"{_MOEH}:635")
-    if a2a == "none" and _choice(ctx, "ep_dispatch_algorithm", "") in ("static", "lp"):
+    # Unknown models may set an a2a backend themselves (MiniMax-M3: megamoe, model_overrides/minimax_m3.py:112).
+    if a2a == "none" and ctx.model.known and _choice(ctx, "ep_dispatch_algorithm", "") in ("static", "lp"):
         refuse("ep_dispatch_algorithm", f"ep_dispatch_algorithm {ctx.args.get('ep_dispatch_algorithm')} picks a different "
                "replica per rank, which needs an a2a backend; with moe_a2a_backend none all ranks must agree.",
                f"set {ctx.var('ep_dispatch_algorithm')}: dynamic (or leave it unset)", f"{_PH}:783")
@@ -2729,7 +2737,7 @@ def _parallel_moe_dp(ctx: Context) -> None:
         refuse("shared_experts_tp_size", f"shared_experts_tp_size={size} must be a positive divisor of the attention TP "
                f"size ({attn_tp} = tp_size / attn_dp_size / attn_cp_size).",
                f"set {ctx.var('shared_experts_tp_size')} to a divisor of {attn_tp}, or remove it", 216)
-    elif _choice(ctx, "moe_a2a_backend", "none") not in SHARED_EXPERTS_A2A:
+    elif moe_backends(ctx)[0] not in SHARED_EXPERTS_A2A:
         refuse("shared_experts_tp_size", "shared_experts_tp_size needs an expert-parallel all-to-all backend (deepep, "
                "megamoe, mooncake or mori); it is also Kimi-K3 only.",
                f"set {ctx.var('moe_a2a_backend')}: deepep, or remove {ctx.var('shared_experts_tp_size')}", 234)
@@ -2805,7 +2813,7 @@ def _speculative_shapes(ctx: Context) -> None:
 
 
 def _dspark_shapes(ctx: Context, refuse: Callable[[str, str, str, int | str], None], draft: int | float | None) -> None:
-    a2a, attn_dp = _choice(ctx, "moe_a2a_backend", "none"), _int(ctx, "attn_dp_size", 1)
+    a2a, attn_dp = moe_backends(ctx)[0], _int(ctx, "attn_dp_size", 1)
     if attn_dp > 1 and ctx.is_set("enable_dp_lm_head") and _int(ctx, "attn_cp_size", 1) == 1 and not _a2a_may_change(ctx):
         ragged = ctx.env.get(RAGGED_ENV, "static")
         spec_a2a = _choice(ctx, "speculative_moe_a2a_backend", "")
