@@ -75,6 +75,12 @@ STRICTER = {
                                    "the memory pool then has nothing (or more than the GPU) to allocate",
     "numeric.page_size": "a page size below 1: SGLang divides by it at run time",
     "numeric.max_running_requests": "fewer than 1 running request: SGLang's workers assert it after loading the weights",
+    "spec.values": "an EAGLE draft with no candidates (eagle_topk 0 with drafting on, a negative num_steps, or "
+                   "num_draft_tokens below 1 for a tree): SGLang's argument handling lets it through, then the draft "
+                   "forward picks fast_topk(probs, eagle_topk) (sglang/srt/speculative/eagle_worker_v2.py:887) and "
+                   "organize_draft_results calls torch.topk(scores, num_draft_tokens - 1) on what is left "
+                   "(sglang/srt/speculative/eagle_utils.py:110), which raises in the first draft forward (the CUDA-graph "
+                   "capture at start-up)",
 }
 
 # Integers the rules compare against: zero and negatives, 1-2 (speculative steps, topk), powers of two (parallel

@@ -477,13 +477,24 @@ def test_topk_1_with_draft_other_than_steps_plus_1_is_only_a_warning() -> None:
     assert "speculative_num_draft_tokens: 4" in warning.fix
 
 
-@pytest.mark.parametrize("dest", ["speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"])
-def test_speculative_values_below_1(dest: str) -> None:
-    args = {**TRIPLE_AUTO_QWEN, dest: 0}
+@pytest.mark.parametrize(("dest", "value", "least"), [("speculative_num_steps", -1, 0), ("speculative_eagle_topk", 0, 1),
+                                                      ("speculative_num_draft_tokens", 0, 1)])
+def test_speculative_values_the_eagle_worker_cannot_draft(dest: str, value: int, least: int) -> None:
+    args = {**TRIPLE_AUTO_QWEN, "speculative_eagle_topk": 2, dest: value}
     result = validate_host(ref_host(args))
     problem = the_error(result, "spec.values")
-    assert problem.variable == f"sglang_args.{dest}" and problem.value == 0
-    assert "at least 1" in problem.message and ">= 1" in problem.fix
+    assert problem.variable == f"sglang_args.{dest}" and problem.value == value
+    assert f"at least {least}" in problem.message and f">= {least}" in problem.fix
+
+
+@pytest.mark.parametrize("args", [
+    {"speculative_num_steps": 0, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 1},  # drafting off
+    {"speculative_num_steps": 0, "speculative_eagle_topk": 0, "speculative_num_draft_tokens": 1},  # topk unused
+    {"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 0},  # rewritten to 4
+])
+def test_speculative_values_sglang_runs(args: dict) -> None:
+    result = validate_host(ref_host({**TRIPLE_AUTO_QWEN, **args}))
+    assert not [p for p in result.errors if p.rule == "spec.values"]
 
 
 def test_unknown_speculative_algorithm() -> None:
@@ -631,11 +642,16 @@ def test_nvfp4_online_is_sm100_only_and_needs_a_checkpoint_it_requantizes() -> N
     problem = the_error(validate_host(ref_host(args, sglang_model_path=fp8, sglang_model_quantization="fp8")),
                         "sm12x.quantization")
     assert problem.variable == "sglang_args.quantization" and "12.0" in problem.message and problem.fix
-    on_sm100 = validate_host(ref_host(args, sglang_model_path=fp8, sglang_model_quantization="fp8",
-                                      nvidia_gpu_compute_capability="10.0"))
+    on_sm100 = validate_host(ref_host({**args, "moe_runner_backend": "auto"}, sglang_model_path=fp8,
+                                      sglang_model_quantization="fp8", nvidia_gpu_compute_capability="10.0"))
     assert on_sm100.ok, format_report("host", on_sm100)
+    # The reference host's flashinfer_cutlass MoE runner is not one nvfp4_online runs (overrides.py:1466-1471).
+    problem = the_error(validate_host(ref_host(args, sglang_model_path=fp8, sglang_model_quantization="fp8",
+                                               nvidia_gpu_compute_capability="10.0")), "server.moe")
+    assert problem.variable == "sglang_args.moe_runner_backend" and "overrides.py:1471" in problem.source
     # The reference NVFP4 checkpoint: SGLang refuses the pair on any GPU (sglang/srt/configs/model_config.py:2143).
-    problem = the_error(validate_host(ref_host(args, nvidia_gpu_compute_capability="10.0")), "quantization.checkpoint")
+    problem = the_error(validate_host(ref_host({**args, "moe_runner_backend": "auto"}, nvidia_gpu_compute_capability="10.0")),
+                        "quantization.checkpoint")
     assert "modelopt_fp4" in problem.message and "sglang_args.quantization" in problem.fix
 
 
@@ -1184,3 +1200,48 @@ def test_mori_dispatch_buffer_against_chunked_prefill() -> None:
     assert "moe.mori" not in rules(validate_host(raised))
     # MoRI is AMD's library: every NVIDIA profile refuses it (documented stricter).
     assert "sm12x.moe" in rules(validate_host(ref_host({**args, "chunked_prefill_size": 4096})))
+
+
+# --- Rules of the launch-check catalog that the conformance probe cannot run (DSPARK imports openai) ----------
+
+@pytest.mark.parametrize(("args", "dest", "where"), [
+    ({"speculative_dspark_block_size": 4, "speculative_num_draft_tokens": 4}, "speculative_num_draft_tokens", ":830"),
+    ({"speculative_num_draft_tokens": 1}, "speculative_num_draft_tokens", ":847"),
+    ({"tp_size": 2, "attn_dp_size": 2, "enable_dp_lm_head": True, "moe_a2a_backend": "deepep"}, "moe_a2a_backend", ":678"),
+    ({"tp_size": 2, "attn_dp_size": 2, "enable_dp_lm_head": True, "speculative_moe_a2a_backend": "mori"},
+     "speculative_moe_a2a_backend", ":707"),
+])
+def test_dspark_draft_shapes(args: dict, dest: str, where: str) -> None:
+    host = llama_host({"speculative_algorithm": "DSPARK", **args})
+    problem = the_error(validate_host(host), "server.speculative")
+    assert problem.variable == f"sglang_args.{dest}" and problem.source.endswith(where)
+
+
+def test_dspark_ragged_verify_with_an_a2a_moe() -> None:
+    host = llama_host({"speculative_algorithm": "DSPARK", "tp_size": 2, "attn_dp_size": 2, "enable_dp_lm_head": True,
+                       "moe_a2a_backend": "megamoe"}, nvidia_gpu_compute_capability="10.0",
+                      sglang_env={"SGLANG_RAGGED_VERIFY_MODE": "compact"})
+    problem = find(validate_host(host).errors, "server.speculative")
+    assert problem.variable == "sglang_env.SGLANG_RAGGED_VERIFY_MODE" and problem.source.endswith(":693")
+
+
+@pytest.mark.parametrize("args", [
+    {"speculative_dspark_block_size": 4, "speculative_num_draft_tokens": 5},
+    {"speculative_dspark_block_size": 4},
+    {"tp_size": 2, "attn_dp_size": 2, "enable_dp_lm_head": True},
+])
+def test_dspark_shapes_sglang_takes(args: dict) -> None:
+    host = llama_host({"speculative_algorithm": "DSPARK", **args})
+    assert not [p for p in validate_host(host).errors if p.rule == "server.speculative"]
+
+
+def test_megamoe_runner_alias_is_an_a2a_backend() -> None:
+    """moe_runner_backend megamoe turns into moe_a2a_backend megamoe (mega_moe_hook.py:259-276): a static EP dispatch
+    is then fine (parallel_hook.py:779-783 asks for an a2a backend)."""
+    moe = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+    static = validate_host(ref_host({"ep_dispatch_algorithm": "static"}, drop=("quantization", "moe_runner_backend"),
+                                    sglang_model_path=moe))
+    assert find(static.errors, "server.moe").source.endswith("parallel_hook.py:783")
+    alias = validate_host(ref_host({"ep_dispatch_algorithm": "static", "moe_runner_backend": "megamoe"},
+                                   drop=("quantization",), sglang_model_path=moe))
+    assert not [p for p in alias.errors if p.source and p.source.endswith("parallel_hook.py:783")]

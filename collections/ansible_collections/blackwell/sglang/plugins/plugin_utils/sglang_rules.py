@@ -274,10 +274,18 @@ def _spec_triple(ctx: Context) -> None:
             "sglang/srt/arg_groups/speculative_hook.py:1274",
         )
         return
-    for dest, value in zip(SPEC_TRIPLE, (steps, topk, draft), strict=True):
-        if value is not None and value < 1:
-            ctx.error("spec.values", dest, f"{dest} must be at least 1, got {value}.",
-                      f"set {ctx.var(dest)} >= 1 (SGLang's auto choice for {model}: {auto})")
+    # SGLang's argument handling takes any integer here; the EAGLE worker does not (STRICTER in
+    # tests/conformance/differential.py). num_steps 0 is valid (drafting off, eagle_worker_v2.py:1469-1472), and with
+    # eagle_topk 1 SGLang rewrites num_draft_tokens to num_steps + 1 (speculative_hook.py:1255-1266).
+    for dest, value, least in (("speculative_num_steps", steps, 0), ("speculative_eagle_topk", topk, 1),
+                               ("speculative_num_draft_tokens", draft, 1)):
+        if value is None or value >= least or (dest == "speculative_num_draft_tokens" and topk == 1) or (
+                dest == "speculative_eagle_topk" and steps == 0):
+            continue
+        ctx.error("spec.values", dest, f"{dest} must be at least {least}, got {value}: SGLang {ctx.schema.version} lets "
+                  "it through, and the EAGLE draft then fails at start-up (no draft candidates to pick).",
+                  f"set {ctx.var(dest)} >= {least} (SGLang's auto choice for {model}: {auto})",
+                  "sglang/srt/speculative/eagle_worker_v2.py:887, sglang/srt/speculative/eagle_utils.py:110")
     if topk == 1 and steps is not None and steps >= 1 and draft is not None and draft != steps + 1:
         ctx.warn(
             "spec.topk1_draft", "speculative_num_draft_tokens",
@@ -1368,6 +1376,19 @@ def _grpc(ctx: Context) -> None:
 def _lora(ctx: Context) -> None:
     """check_lora_server_args (sglang/srt/arg_groups/lora_hook.py:33-180): lora_paths alone turns LoRA on."""
     paths = ctx.args.get("lora_paths") if isinstance(ctx.args.get("lora_paths"), list) else []
+    for item in paths:  # LoRAPathAction (sglang/srt/arg_groups/argparse_actions.py:15-20), at argument parsing
+        text = item.strip() if isinstance(item, str) else ""
+        if text.startswith("{") and text.endswith("}"):
+            try:
+                obj = json.loads(text)
+            except ValueError:
+                obj = None
+            if not (isinstance(obj, dict) and "lora_path" in obj and "lora_name" in obj):
+                ctx.error("server.lora", "lora_paths", f"lora_paths entry {text!r} looks like JSON but is not an object "
+                          "with lora_name and lora_path. SGLang refuses the launch.",
+                          f"write the {ctx.var('lora_paths')} entry as name=path, a plain path, or "
+                          '{"lora_name": ..., "lora_path": ...}', "sglang/srt/arg_groups/argparse_actions.py:17")
+                return
     if not (ctx.is_set("enable_lora") or paths):
         return
     where = "sglang/srt/arg_groups/lora_hook.py"
@@ -1399,6 +1420,54 @@ def _lora(ctx: Context) -> None:
     if threshold is not None and threshold < 0:
         refuse("lora_drain_wait_threshold", f"lora_drain_wait_threshold={threshold} is negative.",
                f"set {ctx.var('lora_drain_wait_threshold')} >= 0", 176)
+    if ctx.args.get("enable_lora") is False:  # --lora-paths without LoRA: SGLang ignores them (lora_hook.py:45-48)
+        return
+    mode = v2_lora_unsupported_mode(ctx)
+    if _choice(ctx, "lora_backend", "csgmv") == "triton_v2" and not _choice(ctx, "moe_runner_backend", "auto").startswith(
+            "lora") and mode:
+        refuse("lora_backend", f"lora_backend triton_v2 does not support {mode} yet.",
+               f"set {ctx.var('lora_backend')}: csgmv, or remove {mode.split(' ')[0]}", 30)
+    _lora_speculative(ctx, refuse)
+
+
+def v2_lora_unsupported_mode(ctx: Context) -> str | None:
+    """_check_v2_lora_modes (sglang/srt/arg_groups/lora_hook.py:20-30): what the triton_v2 LoRA paths do not run."""
+    for bad, mode in (
+        (_int(ctx, "attn_dp_size", 1) > 1, "attn_dp_size > 1 (DP attention)"),
+        (ctx.is_set("enable_pdmux"), "enable_pdmux (PD-multiplexing)"),
+        (ctx.is_set("enable_two_batch_overlap"), "enable_two_batch_overlap"),
+        (env_true(ctx.env, "SGLANG_EXPERIMENTAL_LORA_OPTI"), "sglang_env.SGLANG_EXPERIMENTAL_LORA_OPTI"),
+    ):
+        if bad:
+            return mode
+    return None
+
+
+def _lora_speculative(ctx: Context, refuse: Callable[[str, str, str, int], None]) -> None:
+    """check_lora_speculative_compatibility (sglang/srt/arg_groups/lora_hook.py:240-301) on the resolved algorithm.
+
+    UNO is left to server.speculative, whose check (speculative_hook.py:583) SGLang runs first; speculative_adaptive
+    is not read, since SGLang turns it off for many configurations before this check (_maybe_disable_adaptive)."""
+    raw = _choice(ctx, "speculative_algorithm", "").upper()
+    algo = {"NEXTN": "EAGLE"}.get(raw, raw)
+    if algo in ("", "NGRAM", "UNO"):
+        return
+    if algo not in ("EAGLE", "EAGLE3", "DFLASH", "DSPARK"):
+        refuse("speculative_algorithm", f"LoRA works with NGRAM, EAGLE, NEXTN, EAGLE3, DFLASH or DSPARK speculative "
+               f"decoding only, not {raw}.", "use one of those, or serve without LoRA", 260)
+        return
+    ragged = ctx.env.get(RAGGED_ENV, "static")
+    for bad, dest, why in (
+        (algo == "DSPARK" and ragged != "static", f"sglang_env.{RAGGED_ENV}", f"{RAGGED_ENV}={ragged} with DSPARK"),
+        ("experimental_sgl_trtllm" in (_choice(ctx, "moe_runner_backend", ""), _choice(ctx, "speculative_moe_runner_backend", "")),
+         "moe_runner_backend", "the experimental_sgl_trtllm MoE runner"),
+        (env_true(ctx.env, "SGLANG_ENABLE_OVERLAP_PLAN_STREAM"), "sglang_env.SGLANG_ENABLE_OVERLAP_PLAN_STREAM",
+         "SGLANG_ENABLE_OVERLAP_PLAN_STREAM=1"),
+    ):
+        if bad:
+            refuse(dest, f"LoRA with {raw} speculative decoding does not support {why}.",
+                   f"remove {dest if dest.startswith('sglang_env') else ctx.var(dest)}, or serve without LoRA", 299)
+            return
 
 
 _KVH = "sglang/srt/arg_groups/kv_cache_hook.py"
@@ -1601,6 +1670,39 @@ def _uno(ctx: Context, refuse: Callable[[str, str, str, int | str], None]) -> No
     ):
         if bad:
             refuse(dest, why + ".", "fix that, or use another speculative algorithm (NEXTN, EAGLE3...)", line)
+            return
+    _uno_tree(ctx, refuse)
+
+
+def _uno_tree(ctx: Context, refuse: Callable[[str, str, str, int | str], None]) -> None:
+    """_handle_uno's tree mode, speculative_eagle_topk K > 1 (speculative_hook.py:494-559)."""
+    k, q, steps = _num(ctx, "speculative_eagle_topk"), _num(ctx, "speculative_num_draft_tokens"), _num(ctx, "speculative_num_steps")
+    if k is None or k <= 1 or q is None:
+        return
+    fix = "fix the tree shape (speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens), or set eagle_topk: 1"
+    if steps is None or steps < 1:
+        refuse("speculative_num_steps", "UNO tree mode (eagle_topk > 1) needs speculative_num_steps >= 1.", fix,
+               496 if steps is None else 502)
+        return
+    steps, k, q = int(steps), int(k), int(q)
+    capacity, nodes = 1, 1
+    for _ in range(steps):
+        nodes *= k
+        capacity += nodes
+        if capacity >= q:
+            break
+    for bad, why, line in (
+        (q < steps + 1, f"verify width Q={q} below the draft width F=speculative_num_steps + 1={steps + 1}", 509),
+        (q > 128, f"verify width Q={q} above 128", 513),
+        (q * k > 2048, f"Q x K = {q} x {k} above 2048", 519),
+        (q > capacity, f"Q={q} above the tree's capacity {capacity} for F={steps + 1}, K={k}", 532),
+        (q - 1 > k * max(steps - 1, 0) + 1, f"Q - 1 = {q - 1} above K x (F - 2) + 1 = {k * max(steps - 1, 0) + 1}", 540),
+        (ctx.is_set("enable_two_batch_overlap"), "two-batch overlap", 551),
+        (any(_num(ctx, d) not in (None, 1.0) for d in ("speculative_accept_threshold_single", "speculative_accept_threshold_acc")),
+         "accept thresholds other than 1.0", 556),
+    ):
+        if bad:
+            refuse("speculative_eagle_topk", f"UNO tree mode (eagle_topk {k}): {why}.", fix, line)
             return
 
 
@@ -1895,6 +1997,8 @@ def _lora_moe_runner(ctx: Context, refuse: Callable[[str, str, str, str, str], N
         (not (ctx.is_set("enable_lora") or ctx.args.get("lora_paths")), "enable_lora", "needs enable_lora (or lora_paths)",
          201),
         (_choice(ctx, "lora_backend", "csgmv") != "triton_v2", "lora_backend", "needs lora_backend triton_v2", 205),
+        (v2_lora_unsupported_mode(ctx) is not None, "lora_backend",
+         f"(triton_v2 LoRA) does not support {v2_lora_unsupported_mode(ctx)} yet", 30),
         (quant not in ("", "fp8", "modelopt_fp4"), "quantization", f"runs BF16, FP8 or ModelOpt NVFP4 MoE, not {quant}",
          211),
         (quant == "modelopt_fp4" and runner != "lora_marlin", "moe_runner_backend", "cannot run ModelOpt NVFP4 MoE "
@@ -2248,8 +2352,9 @@ PAGE_FORCING_BACKENDS = {
 def resolved_page_size(ctx: Context) -> int | None:
     """The page size SGLang settles on, where certain: the host's (1 when unset) unless a backend forces one.
 
-    None when an attention backend is neither page-neutral nor one of PAGE_FORCING_BACKENDS, or SGLang's default
-    backend is not certain (default_attention_backend).
+    None when an attention backend is neither page-neutral nor one of PAGE_FORCING_BACKENDS, when prefill and decode
+    backends differ without a base backend, or when SGLang's default backend is needed and not certain
+    (default_attention_backend).
     """
     page = ctx.args.get("page_size")
     if page is not None and (not isinstance(page, int) or isinstance(page, bool)):
@@ -2259,8 +2364,9 @@ def resolved_page_size(ctx: Context) -> int | None:
     if prefill is not None and prefill == decode:
         resolved["attention_backend"] = prefill  # sglang/srt/arg_groups/overrides.py:1127-1131
     elif resolved["attention_backend"] is None:
-        if prefill is not None or decode is not None:
+        if prefill is not None and decode is not None:
             return None
+        # The side not set falls back to the base backend, SGLang's default (overrides.py:1133-1138).
         resolved["attention_backend"] = default_attention_backend(ctx)
         if resolved["attention_backend"] is None:
             return None
@@ -2319,3 +2425,522 @@ def _megamoe(ctx: Context) -> None:
                   f"moe_a2a_backend megamoe needs an SM90 (Hopper) or SM100-class GPU; compute capability {_cc(ctx)} has "
                   "none of its DeepGEMM kernels. SGLang refuses it at start-up.",
                   "use moe_a2a_backend deepep (or none)", "sglang/srt/arg_groups/mega_moe_hook.py:43")
+
+
+# --- Checks of the launch-check catalog (tests/catalog/mapping-0.5.23.yml) --------------------------------------
+# Each restates a raise or assert of SGLang 0.5.23's argument handling, on the values its resolution leaves them at;
+# where a value depends on the model or the GPU in a way the validator does not know, the rule stays silent (the
+# on-host preflight runs SGLang's own check).
+
+_AH = "sglang/srt/arg_groups/attention_hook.py"
+RAGGED_ENV = "SGLANG_RAGGED_VERIFY_MODE"  # sglang/srt/environ.py:1572, EnvStr("static")
+
+
+def linear_decode_backend(ctx: Context) -> str | None:
+    """The linear-attention decode backend handle_linear_attn_backend settles on (attention_hook.py:289-330).
+
+    None when SGLang's SM100 default (flashinfer when mamba_ssm_dtype resolves to bfloat16, which the model decides
+    when unset) may apply.
+    """
+    decode, base = _choice(ctx, "linear_attn_decode_backend", ""), _choice(ctx, "linear_attn_backend", "triton")
+    if decode:
+        return decode
+    cc, mamba = ctx.compute_capability, ctx.args.get("mamba_ssm_dtype")
+    if base != "helion" and (cc is None or cc[0] == 10):
+        if cc is None or mamba is None:
+            return None
+        if mamba == "bfloat16":
+            return "flashinfer"
+    return "triton" if base == "flashkda" else base
+
+
+def resolved_attention_backends(ctx: Context) -> tuple[str | None, str | None]:
+    """(prefill, decode) attention backends as attention_backends_of reads them (model_override_base.py:138-152),
+    None where SGLang's default applies and is not certain (default_attention_backend)."""
+    base = _choice(ctx, "attention_backend", "")
+    prefill, decode = _choice(ctx, "prefill_attention_backend", "") or base, _choice(ctx, "decode_attention_backend", "") or base
+    if not (prefill and decode):
+        default = default_attention_backend(ctx)
+        prefill, decode = prefill or default, decode or default
+    return prefill or None, decode or None
+
+
+@rule("server.linear_attn", since="0.5.23")
+def _linear_attn(ctx: Context) -> None:
+    """handle_linear_attn_backend's FlashKDA and ReplaySSM checks (attention_hook.py:317-505), which SGLang runs on
+    every launch, linear-attention model or not."""
+    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+        ctx.error("server.linear_attn", dest, message + " SGLang refuses the launch.", fix, f"{_AH}:{line}")
+
+    if _choice(ctx, "linear_attn_decode_backend", "") == "flashkda":
+        refuse("linear_attn_decode_backend", "linear_attn_decode_backend flashkda: FlashKDA is a prefill-only kernel.",
+               f"set {ctx.var('linear_attn_prefill_backend')}: flashkda instead (decode stays on triton)", 319)
+        return
+    decode = linear_decode_backend(ctx)
+    replay, spec = ctx.is_set("enable_linear_replayssm"), ctx.is_set("enable_linear_replayssm_spec")
+    if replay:
+        length = _num(ctx, "linear_replayssm_cache_len")
+        if decode is not None and decode not in ("triton", "helion"):
+            refuse("linear_attn_decode_backend", f"enable_linear_replayssm needs the triton (or, for KDA, helion) "
+                   f"linear-attention decode backend, not {decode}.", f"set {ctx.var('linear_attn_decode_backend')}: "
+                   "triton, or remove enable_linear_replayssm", 411)
+        elif length is not None and length < 1:
+            refuse("linear_replayssm_cache_len", f"linear_replayssm_cache_len={length} must be at least 1.",
+                   f"set {ctx.var('linear_replayssm_cache_len')} >= 1, or remove it (default 16)", 435)
+    if not spec:
+        return
+    topk = _num(ctx, "speculative_eagle_topk")
+    ragged = ctx.env.get(RAGGED_ENV, "static")
+    algo = _choice(ctx, "speculative_algorithm", "").upper()
+    verify = _choice(ctx, "linear_attn_verify_backend", "")
+    if topk is not None and topk != 1:
+        refuse("speculative_eagle_topk", f"enable_linear_replayssm_spec needs a linear draft chain (speculative_eagle_topk "
+               f"1), not speculative_eagle_topk={topk}.", f"set {ctx.var('speculative_eagle_topk')}: 1, or remove "
+               "enable_linear_replayssm_spec", 452)
+    elif decode is not None and decode not in ("triton", "flashinfer"):
+        refuse("linear_attn_decode_backend", f"enable_linear_replayssm_spec needs the triton or flashinfer linear-attention "
+               f"decode backend, not {decode}.", f"set {ctx.var('linear_attn_decode_backend')}: triton", 460)
+    elif ragged != "static" and (algo not in ("DSPARK", "DFLASH") or verify not in ("triton", "nv_cutedsl")):
+        refuse(f"sglang_env.{RAGGED_ENV}", f"enable_linear_replayssm_spec with {RAGGED_ENV}={ragged} needs DSPARK or "
+               "DFLASH and linear_attn_verify_backend triton or nv_cutedsl.",
+               f"remove sglang_env.{RAGGED_ENV} (static), or use those", 484)
+    elif replay:
+        refuse("enable_linear_replayssm_spec", "enable_linear_replayssm_spec and enable_linear_replayssm are mutually "
+               "exclusive (they drive the same ring with different cursors).",
+               f"remove {ctx.var('enable_linear_replayssm')} or {ctx.var('enable_linear_replayssm_spec')}", 500)
+
+
+@rule("server.multi_item_scoring", since="0.5.23")
+def _multi_item_scoring(ctx: Context) -> None:
+    """handle_multi_item_scoring (attention_hook.py:536-577): enable_mis needs flashinfer for prefill and decode."""
+    if not ctx.is_set("enable_mis"):
+        return
+    prefill, decode = resolved_attention_backends(ctx)
+    bad = [b for b in (prefill, decode) if b is not None and b != "flashinfer"]
+    if bad:
+        ctx.error("server.multi_item_scoring", "enable_mis", f"enable_mis (multi-item scoring) needs the flashinfer "
+                  f"attention backend for prefill and decode (custom attention masks), not {bad[0]}. SGLang refuses "
+                  "the launch.", f"set {ctx.var('attention_backend')}: flashinfer (and no other prefill / decode "
+                  "backend), or remove enable_mis", f"{_AH}:573")
+
+
+@rule("server.unified_memory", since="0.5.23")
+def _unified_memory(ctx: Context) -> None:
+    """handle_page_major_kv_layout and handle_unified_memory_pool (kv_cache_hook.py:528-861) on the flags."""
+    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+        ctx.error("server.unified_memory", dest, message + " SGLang refuses the launch.", fix, f"{_KVH}:{line}")
+
+    unified, page_major = ctx.is_set("enable_unified_memory"), ctx.is_set("enable_page_major_kv_layout")
+    if page_major and not unified:
+        refuse("enable_page_major_kv_layout", "enable_page_major_kv_layout without enable_unified_memory is unsupported "
+               "in this release.", f"remove {ctx.var('enable_page_major_kv_layout')} (enable_unified_memory implies it)", 783)
+        return
+    if not unified:
+        return
+    mamba = _choice(ctx, "mamba_backend", "triton")
+    raw = _choice(ctx, "speculative_algorithm", "").upper()
+    algo = {"NEXTN": "EAGLE"}.get(raw, raw)
+    topk = _num(ctx, "speculative_eagle_topk")
+    if topk is None and algo in ("EAGLE", "EAGLE3") and ctx.model.known and not ctx.is_set("speculative_adaptive") \
+            and all(v is None for v in _spec_values(ctx)):
+        topk = ctx.model.spec_auto[1]  # _auto_choose_speculative_params (spec.triple)
+    for bad, dest, why, line in (
+        (mamba != "triton", "mamba_backend", f"enable_unified_memory (page-major layout) needs the Triton Mamba kernels, "
+         f"not mamba_backend {mamba}", 858),
+        (algo not in ("", "DSPARK", "EAGLE", "EAGLE3", "DFLASH"), "speculative_algorithm",
+         f"enable_unified_memory supports DSPARK, DFLASH, EAGLE / NEXTN and EAGLE3 speculative decoding only, not {raw}", 588),
+        (algo in ("EAGLE", "EAGLE3") and topk is not None and topk != 1, "speculative_eagle_topk",
+         f"enable_unified_memory supports a linear draft chain only (speculative_eagle_topk 1), not {topk}", 601),
+        (ctx.is_set("enable_two_batch_overlap"), "enable_two_batch_overlap",
+         "enable_unified_memory does not support enable_two_batch_overlap", 653),
+        (ctx.is_set("enable_lmcache"), "enable_lmcache", "enable_unified_memory does not work with enable_lmcache", 658),
+        (ctx.is_set("enable_unified_cache_external_linker"), "enable_unified_cache_external_linker",
+         "enable_unified_memory does not support enable_unified_cache_external_linker", 663),
+        (algo in ("EAGLE", "EAGLE3") and ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache",
+         "enable_unified_memory with EAGLE / EAGLE3 does not support enable_hierarchical_cache", 678),
+    ):
+        if bad:
+            refuse(dest, why + ".", f"fix {ctx.var(dest)}, or remove {ctx.var('enable_unified_memory')}", line)
+            return
+
+
+NVFP4_PREFILL_BACKEND = {"fp8_e4m3": "flashinfer", "nvfp4": "trtllm_mha"}  # kv_cache_hook.py:23-26
+
+
+@rule("server.kv_cache", since="0.5.23")
+def _kv_cache_resolved(ctx: Context) -> None:
+    """handle_nvfp4_prefill_kv_dequant_dtype, handle_prefill_only_disable_kv_cache and handle_cache_compatibility's
+    SWA ratio (kv_cache_hook.py:35-92, 335-349, 427)."""
+    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+        ctx.error("server.kv_cache", dest, message + " SGLang refuses the launch.", fix, f"{_KVH}:{line}")
+
+    kv, requested = _choice(ctx, "kv_cache_dtype", "auto"), _choice(ctx, "prefill_kv_cache_dequant_dtype", "auto")
+    prefill, base = _choice(ctx, "prefill_attention_backend", ""), _choice(ctx, "attention_backend", "")
+    decode = _choice(ctx, "decode_attention_backend", "")
+    if kv != "nvfp4" and requested != "auto":
+        refuse("prefill_kv_cache_dequant_dtype", f"prefill_kv_cache_dequant_dtype {requested} applies only with "
+               "kv_cache_dtype nvfp4.", f"remove {ctx.var('prefill_kv_cache_dequant_dtype')}", 41)
+    elif kv == "nvfp4":
+        explicit = prefill or base
+        by_backend = {b: d for d, b in NVFP4_PREFILL_BACKEND.items()}
+        cc = ctx.compute_capability
+        if requested == "auto" and explicit and explicit not in by_backend:
+            refuse("prefill_attention_backend" if prefill else "attention_backend",
+                   f"kv_cache_dtype nvfp4 prefills through flashinfer (FP8 workspace) or trtllm_mha (native NVFP4); "
+                   f"{explicit} provides neither.", "remove the attention backend option (NVFP4 selects its own)", 53)
+            return
+        if requested == "auto":
+            requested = by_backend.get(explicit) or ("" if cc is None else "nvfp4" if cc[0] == 10 else "fp8_e4m3")
+        target = NVFP4_PREFILL_BACKEND.get(requested)
+        if prefill and target and prefill != target:
+            refuse("prefill_attention_backend", f"kv_cache_dtype nvfp4 with prefill dequant dtype {requested} needs the "
+                   f"{target} prefill backend, not prefill_attention_backend {prefill}.",
+                   f"remove {ctx.var('prefill_attention_backend')} and choose the dtype only", 71)
+        elif decode not in ("", "trtllm_mha"):
+            refuse("decode_attention_backend", f"kv_cache_dtype nvfp4 decodes with trtllm_mha, not {decode}.",
+                   f"remove {ctx.var('decode_attention_backend')} (NVFP4 selects its decode backend)", 80)
+    if ctx.is_set("prefill_only_disable_kv_cache"):
+        resolved, _ = resolved_attention_backends(ctx)
+        if resolved is not None and resolved not in ("fa3", "fa4"):
+            refuse("prefill_only_disable_kv_cache", f"prefill_only_disable_kv_cache needs the FlashAttention prefill "
+                   f"backend (fa3 / fa4), not {resolved}.", f"set {ctx.var('prefill_attention_backend')}: fa4 (or fa3 "
+                   "where the GPU runs it), or remove prefill_only_disable_kv_cache", 344)
+    ratio = _num(ctx, "swa_full_tokens_ratio")
+    if ratio is not None and ctx.model.known and not 0 < ratio <= 1.0:
+        refuse("swa_full_tokens_ratio", f"swa_full_tokens_ratio={ratio} is outside (0, 1].",
+               f"set {ctx.var('swa_full_tokens_ratio')} in (0, 1], or remove it", 428)
+
+
+def moe_backends(ctx: Context) -> tuple[str, str]:
+    """(moe_a2a_backend, moe_runner_backend) after handle_moe_runner_backend_alias
+    (sglang/srt/arg_groups/mega_moe_hook.py:259-276): moe_runner_backend megamoe means moe_a2a_backend megamoe."""
+    a2a, runner = _choice(ctx, "moe_a2a_backend", "none"), _choice(ctx, "moe_runner_backend", "auto")
+    return ("megamoe", "auto") if runner == "megamoe" else (a2a, runner)
+
+
+FLASHINFER_A2A_RUNNERS = ("flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm", "flashinfer_trtllm_routed",
+                          "deep_gemm")  # moe_hook.py:531-537
+NVFP4_ONLINE_RUNNERS = ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutedsl")  # overrides.py:1466-1470
+
+
+@rule("server.moe", since="0.5.23")
+def _moe_kernels(ctx: Context) -> None:
+    """handle_moe_kernel_config, handle_a2a_moe's FlashInfer A2A checks, the nvfp4_online runner constraint,
+    handle_eplb_and_dispatch and the DeepEP v2 draft check (moe_hook.py, overrides.py, parallel_hook.py), on the
+    explicit values (nothing where DeepSeek's context-parallel overrides may change the a2a backend first)."""
+    def refuse(dest: str, message: str, fix: str, where: str) -> None:
+        ctx.error("server.moe", dest, message + " SGLang refuses the launch.", fix, where)
+
+    a2a, runner = moe_backends(ctx)
+    tp, ep, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "ep_size", 1), _int(ctx, "attn_dp_size", 1)
+    quant = _choice(ctx, "quantization", "")
+    w4a16 = env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16")
+    cc = ctx.compute_capability
+    if quant == "nvfp4_online" and (cc is None or cc[0] == 10) and runner not in ("auto", *NVFP4_ONLINE_RUNNERS) and not (
+            runner == "flashinfer_megamoe" and a2a == "flashinfer_megamoe" and w4a16):
+        refuse("moe_runner_backend", f"quantization nvfp4_online runs the MoE with flashinfer_trtllm, "
+               f"flashinfer_trtllm_routed or flashinfer_cutedsl only, not moe_runner_backend {runner}.",
+               f"set {ctx.var('moe_runner_backend')}: auto (or one of those)", "sglang/srt/arg_groups/overrides.py:1471")
+    if _a2a_may_change(ctx):
+        return
+    for bad, dest, why, line in (
+        (runner in ("flashinfer_cutlass", "flashinfer_cutedsl") and ep not in (1, tp), "ep_size",
+         f"moe_runner_backend {runner} needs ep_size 1 or ep_size == tp_size ({tp}), not {ep}", 89 if runner ==
+         "flashinfer_cutlass" else 102),
+        (runner == "flashinfer_cutedsl" and a2a not in ("none", "deepep", "flashinfer"), "moe_a2a_backend",
+         f"moe_runner_backend flashinfer_cutedsl works with moe_a2a_backend none, deepep or flashinfer, not {a2a}", 106),
+        (runner == "flashinfer_cutedsl" and a2a == "deepep" and (
+            quant == "nvfp4_online" or env_true(ctx.env, "SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION")),
+         "moe_a2a_backend", "flashinfer_cutedsl with per-token NVFP4 activation needs moe_a2a_backend none or flashinfer, "
+         "not deepep", 118),
+        (runner == "cutlass" and quant in ("fp8", "mxfp8") and ep != 1, "ep_size",
+         f"the FP8 / MXFP8 cutlass MoE runs with ep_size 1 only (ep_size={ep})", 161),
+    ):
+        if bad:
+            refuse(dest, why + ".", f"fix {ctx.var(dest)}, or use another moe_runner_backend", f"{_MOEH}:{line}")
+            break
+    dispatch = ctx.args.get("flashinfer_a2a_dispatch_type")
+    if a2a == "flashinfer":
+        model_quant = quant or ctx.model.quant_method
+        for bad, dest, why, line in (
+            (not (attn_dp > 1 and attn_dp == tp) and not ctx.is_set("enable_layernorm_sp"), "attn_dp_size",
+             f"moe_a2a_backend flashinfer needs attn_dp_size equal to tp_size ({tp}), not {attn_dp}", 475),
+            (w4a16 and runner == "flashinfer_cutedsl" and env_true(ctx.env, "SGLANG_MOE_NVFP4_DISPATCH"),
+             "sglang_env.SGLANG_MOE_NVFP4_DISPATCH", "CuTe DSL NVFP4 W4A16 (SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16) needs "
+             "BF16 dispatch, so SGLANG_MOE_NVFP4_DISPATCH must be unset", 494),
+            (w4a16 and runner == "flashinfer_cutedsl" and dispatch in ("auto", "nvfp4"), "flashinfer_a2a_dispatch_type",
+             f"CuTe DSL NVFP4 W4A16 needs flashinfer_a2a_dispatch_type bf16, not {dispatch}", 527),
+            (dispatch == "mxfp8" and model_quant is not None and model_quant != "mxfp8", "flashinfer_a2a_dispatch_type",
+             f"flashinfer_a2a_dispatch_type mxfp8 needs quantization mxfp8 (the model's is {model_quant or 'none'})", 193),
+            (dispatch == "mxfp8" and runner not in ("auto", "flashinfer_trtllm", "flashinfer_trtllm_routed"),
+             "moe_runner_backend", f"flashinfer_a2a_dispatch_type mxfp8 needs moe_runner_backend flashinfer_trtllm_routed, "
+             f"not {runner}", 197),
+            (runner not in ("auto", *FLASHINFER_A2A_RUNNERS), "moe_runner_backend",
+             f"moe_a2a_backend flashinfer works with moe_runner_backend {', '.join(FLASHINFER_A2A_RUNNERS)} only, not "
+             f"{runner}", 531),
+        ):
+            if bad:
+                refuse(dest, why + ".", f"fix {dest if dest.startswith('sglang_env') else ctx.var(dest)}, or use another "
+                       "moe_a2a_backend", f"{_MOEH}:{line}")
+                break
+        chunk = _num(ctx, "chunked_prefill_size")
+        if _choice(ctx, "disaggregation_mode", "null") != "decode" and (
+                (chunk is not None and chunk <= 0) or ctx.is_set("enable_mis")):
+            refuse("chunked_prefill_size", "moe_a2a_backend flashinfer needs chunked prefill (a fixed-size dispatch "
+                   "workspace); chunked_prefill_size is off" + (" (enable_mis turns it off)" if ctx.is_set("enable_mis")
+                                                               else "") + ".",
+                   f"set {ctx.var('chunked_prefill_size')} > 0 (or remove it)", f"{_MOEH}:756")
+    algorithm = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") else None
+    draft = _choice(ctx, "speculative_moe_a2a_backend", "")
+    if not draft and algorithm is not None and str(algorithm).upper() != "NGRAM":
+        draft = a2a
+    if draft == "deepep_v2":
+        refuse("speculative_moe_a2a_backend", "DeepEP v2 is not validated as the speculative draft's MoE a2a backend "
+               "(the draft inherits moe_a2a_backend when speculative_moe_a2a_backend is unset).",
+               f"set {ctx.var('speculative_moe_a2a_backend')} to another backend (e.g. none)", f"{_MOEH}:635")
+    # Unknown models may set an a2a backend themselves (MiniMax-M3: megamoe, model_overrides/minimax_m3.py:112).
+    if a2a == "none" and ctx.model.known and _choice(ctx, "ep_dispatch_algorithm", "") in ("static", "lp"):
+        refuse("ep_dispatch_algorithm", f"ep_dispatch_algorithm {ctx.args.get('ep_dispatch_algorithm')} picks a different "
+               "replica per rank, which needs an a2a backend; with moe_a2a_backend none all ranks must agree.",
+               f"set {ctx.var('ep_dispatch_algorithm')}: dynamic (or leave it unset)", f"{_PH}:783")
+
+
+SHARED_EXPERTS_A2A = ("deepep", "megamoe", "mooncake", "ascend_fuseep", "mori")  # parallel_hook.py:227-233
+
+
+@rule("server.parallel", since="0.5.23")
+def _parallel_moe_dp(ctx: Context) -> None:
+    """handle_context_parallelism's MoE-DP sizes and handle_shared_experts_tp (parallel_hook.py:170-192, 203-237), on
+    the explicit sizes of known models other than DeepSeek-V4 (which derives attn_cp_size itself)."""
+    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+        ctx.error("server.parallel", dest, message + " SGLang refuses the launch.", fix, f"{_PH}:{line}")
+
+    if not ctx.model.known or "DeepseekV4" in str(ctx.model.architecture or "") or _a2a_may_change(ctx):
+        return
+    tp, ep, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "ep_size", 1), _int(ctx, "attn_dp_size", 1)
+    cp, moe_dp, dwdp = _int(ctx, "attn_cp_size", 1), _int(ctx, "moe_dp_size", 1), _int(ctx, "dwdp_size", 1)
+    if moe_dp > 1 and dwdp <= 1 and tp >= 1 and tp % moe_dp == 0:  # DWDP resets moe_dp_size to 1 (parallel_hook.py:493)
+        if ep * moe_dp > tp:
+            refuse("ep_size", f"ep_size x moe_dp_size = {ep} x {moe_dp} exceeds tp_size={tp}.",
+                   f"lower {ctx.var('ep_size')} or moe_dp_size", 175)
+        elif ep > 1 and ep * moe_dp != tp:
+            refuse("ep_size", f"ep_size x moe_dp_size = {ep} x {moe_dp} must equal tp_size={tp} when ep_size > 1.",
+                   f"set {ctx.var('ep_size')}: {tp // moe_dp}, or 1", 181)
+    if moe_dp > 1 and dwdp <= 1 and cp != moe_dp:
+        refuse("moe_dp_size", f"attn_cp_size={cp} differs from moe_dp_size={moe_dp}, which only moe_dp_size 1 allows.",
+               f"set {ctx.var('moe_dp_size')}: {cp} (= attn_cp_size), or 1", 190)
+    size = _num(ctx, "shared_experts_tp_size")
+    if size is None or attn_dp < 1 or cp < 1:
+        return
+    attn_tp = tp // attn_dp // cp
+    if size < 1 or attn_tp % size:
+        refuse("shared_experts_tp_size", f"shared_experts_tp_size={size} must be a positive divisor of the attention TP "
+               f"size ({attn_tp} = tp_size / attn_dp_size / attn_cp_size).",
+               f"set {ctx.var('shared_experts_tp_size')} to a divisor of {attn_tp}, or remove it", 216)
+    elif moe_backends(ctx)[0] not in SHARED_EXPERTS_A2A:
+        refuse("shared_experts_tp_size", "shared_experts_tp_size needs an expert-parallel all-to-all backend (deepep, "
+               "megamoe, mooncake or mori); it is also Kimi-K3 only.",
+               f"set {ctx.var('moe_a2a_backend')}: deepep, or remove {ctx.var('shared_experts_tp_size')}", 234)
+
+
+@rule("server.grpc", since="0.5.23")
+def _grpc_threads(ctx: Context) -> None:
+    """handle_deprecated_args' SGLANG_GRPC_WORKER_THREADS check (serving_hook.py:381-390), when gRPC is on."""
+    legacy = ctx.is_set("smg_grpc_mode") or ctx.is_set("grpc_mode")
+    if not (_given(ctx, "grpc_port") or ctx.env.get("SGLANG_GRPC_PORT") or legacy):
+        return
+    raw = ctx.env.get("SGLANG_GRPC_WORKER_THREADS")
+    try:
+        threads = int(raw) if raw is not None else None
+    except ValueError:
+        return  # EnvInt refuses it itself, elsewhere
+    if threads is not None and threads < 1:
+        ctx.error("server.grpc", "sglang_env.SGLANG_GRPC_WORKER_THREADS", f"SGLANG_GRPC_WORKER_THREADS={raw} must be at "
+                  "least 1 with the gRPC server on. SGLang refuses the launch.",
+                  "set sglang_env.SGLANG_GRPC_WORKER_THREADS >= 1, or remove it (default 4)", f"{_SH}:388")
+
+
+PAGE_TREE_SPEC_BACKENDS = ("flashinfer", "fa3", "triton")  # speculative_hook.py:1271
+
+
+def resolved_base_attention_backend(ctx: Context) -> str | None:
+    """view.attention_backend where certain: the explicit one, the shared prefill/decode one
+    (overrides.py:1127-1131), or SGLang's default when no backend is set (default_attention_backend)."""
+    base = _choice(ctx, "attention_backend", "")
+    prefill, decode = _choice(ctx, "prefill_attention_backend", ""), _choice(ctx, "decode_attention_backend", "")
+    if base:
+        return base
+    if prefill and prefill == decode:
+        return prefill
+    return default_attention_backend(ctx) if not (prefill or decode) else None
+
+
+@rule("server.speculative", since="0.5.23")
+def _speculative_shapes(ctx: Context) -> None:
+    """The draft-shape checks of speculative_hook.py: DFLASH's window (:427-434), UNO's tree mode (:494-559), DSpark
+    with attention DP and its draft width (:674-710, :824-850), tree drafts on paged KV (:1271-1282, :1355-1366) and
+    NGRAM's external corpus (:1331-1349)."""
+    def refuse(dest: str, message: str, fix: str, line: int | str) -> None:
+        ctx.error("server.speculative", dest, message + " SGLang refuses the launch.", fix, f"{_SPH}:{line}")
+
+    raw = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") else None
+    algo = None if raw is None else {"NEXTN": "EAGLE"}.get(str(raw).upper(), str(raw).upper())
+    if algo is None:
+        return
+    draft, window = _num(ctx, "speculative_num_draft_tokens"), _num(ctx, "speculative_draft_window_size")
+    if algo == "DFLASH" and window is not None and window > 0:
+        width = draft if draft is not None else _num(ctx, "speculative_dflash_block_size")
+        if width is not None and width > 0 and window < width:
+            refuse("speculative_draft_window_size", f"speculative_draft_window_size={window} is below the DFLASH block "
+                   f"size (speculative_num_draft_tokens {width}).", f"set {ctx.var('speculative_draft_window_size')} >= "
+                   f"{width}", 430)
+    if algo == "DSPARK":
+        _dspark_shapes(ctx, refuse, draft)
+    if algo == "NGRAM":
+        _ngram_shapes(ctx, refuse, draft)
+    if algo not in EAGLE_FAMILY:
+        return
+    topk = _num(ctx, "speculative_eagle_topk")
+    if topk is None and all(v is None for v in _spec_values(ctx)):
+        topk = 1 if ctx.is_set("speculative_adaptive") else (3, 1, 4)[1] if algo == "STANDALONE" else (
+            ctx.model.spec_auto[1] if ctx.model.known else None)
+    page, backend = resolved_page_size(ctx), resolved_base_attention_backend(ctx)
+    if topk is not None and topk > 1 and page is not None and page > 1 and backend is not None \
+            and backend not in PAGE_TREE_SPEC_BACKENDS and backend != "trtllm_mha":  # trtllm_mha: spec.backend (:1178)
+        refuse("speculative_eagle_topk", f"speculative_eagle_topk={topk} (a tree draft) with page_size {page} runs on the "
+               f"{', '.join(PAGE_TREE_SPEC_BACKENDS)} attention backends only, not {backend}.",
+               f"set {ctx.var('speculative_eagle_topk')}: 1, page_size: 1, or attention_backend: flashinfer", 1278)
+
+
+def _dspark_shapes(ctx: Context, refuse: Callable[[str, str, str, int | str], None], draft: int | float | None) -> None:
+    a2a, attn_dp = moe_backends(ctx)[0], _int(ctx, "attn_dp_size", 1)
+    if attn_dp > 1 and ctx.is_set("enable_dp_lm_head") and _int(ctx, "attn_cp_size", 1) == 1 and not _a2a_may_change(ctx):
+        ragged = ctx.env.get(RAGGED_ENV, "static")
+        spec_a2a = _choice(ctx, "speculative_moe_a2a_backend", "")
+        if a2a not in ("none", "megamoe", "mori"):
+            refuse("moe_a2a_backend", f"DSPARK with attention DP supports moe_a2a_backend none, megamoe or mori, not {a2a}.",
+                   f"set {ctx.var('moe_a2a_backend')}: none", 678)
+        elif (a2a != "none" or env_true(ctx.env, DP_SPEC_ENV)) and ragged != "static":
+            refuse(f"sglang_env.{RAGGED_ENV}", f"DSPARK with an a2a MoE or {DP_SPEC_ENV} needs {RAGGED_ENV}=static, not "
+                   f"{ragged}.", f"remove sglang_env.{RAGGED_ENV}", 693)
+        elif spec_a2a and spec_a2a != a2a:
+            refuse("speculative_moe_a2a_backend", f"DSPARK with attention DP ignores speculative_moe_a2a_backend; it must "
+                   f"match moe_a2a_backend {a2a} (it is {spec_a2a}).", f"remove {ctx.var('speculative_moe_a2a_backend')}",
+                   707)
+    block = _num(ctx, "speculative_dspark_block_size")
+    if block is not None and block > 0 and draft is not None and draft != block + 1:
+        refuse("speculative_num_draft_tokens", f"DSPARK: speculative_num_draft_tokens={draft} must be "
+               f"speculative_dspark_block_size + 1 = {block + 1}.", "set only speculative_dspark_block_size (gamma)", 830)
+    elif draft is not None and draft < 2:
+        refuse("speculative_num_draft_tokens", f"DSPARK needs speculative_num_draft_tokens >= 2 (gamma + 1), not {draft}.",
+               f"set speculative_dspark_block_size (gamma) instead of {ctx.var('speculative_num_draft_tokens')}", 847)
+
+
+def _ngram_shapes(ctx: Context, refuse: Callable[[str, str, str, int | str], None], draft: int | float | None) -> None:
+    if _given(ctx, "speculative_ngram_external_corpus_path"):
+        budget = _num(ctx, "speculative_ngram_external_sam_budget")
+        budget = 0 if budget is None else budget
+        tokens = _num(ctx, "speculative_ngram_external_corpus_max_tokens")
+        width = 12 if draft is None else draft  # speculative_hook.py:1314-1318
+        for bad, dest, why, line in (
+            (budget <= 0, "speculative_ngram_external_sam_budget", "must be positive with an external corpus", 1333),
+            (tokens is not None and tokens <= 0, "speculative_ngram_external_corpus_max_tokens",
+             "must be positive with an external corpus", 1338),
+            (budget > width - 1, "speculative_ngram_external_sam_budget",
+             f"must be at most speculative_num_draft_tokens - 1 = {width - 1}", 1346),
+        ):
+            if bad:
+                refuse(dest, f"{dest} {why}.", f"fix {ctx.var(dest)}, or remove "
+                       f"{ctx.var('speculative_ngram_external_corpus_path')}", line)
+                return
+    breadth = _num(ctx, "speculative_ngram_max_bfs_breadth")
+    breadth = 10 if breadth is None else breadth  # NGRAM's eagle_topk (speculative_hook.py:1309-1313)
+    page, backend = resolved_page_size(ctx), resolved_base_attention_backend(ctx)
+    if breadth > 1 and page is not None and page > 1 and backend is not None and backend != "flashinfer":
+        refuse("page_size", f"NGRAM with speculative_ngram_max_bfs_breadth {breadth} (> 1) and page_size {page} is "
+               f"unstable on the {backend} attention backend; SGLang allows it on flashinfer only.",
+               f"set {ctx.var('page_size')}: 1, speculative_ngram_max_bfs_breadth: 1, or attention_backend: flashinfer",
+               1361)
+
+
+CUDA_GRAPH_BACKENDS = ("full", "breakable", "disabled")  # sglang/srt/model_executor/cuda_graph_config.py:51-65
+CUTEDSL_MLA_KV = ("fp8_e4m3", "bf16", "bfloat16", "auto")  # overrides.py:1248-1256
+
+
+@rule("server.features", since="0.5.23")
+def _features_catalog(ctx: Context) -> None:
+    """validate_cuda_graph_config's per-phase backends (cuda_graph_hook.py:410-420), the DP LM head
+    (overrides.py:1424-1427), decode-only CuTe DSL MLA (overrides.py:1233-1256) and load publishing
+    (validation_hook.py:436-466)."""
+    def refuse(rule_id: str, dest: str, message: str, fix: str, where: str) -> None:
+        ctx.error(rule_id, dest, message + " SGLang refuses the launch.", fix, where)
+
+    config = _json_arg(ctx, "cuda_graph_config")
+    if isinstance(config, dict):
+        for phase in ("decode", "prefill"):
+            settings = config.get(phase)
+            backend = settings.get("backend") if isinstance(settings, dict) else None
+            if backend is not None and backend not in CUDA_GRAPH_BACKENDS:
+                refuse("server.json_args", "cuda_graph_config", f"cuda_graph_config {phase}.backend {backend!r} is not "
+                       f"one of {', '.join(CUDA_GRAPH_BACKENDS)}.", f"set {ctx.var('cuda_graph_config')} {phase}.backend "
+                       "to one of those", "sglang/srt/arg_groups/cuda_graph_hook.py:417")
+                break
+    # With one DP rank SGLang turns enable_dp_lm_head off first (_data_parallelism_defaults, overrides.py:1366-1370):
+    # only DP replicas (dp_size > 1) without attention DP reach the assert. An elastic-EP scale joiner counts as DP.
+    if ctx.is_set("enable_dp_lm_head") and _int(ctx, "attn_dp_size", 1) <= 1 and _int(ctx, "dp_size", 1) > 1 and \
+            _choice(ctx, "ep_join_mode", "") != "scale":
+        refuse("server.combination", "enable_dp_lm_head", "enable_dp_lm_head needs attention DP (attn_dp_size > 1).",
+               f"set {ctx.var('attn_dp_size')} > 1, or remove {ctx.var('enable_dp_lm_head')}",
+               "sglang/srt/arg_groups/overrides.py:1425")
+    lm = "sglang/srt/arg_groups/overrides.py"
+    # Elsewhere than SM100, and for the table's non-MLA models, the attention rules of the profiles refuse
+    # cutedsl_mla first (arch.attention, sm10x.hybrid_attention).
+    cc = ctx.compute_capability
+    cutedsl_reaches = (cc is None or cc[0] == 10) and (ctx.model.mla or not ctx.model.known)
+    if not cutedsl_reaches:
+        pass
+    elif _choice(ctx, "prefill_attention_backend", "") == "cutedsl_mla":
+        refuse("server.combination", "prefill_attention_backend", "the CuTe DSL MLA backend decodes only; "
+               "prefill_attention_backend cutedsl_mla is refused.", f"remove {ctx.var('prefill_attention_backend')} "
+               "(SGLang prefills with trtllm_mla next to a cutedsl_mla decode)", f"{lm}:1241")
+    elif "cutedsl_mla" in (_choice(ctx, "attention_backend", ""), _choice(ctx, "decode_attention_backend", "")):
+        kv = _choice(ctx, "kv_cache_dtype", "auto")
+        if kv not in CUTEDSL_MLA_KV:
+            refuse("server.combination", "kv_cache_dtype", f"the CuTe DSL MLA backend runs kv_cache_dtype fp8_e4m3, bf16 "
+                   f"or auto, not {kv}.", f"set {ctx.var('kv_cache_dtype')}: fp8_e4m3 (or auto)", f"{lm}:1254")
+    mode = str(ctx.args.get("load_publish_endpoint") or "").strip()
+    if mode and mode.lower() != "off":
+        events = _json_arg(ctx, "kv_events_config")
+        fix = (f"set {ctx.var('kv_events_config')} to an active publisher, e.g. "
+               '{"publisher": "zmq", "endpoint": "tcp://*:5557"}, or remove load_publish_endpoint')
+        if not ctx.is_set("kv_events_config"):
+            refuse("server.combination", "load_publish_endpoint", "load_publish_endpoint needs kv_events_config (routers "
+                   "find the load range through its kv_events block).", fix, f"{_VH}:453")
+        elif not isinstance(events, dict):
+            refuse("server.json_args", "kv_events_config", "kv_events_config is not a JSON object.", fix, f"{_VH}:461")
+        elif events.get("publisher", "null") == "null" or not events.get("endpoint", "tcp://*:5557"):
+            refuse("server.combination", "kv_events_config", "load_publish_endpoint needs an active kv_events_config "
+                   "publisher (publisher null or an empty endpoint).", fix, f"{_VH}:463")
+
+
+ADAPTIVE_DEFAULT_STEPS = (0, 1, 3, 5, 7)  # sglang/srt/speculative/adaptive_spec_params.py:28-53, every bs slot's union
+
+
+@rule("server.speculative", since="0.5.23")
+def _adaptive_steps(ctx: Context) -> None:
+    """_init_adaptive_speculative_params (speculative_hook.py:1392-1421) with SGLang's default adaptive config, where
+    _maybe_disable_adaptive (adaptive_spec_params.py:56-100) keeps speculative_adaptive on."""
+    raw = _choice(ctx, "speculative_algorithm", "").upper()
+    steps = _num(ctx, "speculative_num_steps")
+    if not ctx.is_set("speculative_adaptive") or {"NEXTN": "EAGLE"}.get(raw, raw) not in ("EAGLE", "EAGLE3") \
+            or steps is None or _given(ctx, "speculative_adaptive_config"):
+        return
+    if _num(ctx, "speculative_eagle_topk") not in (None, 1) or _int(ctx, "attn_dp_size", 1) > 1 or _choice(
+            ctx, "ep_join_mode", "") == "scale" or any(
+            ctx.is_set(d) for d in ("enable_multi_layer_eagle", "enable_two_batch_overlap", "enable_pdmux")):
+        return  # SGLang turns speculative_adaptive off (a warning)
+    if steps not in ADAPTIVE_DEFAULT_STEPS:
+        ctx.error("server.speculative", "speculative_num_steps", f"speculative_num_steps={steps} with speculative_adaptive "
+                  f"is not one of the adaptive config's candidate steps {list(ADAPTIVE_DEFAULT_STEPS)}. SGLang refuses "
+                  "the launch.", f"set {ctx.var('speculative_num_steps')} to one of them, or remove it (SGLang picks 3)",
+                  f"{_SPH}:1417")
