@@ -146,7 +146,7 @@ def resolve(index: dict[str, list[dict[str, str]]], wanted: Iterable[str],
     external: set[str] = set()
     queue: list[tuple[str, Callable[[str], bool], str]] = []
     for item in wanted:
-        name, _, glob = str(item).partition("=")
+        name, glob = (str(item).split("=", 1) + [""])[:2]
         if name not in index:
             raise SubsetError(f"{name}: not in the repository")
         queue.append((name, (lambda v, g=glob: fnmatch.fnmatchcase(v, g)) if glob else (lambda v: True), str(item)))
@@ -248,7 +248,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "repo_url": {"type": "str", "required": True},
-            "key_url": {"type": "str"},
+            "key_url": {"type": "str", "no_log": False},
             "packages": {"type": "list", "elements": "str", "required": True},
             "pins": {"type": "list", "elements": "str", "default": []},
             "dest": {"type": "path", "required": True},

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -201,19 +201,23 @@ def _compiling_once(templar: Templar) -> Templar:
     engine = getattr(templar, "_engine", None)
     for name in ("_compile_template", "_compile_expression"):
         compile_ = getattr(engine, name, None)
-        if compile_ is None:
-            continue
-        cache: dict[tuple[str, Any], Any] = {}
-
-        def cached(text: str, options: Any, _compile: Any = compile_, _cache: dict[tuple[str, Any], Any] = cache) -> Any:
-            key = (str.__str__(text), options)
-            found = _cache.get(key)
-            if found is None:
-                found = _cache[key] = _compile(text, options)
-            return found
-
-        setattr(engine, name, cached)
+        if compile_ is not None:
+            setattr(engine, name, _memoized(compile_))
     return templar
+
+
+def _memoized(compile_: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
+    """``compile_`` remembering its result per (text, options)."""
+    cache: dict[tuple[str, Any], Any] = {}
+
+    def cached(text: str, options: Any) -> Any:
+        key = (str.__str__(text), options)
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = compile_(text, options)
+        return found
+
+    return cached
 
 
 def private_dir(directory: Path) -> None:

@@ -20,6 +20,7 @@ from packaging.version import Version
 if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
 
+
 @dataclass(frozen=True)
 class Renamed:
     """A flag that was removed or renamed, or is deprecated, and what replaced it.
@@ -1277,6 +1278,7 @@ AUX_CAPTURE = ("EAGLE3", "DFLASH", "DSPARK")
 def _aux_hidden_states(ctx: Context) -> None:
     """handle_aux_hidden_state_capture (sglang/srt/arg_groups/validation_hook.py:697-750)."""
     ids = ctx.args.get("return_aux_hidden_state_layer_ids") if _given(ctx, "return_aux_hidden_state_layer_ids") else None
+
     def refuse(dest: str, message: str, fix: str, line: int) -> None:
         ctx.error("server.aux_hidden_states", dest, message + " SGLang refuses the launch.", fix, f"{_VH}:{line}")
 
@@ -1344,6 +1346,7 @@ def _grpc(ctx: Context) -> None:
         port = ctx.env["SGLANG_GRPC_PORT"]
     if port is None and legacy:
         port = _int(ctx, "port", 30000) + 10000
+
     def refuse(dest: str, message: str, fix: str, line: int) -> None:
         ctx.error("server.grpc", dest, message + " SGLang refuses the launch.", fix, f"{_SH}:{line}")
 
@@ -1395,6 +1398,7 @@ def _lora(ctx: Context) -> None:
     per_batch = _num(ctx, "max_loras_per_batch")
     per_batch = 8 if per_batch is None else per_batch
     loaded = _num(ctx, "max_loaded_loras")
+
     def refuse(dest: str, message: str, fix: str, line: int) -> None:
         ctx.error("server.lora", dest, message + " SGLang refuses the launch.", fix, f"{where}:{line}")
 
@@ -1426,7 +1430,7 @@ def _lora(ctx: Context) -> None:
     if _choice(ctx, "lora_backend", "csgmv") == "triton_v2" and not _choice(ctx, "moe_runner_backend", "auto").startswith(
             "lora") and mode:
         refuse("lora_backend", f"lora_backend triton_v2 does not support {mode} yet.",
-               f"set {ctx.var('lora_backend')}: csgmv, or remove {mode.split(' ')[0]}", 30)
+               f"set {ctx.var('lora_backend')}: csgmv, or remove {mode.split(' ', maxsplit=1)[0]}", 30)
     _lora_speculative(ctx, refuse)
 
 
@@ -1581,6 +1585,7 @@ def _speculative_launch(ctx: Context) -> None:
     """The argument checks of speculative_hook.py beyond the EAGLE triple (rules spec.*)."""
     raw = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") else None
     algo = None if raw is None else {"NEXTN": "EAGLE"}.get(str(raw).upper(), str(raw).upper())  # NEXTN aliases EAGLE
+
     def refuse(dest: str, message: str, fix: str, line: int | str) -> None:
         ctx.error("server.speculative", dest, message + " SGLang refuses the launch.", fix, f"{_SPH}:{line}")
 
@@ -2686,9 +2691,9 @@ def _moe_kernels(ctx: Context) -> None:
         chunk = _num(ctx, "chunked_prefill_size")
         if _choice(ctx, "disaggregation_mode", "null") != "decode" and (
                 (chunk is not None and chunk <= 0) or ctx.is_set("enable_mis")):
+            mis = " (enable_mis turns it off)" if ctx.is_set("enable_mis") else ""
             refuse("chunked_prefill_size", "moe_a2a_backend flashinfer needs chunked prefill (a fixed-size dispatch "
-                   "workspace); chunked_prefill_size is off" + (" (enable_mis turns it off)" if ctx.is_set("enable_mis")
-                                                               else "") + ".",
+                   "workspace); chunked_prefill_size is off" + mis + ".",
                    f"set {ctx.var('chunked_prefill_size')} > 0 (or remove it)", f"{_MOEH}:756")
     algorithm = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") else None
     draft = _choice(ctx, "speculative_moe_a2a_backend", "")
