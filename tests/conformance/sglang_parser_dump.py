@@ -115,6 +115,15 @@ def stub_module(name: str, stubbed: list[str]) -> None:
     stubbed.append(name)
 
 
+def idempotent(register):
+    """``AutoConfig.register`` that accepts a model type transformers already has (``exist_ok=True``)."""
+
+    def wrapper(model_type, config, exist_ok=False):
+        return register(model_type, config, exist_ok=True)
+
+    return wrapper
+
+
 def import_server_args():
     """``sglang.srt.server_args`` of the release, and the third-party packages stubbed to import it.
 
@@ -143,9 +152,7 @@ def import_server_args():
             # registration is made idempotent; the parser never reads a model config.
             import transformers
 
-            register = transformers.AutoConfig.register
-            transformers.AutoConfig.register = staticmethod(
-                lambda model_type, config, exist_ok=False: register(model_type, config, exist_ok=True))
+            transformers.AutoConfig.register = staticmethod(idempotent(transformers.AutoConfig.register))
             forget_sglang()
             stubbed.append("transformers.AutoConfig.register")
         except Exception as exc:  # noqa: BLE001 - only the protocol models' failure is handled

@@ -101,3 +101,15 @@ def test_the_diff_does_not_change_the_schemas() -> None:
     old = copy.deepcopy(sd.raw_schema("0.5.22"))
     sd.diff_schemas(sd.raw_schema("0.5.22"), sd.raw_schema("0.5.23"))
     assert sd.raw_schema("0.5.22") == old
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.19", "0.5.20", "0.5.22", "0.5.23"])
+def test_a_release_without_rules_says_so(version: str) -> None:
+    """0.5.18/0.5.19 have a schema but no launch rules (they apply from 0.5.20): a warning, never a silent pass."""
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import validate_host
+    from reference import host_with
+
+    result = validate_host(host_with(sglang_version=version))
+    unchecked = [p for p in result.warnings if p.rule == "rules.unchecked"]
+    assert result.ok, [p.rule for p in result.errors]
+    assert bool(unchecked) == (version in ("0.5.18", "0.5.19"))
