@@ -66,3 +66,19 @@ def test_schema_equals_the_releases_own_parser(dumps: dict[str, object], version
     print(f"SGLang {version}: {len(dump['arguments'])} arguments agree"
           + (f" (stubbed to import: {', '.join(dump['stubbed'])})" if dump["stubbed"] else "")
           + (f", parser dumped in {seconds:.1f}s" if seconds else ", cached dump"))
+
+
+def test_the_comparison_sees_every_field() -> None:
+    """parser_check.differences on a one-argument schema and dump: equal, then one field off at a time."""
+    schema = {"arguments": {"tp_size": {"dest": "tp_size", "option_strings": ["--tp-size", "--tensor-parallel-size"],
+                                        "action": "store", "nargs": None, "const": None, "default": 1,
+                                        "choices": [1, 2], "type": "int", "required": False}}}
+    real = {"dest": "tp_size", "option_strings": ["--tp-size", "--tensor-parallel-size"], "action": "_StoreAction",
+            "nargs": None, "const": None, "default": 1, "choices": [2, 1], "type": "int", "required": False}
+    assert parser_check.differences(schema, {"arguments": [real]}) == []
+    for field, value in (("dest", "tp"), ("action", "_AppendAction"), ("nargs", "+"), ("const", 3), ("default", 2),
+                         ("choices", [1, 2, 4]), ("type", "float"), ("required", True)):
+        [line] = parser_check.differences(schema, {"arguments": [{**real, field: value}]})
+        assert f"--tp-size {field}:" in line
+    assert parser_check.differences(schema, {"arguments": [{**real, "option_strings": ["--tp-size"]}]}) == [
+        "only in the schema: --tp-size --tensor-parallel-size", "only in SGLang's parser: --tp-size"]
