@@ -10,7 +10,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel wheels lock lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist ee fuzz-sglang changelog sanity clean
+.PHONY: help venv deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist ee fuzz-sglang changelog sanity clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -65,6 +65,9 @@ fuzz: venv ## Property-based input-contract tests, long: FUZZ_EXAMPLES (10000) r
 
 conformance: venv wheels conformance-venv ## Our validator against SGLang 0.5.23's own argument checks, and every committed schema against its release's own parser
 	$(BIN)/pytest -q tests/conformance
+
+conformance-release: venv wheels conformance-venv ## The conformance cases against SGLANG_VERSION's own resolver (a report in build/conformance-SGLANG_VERSION.md; exit 1 on MISSED), not part of make test yet
+	$(BIN)/python tests/conformance/release_conformance.py --version $(SGLANG_VERSION) --report build/conformance-$(SGLANG_VERSION).md
 
 FUZZ_SGLANG_CASES ?= 10000
 FUZZ_SGLANG_SEED ?= 0
