@@ -10,7 +10,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel lock lint unit fuzz conformance-venv conformance simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist ee ee-image fuzz-sglang changelog sanity clean
+.PHONY: help venv deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist ee ee-image fuzz-sglang changelog sanity clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -23,13 +23,22 @@ $(BIN)/.stamp: requirements.txt
 
 venv: $(BIN)/.stamp ## Create the control-node virtualenv (.venv) from requirements.txt
 
+SCHEMA_DIR := collections/ansible_collections/blackwell/sglang/plugins/plugin_utils/schemas
+# Every release with a committed schema (0.5.18 ... 0.5.23).
+SCHEMA_VERSIONS = $(shell $(PYTHON) tools/sglang_schema_diff.py --list)
+
 wheel: ## Download the pinned SGLang wheel the schema is extracted from (no install)
 	$(PYTHON) tools/sglang_schema.py --version $(SGLANG_VERSION) --download-only
 
-schema: wheel ## Regenerate the committed CLI schema of SGLANG_VERSION, and its catalog of launch checks
-	$(PYTHON) tools/sglang_schema.py --version $(SGLANG_VERSION) \
-	  --out collections/ansible_collections/blackwell/sglang/plugins/plugin_utils/schemas/sglang-$(SGLANG_VERSION).json
-	$(MAKE) --no-print-directory catalog
+wheels: ## Download the wheel of every release with a committed schema (the per-release schema checks need them)
+	for v in $(SCHEMA_VERSIONS); do $(PYTHON) tools/sglang_schema.py --version $$v --download-only; done
+
+schema: wheel ## Regenerate the committed CLI schema of SGLANG_VERSION; print what changed since the release before it; the newest release also gets its catalog
+	$(PYTHON) tools/sglang_schema.py --version $(SGLANG_VERSION) --out $(SCHEMA_DIR)/sglang-$(SGLANG_VERSION).json
+	$(PYTHON) tools/sglang_schema_diff.py --to $(SGLANG_VERSION)
+	newest=$$($(PYTHON) tools/sglang_schema_diff.py --list | awk '{print $$NF}'); \
+	if [ "$(SGLANG_VERSION)" = "$$newest" ]; then $(MAKE) --no-print-directory catalog; \
+	else echo "catalog: only the newest release ($$newest) has one; $(SGLANG_VERSION) is older, tests/catalog untouched"; fi
 
 catalog: venv wheel ## Regenerate tests/catalog/catalog-SGLANG_VERSION.json; print the entries new or gone vs. its mapping
 	$(BIN)/python tools/sglang_catalog.py --version $(SGLANG_VERSION) --out tests/catalog/catalog-$(SGLANG_VERSION).json \
@@ -41,12 +50,12 @@ lock: venv ## Compile the hashed lock of SGLANG_VERSION and roles/sglang's torch
 conformance-venv: ## Create .venv-conformance with the real SGLang and a CPU-capable torch
 	tests/conformance/setup-venv.sh
 
-deps: venv wheel conformance-venv ## Everything the tests need besides Docker
+deps: venv wheel wheels conformance-venv ## Everything the tests need besides Docker
 
 lint: venv wheel ## The pre-commit hooks on every file: yamllint, ansible-lint (production profile), ruff, shellcheck, schema/catalog freshness
 	$(BIN)/pre-commit run --all-files --show-diff-on-failure
 
-unit: venv wheel ## Unit tests and playbook tests that need no container
+unit: venv wheel wheels ## Unit tests and playbook tests that need no container
 	$(BIN)/pytest -q -m "not ee_image" tests/unit tests/integration/test_validate_playbook.py \
 	  tests/integration/test_collection_dist.py tests/integration/test_execution_environment.py
 
@@ -54,8 +63,11 @@ FUZZ_EXAMPLES ?= 10000
 fuzz: venv ## Property-based input-contract tests, long: FUZZ_EXAMPLES (10000) random cases per property (CI runs a fixed-seed sample)
 	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q tests/unit/test_input_contract.py
 
-conformance: venv conformance-venv ## Our validator against SGLang 0.5.23's own argument checks
+conformance: venv wheels conformance-venv ## Our validator against SGLang 0.5.23's own argument checks, and every committed schema against its release's own parser
 	$(BIN)/pytest -q tests/conformance
+
+conformance-release: venv wheels conformance-venv ## The conformance cases against SGLANG_VERSION's own resolver (a report in build/conformance-SGLANG_VERSION.md; exit 1 on MISSED), not part of make test yet
+	$(BIN)/python tests/conformance/release_conformance.py --version $(SGLANG_VERSION) --report build/conformance-$(SGLANG_VERSION).md
 
 FUZZ_SGLANG_CASES ?= 10000
 FUZZ_SGLANG_SEED ?= 0

@@ -448,6 +448,8 @@ class Evaluator:
             return getattr(base, attr)
         if is_plain(base) and hasattr(base, attr):
             return BoundMethod(base, attr)
+        if isinstance(base, dict) and attr == "keys" and all(is_plain(k) for k in base):
+            return BoundMethod(base, attr)  # a registry of classes by name (0.5.20's DetectorMap): its names are static
         raise Unresolved(f"attribute {attr} of {base!r}")
 
     def class_attr(self, cls: ClassRef, attr: str) -> Any:
@@ -701,12 +703,32 @@ def apply_module_mutations(evaluator: Evaluator, module: Module, name: str, bind
     if not isinstance(value, (list, set, dict)):
         return value
     statements = list(flat_statements(module.tree.body))
+    guards = env_guarded(module.tree.body)
     for stmt in statements[statements.index(binding) + 1 :]:
         mutation = mutation_of(stmt, name)
         if mutation is not None:
+            if stmt in guards:  # only when an environment variable says so (0.5.18's token_oracle sampler)
+                evaluator.dynamic = True
+                continue
             method, arg = mutation
             apply_mutation(value, method, evaluator.eval(arg, Scope(module)))
     return value
+
+
+ENV_READS = ("envs.", "os.environ", "os.getenv", "environ.get", "getenv(")
+
+
+def env_guarded(body: list[ast.stmt]) -> set[ast.stmt]:
+    """Top-level statements (as :func:`flat_statements` yields them) inside an ``if`` on an environment variable:
+    the parser has them only when the variable is set, so their additions are dynamic, not part of the schema."""
+    out: set[ast.stmt] = set()
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            inner = set(flat_statements(stmt.body))
+            out |= inner if any(r in ast.unparse(stmt.test) for r in ENV_READS) else env_guarded(stmt.body)
+        elif isinstance(stmt, ast.Try):
+            out |= env_guarded(stmt.body)
+    return out
 
 
 def mutation_of(stmt: ast.stmt, name: str) -> tuple[str, ast.expr] | None:
@@ -1150,12 +1172,12 @@ def server_args_fields(evaluator: Evaluator, server_args: Module, cls: ast.Class
 
 
 def namespace_classes(evaluator: Evaluator, server_args: Module) -> list[ClassRef]:
-    """Classes passed to ``collect_input_fields(...)`` in server_args.py."""
+    """Classes passed to ``collect_input_fields(...)`` in server_args.py; none before 0.5.20."""
     for node in ast.walk(server_args.tree):
         if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("collect_input_fields") and node.args:
             classes = evaluator.eval(node.args[0], Scope(server_args))
             return [c for c in classes if isinstance(c, ClassRef)]
-    raise SystemExit("collect_input_fields(...) not found in server_args.py")
+    return []  # up to 0.5.19 ServerArgs declares its fields itself (server_args_fields reads them)
 
 
 def positional_order(evaluator: Evaluator) -> list[str]:
@@ -1409,6 +1431,8 @@ def argument_record(evaluator: Evaluator, reg: AddArgument) -> dict[str, Any]:
     kw = reg.kwargs
     defaults = info.defaults
     help_text = kw_json(kw, "help", defaults.get("help")) or ""
+    if not isinstance(help_text, str):  # an f-string over runtime values (0.5.20's parser choices): its source
+        help_text = " ".join(str(help_text.get("__expr__", "")).split()) if isinstance(help_text, dict) else str(help_text)
     choices_value = kw.get("choices")
     record: dict[str, Any] = {
         "dest": kw_json(kw, "dest", None) or derive_dest(reg.names),

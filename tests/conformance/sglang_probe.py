@@ -587,6 +587,13 @@ def run_case(case: dict, collector: _Collector, options: dict) -> dict:
         device_sm=sm,
         device_capability=(major, minor),
     )
+    # An older release (run by release_conformance.py) knows fewer facts (0.5.21: no is_mps, is_sm110) and refuses
+    # unknown ones: it is given those it has. 0.5.23 knows them all.
+    import sglang.srt.runtime_context as runtime_context
+
+    known = set(getattr(runtime_context, "_PLATFORM_PROBES", {})) | set(getattr(runtime_context, "_PLATFORM_VALUES", {}))
+    if known:
+        platform = {k: v for k, v in platform.items() if k in known}
     stage = "prepare_server_args"
     stderr = io.StringIO()
     try:

@@ -72,6 +72,27 @@ def test_extractor_reproduces_committed_json_byte_for_byte(wheel: Path, committe
     assert extractor.schema_for_wheel(wheel, VERSION) == committed_text
 
 
+def _committed_versions() -> list[str]:
+    from packaging.version import Version
+
+    return sorted((p.name[len("sglang-"):-len(".json")] for p in SCHEMA_PATH.parent.glob("sglang-*.json")), key=Version)
+
+
+@pytest.mark.parametrize("version", [v for v in _committed_versions() if v != VERSION])
+def test_every_committed_schema_is_its_wheels_extraction(version: str) -> None:
+    """Each older supported release's schema is what the extractor makes of its wheel (``make wheels``); the
+    pinned release's is checked above."""
+    path = SCHEMA_PATH.parent / f"sglang-{version}.json"
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text)
+    assert data["sglang_version"] == version
+    wheel = WHEEL_DIR / data["wheel"]["filename"]
+    if not wheel.is_file():
+        pytest.fail(f"sglang wheel {wheel} is missing; run `make wheels` from the repository root first", pytrace=False)
+    assert extractor.sha256_of(wheel) == data["wheel"]["sha256"]
+    assert extractor.schema_for_wheel(wheel, version) == text
+
+
 # ---------------------------------------------------------------------------
 # Committed schema: shape and targeted facts
 # ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan i
     HostVarsCache,
     plan_host,
     read_host_vars,
+    upgrade_problems,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import GROUP_VAR, Getter, Layout, hostvars_getter
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import RoleRenderer, private_dir, write_plan
@@ -101,6 +102,10 @@ class ActionModule(ActionBase):
                 continue
             plans[host] = plan_host(host, hostvars, groups, args["spec"], get)
             outcomes[host] = plans[host].result()
+            # -e sglang_version=T on hosts whose inventory pins another release: what the upgrade renames, removes,
+            # narrows or re-defaults among their arguments (nothing when the versions match).
+            for problem in upgrade_problems(host, hostvars, outcomes[host].version, outcomes[host]):
+                (outcomes[host].errors if problem.level == "error" else outcomes[host].warnings).append(problem)
             if plans[host].layout is not None:
                 layouts[host] = plans[host].layout
         check_instances(layouts, outcomes, hosts)

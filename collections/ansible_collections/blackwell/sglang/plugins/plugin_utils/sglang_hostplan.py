@@ -35,6 +35,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode 
     hostvars_getter,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import secret_host_vars
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema_diff import committed_versions, upgrade_findings
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import (
     FACTS_VAR,
     ROLE_VARS,
@@ -261,6 +262,24 @@ class HostVarsCache(Mapping):
         raw = raw_get(host)
         return _RawHostVars(raw, loader, host) if isinstance(raw, Mapping) else self._hostvars[host]
 
+    def without_extra_vars(self, host: str, name: str) -> tuple[bool, Any]:
+        """``(True, value)`` of variable ``name`` of ``host`` as the inventory alone sets it (group_vars, host_vars,
+        the inventory file), when this run's extra vars (``-e``) override it; ``(False, None)`` when they do not (the
+        host's variable is then the inventory's), when the inventory does not set it, or for a plain mapping."""
+        manager = getattr(self._hostvars, "_variable_manager", None)
+        inventory = getattr(self._hostvars, "_inventory", None)
+        loader = getattr(self._hostvars, "_loader", None)
+        if manager is None or inventory is None or name not in (getattr(manager, "extra_vars", None) or {}):
+            return False, None
+        # The same variable manager without the extra vars: a shallow clone, so this run's manager is untouched.
+        clone = object.__new__(type(manager))
+        clone.__dict__.update(manager.__dict__)
+        clone._extra_vars = {}  # pylint: disable=protected-access
+        raw = clone.get_vars(host=inventory.get_host(host), include_hostvars=False)
+        if name not in raw:
+            return False, None
+        return True, _RawHostVars(raw, loader, host)[name]
+
     def raw(self, host: str) -> Mapping[str, Any]:
         """The host's variables as Ansible keeps them, before templating (what a task's variables are built from)."""
         view = self[host]
@@ -274,6 +293,53 @@ class HostVarsCache(Mapping):
 
     def __len__(self) -> int:
         return len(self._hostvars)
+
+
+INVENTORY_VERSION_VAR = "sglang_version"
+
+
+def upgrade_problems(host: str, hostvars: Any, target: str | None, result: Result) -> list[Problem]:
+    """The upgrade check: a run that validates ``host`` against SGLang ``target`` (``-e sglang_version=T``) while
+    its inventory pins another release F lists every argument of its ``sglang_args`` (and of each instance's
+    ``args``) that was renamed or removed (errors), lost its value from the choices (error) or changed its default
+    (warning) between F and T, with the fix (sglang_schema_diff.upgrade_findings). The host's own schema errors
+    about the same keys (unknown, renamed) give way to these, which say which release changed what.
+
+    F is the inventory's ``sglang_version``: what the last deploy from this inventory installed. The validation
+    contacts no host, so no installed version is read from facts. Nothing is added when F equals T or when the
+    run does not override ``sglang_version``.
+    """
+    if not isinstance(hostvars, HostVarsCache) or not target:
+        return []
+    found, old = hostvars.without_extra_vars(host, INVENTORY_VERSION_VAR)
+    old = str(old or "0.5.23") if found else None
+    if old is None or old == str(target):
+        return []
+    versions = committed_versions()
+    if old not in versions or str(target) not in versions or versions.index(old) > versions.index(str(target)):
+        return [Problem("upgrade.unchecked", INVENTORY_VERSION_VAR, old,
+                        f"{host}'s inventory pins SGLang {old}; this run validates it against {target}, and the upgrade "
+                        f"check compares committed schemas of an older with a newer release ({', '.join(versions)}).",
+                        "check the release notes between the two by hand, or pin a release with a schema",
+                        level="warning")]
+    view = hostvars[host]
+    sources: list[tuple[str, Any]] = [("sglang_args", view["sglang_args"] if "sglang_args" in view else None)]
+    instances = view[INSTANCES_VAR] if INSTANCES_VAR in view else None
+    if isinstance(instances, (list, tuple)):
+        sources += [(f"{INSTANCES_VAR}[{i}].args", e.get("args")) for i, e in enumerate(instances) if isinstance(e, Mapping)]
+    problems: list[Problem] = []
+    for prefix, args in sources:
+        if not isinstance(args, Mapping):
+            continue
+        for finding in upgrade_findings(dict(args), old, str(target)):
+            variable = f"{prefix}.{finding.key}"
+            problems.append(Problem(f"upgrade.{finding.kind}", variable,
+                                    args[finding.key] if finding.kind in ("choice", "default") else None,
+                                    finding.message, finding.fix, f"schemas/sglang-{old}.json -> sglang-{target}.json",
+                                    finding.level))
+    covered = {p.variable for p in problems if p.level == "error"}
+    result.errors[:] = [p for p in result.errors if not (p.variable in covered and p.rule.startswith("schema."))]
+    return problems
 
 
 # validate_host() of identical inputs (a fleet's hosts mostly share one configuration): by their JSON text.

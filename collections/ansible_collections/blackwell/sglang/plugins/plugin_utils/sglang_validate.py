@@ -18,7 +18,7 @@ from typing import Any
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_inputs as inputs
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ModelFacts, lookup_model
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import MAX_GPUS_PER_HOST, RENAMED, gpu_ids, run_rules
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import MAX_GPUS_PER_HOST, RENAMED, RULES, gpu_ids, run_rules
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import (
     ArgSpec,
     Schema,
@@ -700,6 +700,13 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | None = None) -> Resul
     if spec in SPEC_MODES:
         _apply_spec_mode(ctx)
     run_rules(ctx)
+    first_rules = min(r.since for r in RULES)
+    if parsed_version < first_rules:  # a release with a schema but no rules: say so, never a silent pass
+        ctx.warn("rules.unchecked", "sglang_version",
+                 f"SGLang {version}: only its schema was checked (argument names, types, choices); the launch rules "
+                 f"(speculative decoding, hardware, parallelism, numbers) are written for {first_rules} and later.",
+                 "review the launch arguments against this release by hand, or pin a release the rules cover",
+                 value=version)
     result.errors = [p for p in ctx.problems if p.level == "error"]
     result.warnings = [p for p in ctx.problems if p.level != "error"]
     result.args = dict(ctx.args)
