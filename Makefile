@@ -3,7 +3,11 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-PYTHON ?= python3
+# The interpreter that creates the virtualenvs, resolved before .venv/bin goes first on PATH: under `make -j`, a bare
+# `python3` in a recipe could otherwise find a .venv that another job is still creating (no pip in it yet).
+ifndef PYTHON
+PYTHON := $(or $(shell command -v python3),python3)
+endif
 VENV ?= .venv
 BIN := $(VENV)/bin
 SGLANG_VERSION ?= 0.5.23
@@ -27,11 +31,12 @@ SCHEMA_DIR := collections/ansible_collections/blackwell/sglang/plugins/plugin_ut
 # Every release with a committed schema (0.5.18 ... 0.5.23).
 SCHEMA_VERSIONS = $(shell $(PYTHON) tools/sglang_schema_diff.py --list)
 
-wheel: ## Download the pinned SGLang wheel the schema is extracted from (no install)
-	$(PYTHON) tools/sglang_schema.py --version $(SGLANG_VERSION) --download-only
+# The downloads run pip from .venv: a fresh Debian python3 has no pip module.
+wheel: venv ## Download the pinned SGLang wheel the schema is extracted from (no install)
+	$(BIN)/python tools/sglang_schema.py --version $(SGLANG_VERSION) --download-only
 
-wheels: ## Download the wheel of every release with a committed schema (the per-release schema checks need them)
-	for v in $(SCHEMA_VERSIONS); do $(PYTHON) tools/sglang_schema.py --version $$v --download-only; done
+wheels: venv ## Download the wheel of every release with a committed schema (the per-release schema checks need them)
+	for v in $(SCHEMA_VERSIONS); do $(BIN)/python tools/sglang_schema.py --version $$v --download-only; done
 
 schema: wheel ## Regenerate the committed CLI schema of SGLANG_VERSION; print what changed since the release before it; the newest release also gets its catalog
 	$(PYTHON) tools/sglang_schema.py --version $(SGLANG_VERSION) --out $(SCHEMA_DIR)/sglang-$(SGLANG_VERSION).json
