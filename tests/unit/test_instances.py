@@ -201,11 +201,11 @@ def test_gpu_holders_without_instance_devices_keeps_the_one_instance_rules() -> 
 ])
 def test_instances_that_started_from_the_current_virtualenv(hostvars: dict[str, Any], found: list[str],
                                                             current: list[str]) -> None:
-    """install.yml's find of last-good*/venv records naming the current virtualenv -> instance names."""
+    """install.yml's server_state: the last-good*/venv records naming the current virtualenv -> instance names."""
     from rendering import _VARS, _evaluate, jinja_env, role_context
 
     context = role_context(hostvars)
-    context["__sglang_server_venv_same"] = {"files": [{"path": p} for p in found]}
+    context["__sglang_server_state"] = {"venv_records": found}
     env = jinja_env()
     env.filters["basename"] = lambda p: p.rsplit("/", 1)[-1]
     env.filters["dirname"] = lambda p: p.rsplit("/", 1)[0]
