@@ -66,8 +66,8 @@ def params(**extra: Any) -> dict[str, Any]:
     return base
 
 
-def show(active: str, load: str = "loaded") -> dict[tuple[str, ...], tuple[int, str, str]]:
-    return {("systemctl", "show"): (0, f"LoadState={load}\nActiveState={active}\n", "")}
+def show(active: str, load: str = "loaded", reload: str = "yes") -> dict[tuple[str, ...], tuple[int, str, str]]:
+    return {("systemctl", "show"): (0, f"LoadState={load}\nActiveState={active}\nNeedDaemonReload={reload}\n", "")}
 
 
 def steps(module: FakeModule) -> list[str]:
@@ -78,7 +78,20 @@ def test_stops_reloads_and_starts_a_running_server_in_that_order() -> None:
     module = FakeModule(show("active"))
     result = server_restart.restart(module, params())
     assert steps(module) == ["stop", "daemon-reload", "start"]
-    assert result["changed"] and result["stopped"] and result["started"] and result["killed"] == []
+    assert result["changed"] and result["stopped"] and result["started"] and result["reloaded"] and result["killed"] == []
+
+
+def test_systemd_is_reloaded_only_when_the_units_files_changed() -> None:
+    module = FakeModule(show("active", reload="no"))
+    result = server_restart.restart(module, params())
+    assert steps(module) == ["stop", "start"] and not result["reloaded"]
+    assert module.calls[-2][:4] == ["systemctl", "show", "-p", "LoadState,ActiveState,NeedDaemonReload"]
+
+
+def test_with_nothing_to_terminate_only_the_port_is_waited_for() -> None:
+    module = FakeModule(show("active"))
+    server_restart.restart(module, params(nvidia_smi="/bin/true", port=9))
+    assert not [call for call in module.calls if call[0] == "/bin/true"]
 
 
 def test_a_stopped_server_is_only_started_and_without_reload_when_asked() -> None:

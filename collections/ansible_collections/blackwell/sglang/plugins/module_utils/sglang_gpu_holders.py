@@ -202,9 +202,11 @@ def release(module: Any, params: dict[str, Any], state: str, result: dict[str, A
     pids = {h["pid"] for h in targets}
     deadline = time.monotonic() + params["wait_timeout"]
     while True:
-        left = [pid for pid in scan(devices) if pid in pids]
+        # With nothing terminated, no process can be left holding a device or listed by nvidia-smi: only the port
+        # is waited for (no /proc scan, no nvidia-smi run).
+        left = [pid for pid in scan(devices) if pid in pids] if pids else []
         port_busy = params["port"] is not None and listening(params["port"])
-        apps = compute_app_pids(module, params["nvidia_smi"])
+        apps = compute_app_pids(module, params["nvidia_smi"]) if pids else None
         smi_left = sorted((apps or set()) & pids)
         if not left and not port_busy and not smi_left:
             return result

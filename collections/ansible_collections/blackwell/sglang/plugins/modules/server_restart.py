@@ -13,7 +13,8 @@ description:
   - Stops O(unit) (C(systemctl stop), which drains the server and SIGKILLs the unit's cgroup after its stop timeout),
     then releases its GPUs exactly as M(blackwell.sglang.gpu_holders) with C(state=released) and C(owner_unit=unit)
     does (allow-listed processes and sibling instances are never touched; a foreign holder in the way fails unless
-    O(kill_foreign)), then reloads systemd (O(daemon_reload)) and starts O(unit) (C(systemctl start)).
+    O(kill_foreign)), then reloads systemd when the unit's files changed since systemd loaded them (O(daemon_reload))
+    and starts O(unit) (C(systemctl start)).
   - The first step that fails fails the module, naming the step; the later steps do not run.
   - The nodes of a multi-node instance stop and start in node-rank order across hosts, so they use
     M(ansible.builtin.systemd_service) and M(blackwell.sglang.gpu_holders) as separate tasks instead.
@@ -24,7 +25,12 @@ options:
     type: str
     required: true
   daemon_reload:
-    description: Run C(systemctl daemon-reload) after the release, before the start (picks up a changed unit file).
+    description:
+      - Run C(systemctl daemon-reload) after the release, before the start, when systemd reports that the unit's
+        files (unit file or drop-ins) changed on disk since it loaded them (its C(NeedDaemonReload) property), so
+        that the start runs the installed unit. A reload that is not needed is not run, as it would fall in the
+        downtime (it takes long on a host with many units).
+      - With V(false), never.
     type: bool
     default: true
   devices:
@@ -104,6 +110,10 @@ started:
   description: Whether the unit was started (false in check mode).
   type: bool
   returned: always
+reloaded:
+  description: Whether systemd was reloaded before the start (its unit files had changed).
+  type: bool
+  returned: always
 holders:
   description: Every holder found after the stop, before any kill (see M(blackwell.sglang.gpu_holders)).
   type: list
@@ -127,8 +137,8 @@ RUNNING = ("active", "activating", "deactivating", "reloading")
 
 
 def unit_states(module: AnsibleModule, unit: str) -> dict[str, str]:
-    """LoadState and ActiveState of ``unit``."""
-    _, out, _ = module.run_command(["systemctl", "show", "-p", "LoadState,ActiveState", unit])
+    """LoadState, ActiveState and NeedDaemonReload of ``unit``."""
+    _, out, _ = module.run_command(["systemctl", "show", "-p", "LoadState,ActiveState,NeedDaemonReload", unit])
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
@@ -143,7 +153,7 @@ def systemctl(module: AnsibleModule, result: dict[str, Any], action: str, *args:
 def restart(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
     """Stop, release, reload, start; the module's result (fail_json on the first step that fails)."""
     unit = params["unit"]
-    result: dict[str, Any] = {"changed": False, "stopped": False, "started": False}
+    result: dict[str, Any] = {"changed": False, "stopped": False, "started": False, "reloaded": False}
     state = unit_states(module, unit)
     if state.get("LoadState") in (None, "not-found"):
         module.fail_json(msg=f"Could not find the requested service {unit}: {state or 'systemctl show answered nothing'}",
@@ -156,8 +166,10 @@ def restart(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
     release(module, {**params, "owner_unit": unit}, "released", result)
     if module.check_mode:
         return result
-    if params["daemon_reload"]:
+    # Read again after the stop: the unit files may have changed since the first look.
+    if params["daemon_reload"] and unit_states(module, unit).get("NeedDaemonReload") == "yes":
         systemctl(module, result, "daemon-reload")
+        result["reloaded"] = True
     systemctl(module, result, "start", unit)
     result["started"] = True
     return result
