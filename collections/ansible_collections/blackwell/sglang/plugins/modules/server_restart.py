@@ -13,8 +13,7 @@ description:
   - Stops O(unit) (C(systemctl stop), which drains the server and SIGKILLs the unit's cgroup after its stop timeout),
     then releases its GPUs exactly as M(blackwell.sglang.gpu_holders) with C(state=released) and C(owner_unit=unit)
     does (allow-listed processes and sibling instances are never touched; a foreign holder in the way fails unless
-    O(kill_foreign)), then reloads systemd when the unit's files changed since systemd loaded them (O(daemon_reload))
-    and starts O(unit) (C(systemctl start)).
+    O(kill_foreign)), then reloads systemd (O(daemon_reload)) and starts O(unit) (C(systemctl start)).
   - The first step that fails fails the module, naming the step; the later steps do not run.
   - The nodes of a multi-node instance stop and start in node-rank order across hosts, so they use
     M(ansible.builtin.systemd_service) and M(blackwell.sglang.gpu_holders) as separate tasks instead.
@@ -26,11 +25,10 @@ options:
     required: true
   daemon_reload:
     description:
-      - Run C(systemctl daemon-reload) after the release, before the start, when systemd reports that the unit's
-        files (unit file or drop-ins) changed on disk since it loaded them (its C(NeedDaemonReload) property), so
-        that the start runs the installed unit. A reload that is not needed is not run, as it would fall in the
-        downtime (it takes long on a host with many units).
-      - With V(false), never.
+      - Run C(systemctl daemon-reload) after the release, before the start, as the restart chain's start always did,
+        so the start runs the installed unit; the reload also resets the unit's start rate limit
+        (C(StartLimitBurst=); seen with systemd 252), so that deliberate restarts in quick succession are not
+        refused as a crash loop would be.
     type: bool
     default: true
   devices:
@@ -111,7 +109,7 @@ started:
   type: bool
   returned: always
 reloaded:
-  description: Whether systemd was reloaded before the start (its unit files had changed).
+  description: Whether systemd was reloaded before the start.
   type: bool
   returned: always
 holders:
@@ -137,8 +135,8 @@ RUNNING = ("active", "activating", "deactivating", "reloading")
 
 
 def unit_states(module: AnsibleModule, unit: str) -> dict[str, str]:
-    """LoadState, ActiveState and NeedDaemonReload of ``unit``."""
-    _, out, _ = module.run_command(["systemctl", "show", "-p", "LoadState,ActiveState,NeedDaemonReload", unit])
+    """LoadState and ActiveState of ``unit``."""
+    _, out, _ = module.run_command(["systemctl", "show", "-p", "LoadState,ActiveState", unit])
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
@@ -166,8 +164,7 @@ def restart(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
     release(module, {**params, "owner_unit": unit}, "released", result)
     if module.check_mode:
         return result
-    # Read again after the stop: the unit files may have changed since the first look.
-    if params["daemon_reload"] and unit_states(module, unit).get("NeedDaemonReload") == "yes":
+    if params["daemon_reload"]:
         systemctl(module, result, "daemon-reload")
         result["reloaded"] = True
     systemctl(module, result, "start", unit)
