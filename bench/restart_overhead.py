@@ -13,7 +13,9 @@ LOAD seconds to "load the model" and DRAIN seconds to drain:
   server still serves; the report and the last-known-good save after the new one is up);
 * time to reject the incident's flags: restart.yml from start to non-zero exit, server untouched.
 
-Usage: bench/restart_overhead.py [--runs 3] [--load 5] [--drain 1] [--json FILE]
+Usage: bench/restart_overhead.py [--runs 3] [--load 5] [--drain 1] [--json FILE] [--host NAME] [--profile DIR]
+--profile DIR keeps each timed restart.yml's output in DIR, with ansible.posix.profile_tasks' per-task times
+(the callback's own cost is in the figures then: compare against a run without it).
 Needs: make venv simhost wheelhouse provision-fixtures (the README's `make bench` does it).
 """
 
@@ -32,6 +34,10 @@ import simfleet
 from simfleet import REPO, ansible_env, fail, serve_fixtures, sh, up, write_hosts
 
 HOST = "bsa-bench-restart"
+
+
+# The profile_tasks settings of --profile (empty: the project's configuration as it is).
+PROFILE_ENV: dict[str, str] = {}
 
 
 def dexec(script: str, check: bool = True) -> str:
@@ -68,18 +74,28 @@ def downtime(action: Callable[[], float]) -> tuple[float, float]:
     return down, value
 
 
-def playbook(inv: Path, name: str, extra: dict) -> tuple[float, int]:
-    wall, rc, _ = simfleet.playbook(inv, f"playbooks/{name}", ansible_env(), None, "-e", json.dumps(extra))
+def playbook(inv: Path, name: str, extra: dict, log: Path | None = None) -> tuple[float, int]:
+    wall, rc, _ = simfleet.playbook(inv, f"playbooks/{name}", ansible_env(**(PROFILE_ENV if log else {})), log,
+                                    "-e", json.dumps(extra))
     return wall, rc
 
 
 def main() -> int:
+    global HOST
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--load", type=float, default=5.0)
     parser.add_argument("--drain", type=float, default=1.0)
     parser.add_argument("--json", type=Path, help="also write the results to this file as JSON")
+    parser.add_argument("--host", default=HOST, help=f"name of the simulated host's container (default {HOST})")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="keep each timed restart.yml's output in DIR, with per-task times (profile_tasks)")
     args = parser.parse_args()
+    HOST = args.host
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        PROFILE_ENV.update({"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks",
+                            "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "100", "PROFILE_TASKS_SORT_ORDER": "descending"})
     up([HOST])
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -96,7 +112,8 @@ def main() -> int:
             own = args.load + args.drain
             ours, base, ours_down, base_down = [], [], [], []
             def restart_yml() -> float:
-                wall, rc = playbook(inv, "restart.yml", {"sglang_env": env})
+                log = args.profile / f"restart-{len(ours) + 1}.log" if args.profile else None
+                wall, rc = playbook(inv, "restart.yml", {"sglang_env": env}, log)
                 assert rc == 0, "restart.yml failed"
                 return wall
 

@@ -204,6 +204,22 @@ def test_usage_missing_counts_chunks_and_named_events_are_skipped(capsys):
     assert result["ok"] is True and result["completion_tokens"] == 2 and result["text"] == "ab"
 
 
+def test_check_paths_are_asked_first_and_each_must_answer_200(capsys):
+    chat_ok = (200, "text/event-stream", _sse({"choices": [{"index": 0, "delta": {"content": "a"}}]}, b"[DONE]"))
+    with serve_script({"/health": (200, "text/plain", b""), "/v1/models": (200, "application/json", b"{}"),
+                       "/v1/chat/completions": chat_ok}) as url:
+        result = run_module(capsys, url=url, model="m", check_paths=["/health", "v1/models"])
+    assert result["ok"] is True and result["completion_tokens"] == 1
+    with serve_script({"/health": (200, "text/plain", b""), "/v1/models": (401, "application/json", b"{}"),
+                       "/v1/chat/completions": chat_ok}) as url:
+        refused = run_module(capsys, url=url, model="m", api_key="sk-x", check_paths=["/health", "/v1/models"])
+    assert refused["failed"] is True and refused["status"] == 401 and refused["completion_tokens"] == 0
+    assert refused["msg"].startswith(f"{url}/v1/models: HTTP 401") and "API key was refused" in refused["msg"]
+    with serve_script({"/health": (204, "text/plain", b""), "/v1/chat/completions": chat_ok}) as url:
+        empty = run_module(capsys, url=url, model="m", check_paths=["/health"])
+    assert empty["failed"] is True and empty["msg"] == f"{url}/health: HTTP 204, not 200" and empty["status"] == 204
+
+
 def test_http_500_names_status_and_body(capsys):
     with serve_script({"/v1/chat/completions": (500, "application/json", b'{"error": "boom"}')}) as url:
         result = run_module(capsys, url=url, model="m")

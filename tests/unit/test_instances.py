@@ -201,11 +201,11 @@ def test_gpu_holders_without_instance_devices_keeps_the_one_instance_rules() -> 
 ])
 def test_instances_that_started_from_the_current_virtualenv(hostvars: dict[str, Any], found: list[str],
                                                             current: list[str]) -> None:
-    """install.yml's find of last-good*/venv records naming the current virtualenv -> instance names."""
+    """install.yml's server_state: the last-good*/venv records naming the current virtualenv -> instance names."""
     from rendering import _VARS, _evaluate, jinja_env, role_context
 
     context = role_context(hostvars)
-    context["__sglang_server_venv_same"] = {"files": [{"path": p} for p in found]}
+    context["__sglang_server_state"] = {"venv_records": found}
     env = jinja_env()
     env.filters["basename"] = lambda p: p.rsplit("/", 1)[-1]
     env.filters["dirname"] = lambda p: p.rsplit("/", 1)[0]
@@ -275,3 +275,19 @@ def test_a_multinode_instance_may_open_the_infiniband_and_imex_nodes_a_single_no
     assert second.binding["extra_devices"] == ["/dev/infiniband/uverbs0", "/dev/nvidia-caps-imex-channels/channel0"]
     [full] = instance_plans("p2", hostvars, groups)
     assert full["binding"]["extra_devices"] == second.binding["extra_devices"] and "binding" not in second.public()
+
+
+@pytest.mark.parametrize("hostvars", [host_with(), two()])
+def test_server_state_looks_at_names_units_and_health_urls_only(hostvars: dict[str, Any]) -> None:
+    """install.yml's server_state arguments: per instance its name, unit and health URL, nothing of the plan's secrets."""
+    import ast
+
+    from rendering import role_context
+
+    context = role_context(hostvars)
+    plans = context["__sglang_server_plans"]
+    looked = context["__sglang_server_state_instances"]
+    looked = ast.literal_eval(looked) if isinstance(looked, str) else looked  # Ansible gives the list itself
+    assert looked == [{"name": p["name"], "unit": f"{p['service']}.service",
+                       "url": f"{p['endpoint']['local_url']}{context['sglang_server_ready_path']}",
+                       "ca_path": p["endpoint"].get("ca_file") or ""} for p in plans]

@@ -21,7 +21,8 @@ from simrun import failures, final_failure, task_result
 
 FAST = {"sglang_server_ready_timeout": 60, "sglang_server_ready_poll_interval": 1, "sglang_server_ready_progress_every": 5}
 CHAT_FAULTS = "/etc/sglang-standin/chat.env"
-RELEASE = "Release the GPUs still held by the instance, never touching allow-listed processes or other instances"
+# The restart chain of a one-host instance stops, releases its GPUs and starts in this one task.
+RELEASE = "Stop the server, release the GPUs it left behind and start it"
 
 
 def instances(chat_args: dict[str, Any] | None = None, chat_env: dict[str, Any] | None = None) -> list[dict[str, Any]]:

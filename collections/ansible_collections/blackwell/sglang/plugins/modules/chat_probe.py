@@ -16,6 +16,8 @@ description:
   - With O(server_info_url) it then reads that server's C(/server_info) with the same key and CA and
     returns SGLang's average speculative acceptance length, so that speculative decoding that is on but
     useless (close to 1.0) is visible.
+  - With O(check_paths) it first GETs each of those paths of O(url) with the same key and CA; each must answer
+    200 (a health gate's C(/health) and C(/v1/models) in the same module run as the completion).
   - It changes nothing, so check mode sends the request too.
 options:
   url:
@@ -58,6 +60,13 @@ options:
       Base URL of the SGLang server itself (for a router, one of its workers) whose C(/server_info)
       (the older C(/get_server_info) where that answers 404) to read after the completion; unset, not read.
     type: str
+  check_paths:
+    description: >-
+      Paths of O(url) (e.g. C(/health), C(/v1/models)) to GET, in order, before the completion, with the API key;
+      any answer but 200 fails the module, naming the path.
+    type: list
+    elements: str
+    default: []
 notes:
   - Supports check mode (it changes nothing).
   - RV(tokens_per_s) is the decode rate after the first token, the completion tokens but one divided by the
@@ -259,6 +268,23 @@ def chat(params: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def check_paths(params: dict[str, Any]) -> list[int]:
+    """GET each of ``params["check_paths"]`` of the url; their statuses, all 200. Raises ProbeError."""
+    statuses = []
+    key_given = bool(params["api_key"])
+    for path in params["check_paths"]:
+        url = params["url"].rstrip("/") + "/" + path.lstrip("/")
+        try:
+            with _open(url, params) as response:
+                status = response.status
+        except (urllib.error.URLError, OSError, SSLValidationError) as exc:
+            raise _explain(exc, url, params["ca_path"], key_given) from None
+        if status != 200:
+            raise ProbeError(f"{url}: HTTP {status}, not 200", status)
+        statuses.append(status)
+    return statuses
+
+
 def server_info(params: dict[str, Any]) -> dict[str, Any]:
     """``avg_spec_accept_length`` and ``speculative_algorithm`` from the server's /server_info. Raises ProbeError."""
     base = params["server_info_url"].rstrip("/")
@@ -299,6 +325,7 @@ def main() -> None:
             "timeout": {"type": "float", "default": 60},
             "use_proxy": {"type": "bool", "default": True},
             "server_info_url": {"type": "str"},
+            "check_paths": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -315,6 +342,7 @@ def main() -> None:
                               "tokens_per_s": None, "total_s": None, "text": "", "finish_reason": None,
                               "avg_spec_accept_length": None, "speculative_algorithm": None}
     try:
+        check_paths(params)
         result.update(chat(params))
         if not result["ok"]:
             raise ProbeError(f"{params['url']}: HTTP {result['status']} but no token came back "

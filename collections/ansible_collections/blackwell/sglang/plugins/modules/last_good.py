@@ -1,0 +1,189 @@
+#!/usr/bin/python
+"""Ansible module: keep an SGLang server's running files and virtualenv as its last known good configuration."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: last_good
+version_added: 0.1.0
+short_description: Save a healthy server's files and virtualenv as its last known good configuration, in one step
+description:
+  - After a healthy start, copies the server's running files (unit, environment file, C(--config) file) into O(path)
+    under the names given, removes the saved files named in O(remove) (a C(--config) file the running configuration
+    does not have) and records in O(path)C(/venv) the virtualenv the server runs (the target of the O(venv) link, or
+    O(venv) itself when it is not a link), one line.
+  - O(path) is made a directory owned by root, mode 0700; every file in it is owned by root, mode 0600. A file is
+    rewritten (atomically) only when its content, owner or mode differ.
+  - The restart chain's rollback (roles/sglang_server tasks/restore_files.yml) puts these files back.
+  - The files hold secrets; the module never returns their content.
+options:
+  path:
+    description: The last-known-good directory of the instance (e.g. C(/etc/sglang/last-good)).
+    type: path
+    required: true
+  files:
+    description: The files to save, each as C(name) (the file's name in O(path)) and C(src) (the running file).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: Name of the copy in O(path) (C(unit), C(env), C(config)).
+        type: str
+        required: true
+      src:
+        description: The running file; it must exist.
+        type: path
+        required: true
+  remove:
+    description: Names of saved files to remove from O(path) (the running configuration has no such file).
+    type: list
+    elements: str
+    default: []
+  venv:
+    description: The virtualenv link the server runs from; unset, no C(venv) record is written.
+    type: path
+author:
+  - blackwell-sglang-ansible contributors (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Keep the running files as last known good (no --config file)
+  blackwell.sglang.last_good:
+    path: /etc/sglang/last-good
+    files:
+      - {name: unit, src: /etc/systemd/system/sglang.service}
+      - {name: env, src: /etc/sglang/sglang.env}
+    remove: [config]
+    venv: /opt/sglang/venvs/current
+  no_log: true
+"""
+
+RETURN = r"""
+saved:
+  description: Names of the files written (their content, owner or mode differed), C(venv) included.
+  type: list
+  elements: str
+  returned: always
+removed:
+  description: Names of the files removed.
+  type: list
+  elements: str
+  returned: always
+venv:
+  description: The virtualenv recorded (null without O(venv)).
+  type: str
+  returned: always
+"""
+
+import os
+import stat
+import tempfile
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+# (uid, gid) of the directory and its files: root's.
+OWNER = (0, 0)
+
+
+def running_venv(venv: str) -> str:
+    """The virtualenv a link points at (fully resolved), or ``venv`` itself when it is not a link."""
+    return os.path.realpath(venv) if os.path.islink(venv) else venv
+
+
+def differs(path: str, content: bytes) -> bool:
+    """True when ``path`` is not a regular root-owned 0600 file holding exactly ``content``."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    if not stat.S_ISREG(info.st_mode) or stat.S_IMODE(info.st_mode) != FILE_MODE or (info.st_uid, info.st_gid) != OWNER:
+        return True
+    with open(path, "rb") as handle:
+        return handle.read() != content
+
+
+def write(path: str, content: bytes) -> None:
+    """Replace ``path`` atomically with ``content``, root-owned, mode 0600."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".last-good-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, FILE_MODE)
+        os.chown(tmp, *OWNER)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
+    """Bring ``params["path"]`` to the running configuration; the module's result."""
+    path = params["path"]
+    result: dict[str, Any] = {"changed": False, "saved": [], "removed": [], "venv": None}
+    wanted: list[tuple[str, bytes]] = []
+    for item in params["files"]:
+        with open(item["src"], "rb") as handle:
+            wanted.append((item["name"], handle.read()))
+    if params["venv"]:
+        result["venv"] = running_venv(params["venv"])
+        wanted.append(("venv", f"{result['venv']}\n".encode()))
+    try:
+        info = os.lstat(path)
+        dir_ok = stat.S_ISDIR(info.st_mode) and stat.S_IMODE(info.st_mode) == DIR_MODE and (info.st_uid, info.st_gid) == OWNER
+    except FileNotFoundError:
+        info, dir_ok = None, False
+    if not dir_ok:
+        result["changed"] = True
+        if not check_mode:
+            if info is None:
+                os.makedirs(path, mode=DIR_MODE)
+            os.chmod(path, DIR_MODE)
+            os.chown(path, *OWNER)
+    for name, content in wanted:
+        target = os.path.join(path, name)
+        if differs(target, content):
+            result["saved"].append(name)
+            if not check_mode:
+                write(target, content)
+    for name in params["remove"]:
+        target = os.path.join(path, name)
+        if os.path.lexists(target):
+            result["removed"].append(name)
+            if not check_mode:
+                os.unlink(target)
+    result["changed"] = bool(result["changed"] or result["saved"] or result["removed"])
+    return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "path": {"type": "path", "required": True},
+            "files": {"type": "list", "elements": "dict", "default": [], "options": {
+                "name": {"type": "str", "required": True},
+                "src": {"type": "path", "required": True},
+            }},
+            "remove": {"type": "list", "elements": "str", "default": []},
+            "venv": {"type": "path"},
+        },
+        supports_check_mode=True,
+    )
+    for name in [item["name"] for item in module.params["files"]] + module.params["remove"]:
+        if not name or "/" in name or name in (".", "..", "venv"):
+            module.fail_json(msg=f"not a last-known-good file name: {name!r}")
+    try:
+        result = save(module.params, module.check_mode)
+    except OSError as exc:
+        module.fail_json(msg=f"could not save the last known good files in {module.params['path']}: {exc}")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

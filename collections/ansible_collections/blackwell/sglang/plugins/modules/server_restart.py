@@ -1,0 +1,188 @@
+#!/usr/bin/python
+"""Ansible module: stop an SGLang server's unit, release the GPUs it left behind and start it, in one module run."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: server_restart
+version_added: 0.1.0
+short_description: Stop a server's systemd unit, release the GPUs it left behind and start it, in one step
+description:
+  - The host side of the restart chain of a one-host instance, in one module run (the chain's downtime is the time
+    between the stop and the start, so no controller round trip falls in it).
+  - Stops O(unit) (C(systemctl stop), which drains the server and SIGKILLs the unit's cgroup after its stop timeout),
+    then releases its GPUs exactly as M(blackwell.sglang.gpu_holders) with C(state=released) and C(owner_unit=unit)
+    does (allow-listed processes and sibling instances are never touched; a foreign holder in the way fails unless
+    O(kill_foreign)), then reloads systemd (O(daemon_reload)) and starts O(unit) (C(systemctl start)).
+  - The first step that fails fails the module, naming the step; the later steps do not run.
+  - The nodes of a multi-node instance stop and start in node-rank order across hosts, so they use
+    M(ansible.builtin.systemd_service) and M(blackwell.sglang.gpu_holders) as separate tasks instead.
+  - In check mode nothing is stopped, killed or started; the holders found are reported.
+options:
+  unit:
+    description: systemd unit of the server (e.g. C(sglang.service)); its cgroup's processes are the service's.
+    type: str
+    required: true
+  daemon_reload:
+    description:
+      - Run C(systemctl daemon-reload) after the release, before the start, as the restart chain's start always did,
+        so the start runs the installed unit; the reload also resets the unit's start rate limit
+        (C(StartLimitBurst=); seen with systemd 252), so that deliberate restarts in quick succession are not
+        refused as a crash loop would be.
+    type: bool
+    default: true
+  devices:
+    description: Device files (globs) to consider.
+    type: list
+    elements: str
+    default: ["/dev/nvidia*"]
+  owner_user:
+    description: User the service runs as (see M(blackwell.sglang.gpu_holders)).
+    type: str
+  sibling_units:
+    description: systemd units of the other SGLang instances of the host; processes in their cgroups are never touched.
+    type: list
+    elements: str
+    default: []
+  owner_devices:
+    description: The GPU device files of this instance (see M(blackwell.sglang.gpu_holders)).
+    type: list
+    elements: str
+    default: []
+  foreign_fails:
+    description: Fail when a foreign holder is found (and O(kill_foreign) is false).
+    type: bool
+    default: true
+  title_prefixes:
+    description: Process titles (first word of the command line) that mark the service's processes.
+    type: list
+    elements: str
+    default: ["sglang::"]
+  allow:
+    description: Process names never touched (compared with the kernel's 15-character name and the executable's name).
+    type: list
+    elements: str
+    default: [nvidia-persistenced, nv-hostengine, dcgm-exporter, nvidia-fabricmanager]
+  kill_foreign:
+    description: Also terminate foreign holders instead of failing.
+    type: bool
+    default: false
+  term_timeout:
+    description: Seconds between SIGTERM and SIGKILL for the leftovers.
+    type: float
+    default: 10
+  wait_timeout:
+    description: Seconds to wait, after the kills, for the devices, the port and nvidia-smi to be clear.
+    type: float
+    default: 60
+  port:
+    description: TCP port that must not be listening any more before the start (the server's HTTP port).
+    type: int
+  nvidia_smi:
+    description: Path of nvidia-smi for the compute-apps check; skipped when not installed.
+    type: str
+    default: nvidia-smi
+seealso:
+  - module: blackwell.sglang.gpu_holders
+  - module: ansible.builtin.systemd_service
+author:
+  - blackwell-sglang-ansible contributors (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Stop sglang.service, release the GPUs it left behind and start it again
+  blackwell.sglang.server_restart:
+    unit: sglang.service
+    owner_user: sglang
+    owner_devices: [/dev/nvidia0, /dev/nvidia1]
+    port: 30000
+  register: restarted
+"""
+
+RETURN = r"""
+stopped:
+  description: Whether the unit was running (active, activating, deactivating or reloading) and was stopped.
+  type: bool
+  returned: always
+started:
+  description: Whether the unit was started (false in check mode).
+  type: bool
+  returned: always
+reloaded:
+  description: Whether systemd was reloaded before the start.
+  type: bool
+  returned: always
+holders:
+  description: Every holder found after the stop, before any kill (see M(blackwell.sglang.gpu_holders)).
+  type: list
+  returned: when the unit was found
+killed:
+  description: The leftovers that were terminated.
+  type: list
+  returned: when the unit was found
+foreign:
+  description: Foreign holders.
+  type: list
+  returned: when the unit was found
+"""
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_gpu_holders import HOLDER_OPTIONS, release
+
+RUNNING = ("active", "activating", "deactivating", "reloading")
+
+
+def unit_states(module: AnsibleModule, unit: str) -> dict[str, str]:
+    """LoadState and ActiveState of ``unit``."""
+    _, out, _ = module.run_command(["systemctl", "show", "-p", "LoadState,ActiveState", unit])
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def systemctl(module: AnsibleModule, result: dict[str, Any], action: str, *args: str) -> None:
+    """``systemctl ACTION ARGS``; fails the module with systemctl's error, like ansible.builtin.systemd_service."""
+    rc, out, err = module.run_command(["systemctl", action, *args])
+    if rc != 0:
+        what = f"service {args[0]}" if args else "systemd"
+        module.fail_json(msg=f"Unable to {action.replace('daemon-', '')} {what}: {(err or out).strip()}", **result)
+
+
+def restart(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
+    """Stop, release, reload, start; the module's result (fail_json on the first step that fails)."""
+    unit = params["unit"]
+    result: dict[str, Any] = {"changed": False, "stopped": False, "started": False, "reloaded": False}
+    state = unit_states(module, unit)
+    if state.get("LoadState") in (None, "not-found"):
+        module.fail_json(msg=f"Could not find the requested service {unit}: {state or 'systemctl show answered nothing'}",
+                         **result)
+    result["changed"] = True
+    if state.get("ActiveState") in RUNNING:
+        result["stopped"] = True
+        if not module.check_mode:
+            systemctl(module, result, "stop", unit)
+    release(module, {**params, "owner_unit": unit}, "released", result)
+    if module.check_mode:
+        return result
+    if params["daemon_reload"]:
+        systemctl(module, result, "daemon-reload")
+        result["reloaded"] = True
+    systemctl(module, result, "start", unit)
+    result["started"] = True
+    return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            **HOLDER_OPTIONS,
+            "unit": {"type": "str", "required": True},
+            "daemon_reload": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    module.exit_json(**restart(module, module.params))
+
+
+if __name__ == "__main__":
+    main()

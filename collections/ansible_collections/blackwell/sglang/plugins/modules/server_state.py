@@ -1,0 +1,234 @@
+#!/usr/bin/python
+"""Ansible module: what a host's SGLang instances look like now, in one read-only look."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: server_state
+version_added: 0.1.0
+short_description: Read the state of a host's SGLang instances in one step (units, activity, health, virtualenv)
+description:
+  - One read-only module run for what roles/sglang_server needs to decide which instances are due for a restart.
+  - The units this role installed, RV(installed_units) (files in O(unit_dir) named like O(unit_patterns), not hidden,
+    regular files, one line of which matches O(unit_marker) at its start).
+  - The C(ActiveState) of each instance's unit, RV(active) (one C(systemctl is-active) call for all of them).
+  - The HTTP status of the health URL of each instance whose unit is active, RV(health) (-1 when nothing answered);
+    a status not in O(health_status_codes) fails the module, as M(ansible.builtin.uri) with C(status_code) would.
+  - The virtualenv O(venv) resolves to, RV(venv) (the link's target, or O(venv) when it is not a link), and the
+    virtualenv records naming it, RV(venv_records) (regular files named O(venv_record_name) in O(config_dir) and its
+    direct subdirectories, such as the last-known-good directories, with a line that is exactly RV(venv)).
+options:
+  instances:
+    description: The host's instances.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: Instance name (the key of RV(active) and RV(health)).
+        type: str
+        required: true
+      unit:
+        description: Its systemd unit (e.g. C(sglang-chat.service)).
+        type: str
+        required: true
+      url:
+        description: Its health URL, e.g. C(http://127.0.0.1:30000/health).
+        type: str
+        required: true
+      ca_path:
+        description: PEM CA bundle that verifies its TLS certificate; unset or empty, the system's CA store.
+        type: str
+  health_timeout:
+    description: HTTP timeout of a health check, in seconds.
+    type: float
+    default: 5
+  health_status_codes:
+    description: Health statuses that are an answer (-1 is no answer); any other fails the module.
+    type: list
+    elements: int
+    default: [-1, 200, 503]
+  unit_dir:
+    description: Where the units are installed.
+    type: path
+    default: /etc/systemd/system
+  unit_patterns:
+    description: Shell patterns of the unit file names to consider.
+    type: list
+    elements: str
+    required: true
+  unit_marker:
+    description: Regular expression a line of a unit this role installed matches at its start.
+    type: str
+    default: "^# SGLang [0-9]"
+  venv:
+    description: The virtualenv link the servers should run from.
+    type: path
+    required: true
+  config_dir:
+    description: Directory holding the virtualenv records (directly or one directory down).
+    type: path
+    required: true
+  venv_record_name:
+    description: File name of a virtualenv record.
+    type: str
+    default: venv
+author:
+  - blackwell-sglang-ansible contributors (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Look at the instances of this host
+  blackwell.sglang.server_state:
+    instances:
+      - {name: chat, unit: sglang-chat.service, url: "http://127.0.0.1:30000/health"}
+      - {name: code, unit: sglang-code.service, url: "https://127.0.0.1:30001/health", ca_path: /etc/sglang/ca.pem}
+    unit_patterns: [sglang.service, sglang-*.service]
+    venv: /opt/sglang/venvs/current
+    config_dir: /etc/sglang
+  register: state
+"""
+
+RETURN = r"""
+installed_units:
+  description: Names (without C(.service)) of the units found with the marker, sorted.
+  type: list
+  elements: str
+  returned: always
+active:
+  description: Instance name to the ActiveState of its unit (C(inactive) for a unit systemd does not know).
+  type: dict
+  returned: always
+health:
+  description: Instance name to the HTTP status of its health URL, for the instances whose unit is active.
+  type: dict
+  returned: always
+venv:
+  description: The virtualenv O(venv) resolves to.
+  type: str
+  returned: always
+venv_records:
+  description: Paths of the virtualenv records naming RV(venv), sorted.
+  type: list
+  elements: str
+  returned: always
+"""
+
+import fnmatch
+import os
+import re
+import stat
+import urllib.error
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+
+
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return list(handle)
+    except OSError:
+        return []
+
+
+def installed_units(unit_dir: str, patterns: list[str], marker: str) -> list[str]:
+    """The unit files of ``unit_dir`` named like ``patterns`` with a line matching ``marker``, as unit names."""
+    prog = re.compile(marker)
+    try:
+        names = os.listdir(unit_dir)
+    except OSError:
+        return []
+    found = [name for name in names if not name.startswith(".") and any(fnmatch.fnmatch(name, p) for p in patterns)
+             and _regular(os.path.join(unit_dir, name))
+             and any(prog.match(line) for line in _lines(os.path.join(unit_dir, name)))]
+    return sorted(name.removesuffix(".service") for name in found)
+
+
+def running_venv(venv: str) -> str:
+    """The virtualenv a link points at (fully resolved), or ``venv`` itself when it is not a link."""
+    return os.path.realpath(venv) if os.path.islink(venv) else venv
+
+
+def venv_records(config_dir: str, name: str, venv: str) -> list[str]:
+    """Records ``config_dir``/``name`` and ``config_dir``/*/``name`` (regular files) with a line that is ``venv``."""
+    candidates = [os.path.join(config_dir, name)]
+    try:
+        entries = os.listdir(config_dir)
+    except OSError:
+        entries = []
+    for entry in entries:
+        sub = os.path.join(config_dir, entry)
+        if os.path.isdir(sub) and not os.path.islink(sub):
+            candidates.append(os.path.join(sub, name))
+    return sorted(path for path in candidates if _regular(path)
+                  and any(line.removesuffix("\n") == venv for line in _lines(path)))
+
+
+def health_status(url: str, timeout: float, ca_path: str | None) -> tuple[int, str]:
+    """HTTP status of one GET of ``url`` (-1 and the error when nothing answered)."""
+    try:
+        with open_url(url, timeout=timeout, ca_path=ca_path or None, validate_certs=True,
+                      follow_redirects="safe") as response:
+            return response.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, str(exc)
+    except (OSError, ValueError) as exc:
+        return -1, str(exc)
+
+
+def look(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
+    """The module's result (fail_json on a health status that is not an answer)."""
+    instances = params["instances"]
+    result: dict[str, Any] = {"changed": False, "active": {}, "health": {}}
+    result["installed_units"] = installed_units(params["unit_dir"], params["unit_patterns"], params["unit_marker"])
+    _, out, _ = module.run_command(["systemctl", "is-active", *(i["unit"] for i in instances)])
+    states = out.splitlines()
+    for index, instance in enumerate(instances):
+        result["active"][instance["name"]] = states[index].strip() if index < len(states) else "unknown"
+    for instance in instances:
+        if result["active"][instance["name"]] != "active":
+            continue
+        status, error = health_status(instance["url"], params["health_timeout"], instance.get("ca_path"))
+        result["health"][instance["name"]] = status
+        if status not in params["health_status_codes"]:
+            module.fail_json(msg=f"{instance['name']}: {instance['url']}: Status code was {status} and not "
+                             f"{params['health_status_codes']}: {error}", **result)
+    result["venv"] = running_venv(params["venv"])
+    result["venv_records"] = venv_records(params["config_dir"], params["venv_record_name"], result["venv"])
+    return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "instances": {"type": "list", "elements": "dict", "required": True, "options": {
+                "name": {"type": "str", "required": True},
+                "unit": {"type": "str", "required": True},
+                "url": {"type": "str", "required": True},
+                "ca_path": {"type": "str"},
+            }},
+            "health_timeout": {"type": "float", "default": 5},
+            "health_status_codes": {"type": "list", "elements": "int", "default": [-1, 200, 503]},
+            "unit_dir": {"type": "path", "default": "/etc/systemd/system"},
+            "unit_patterns": {"type": "list", "elements": "str", "required": True},
+            "unit_marker": {"type": "str", "default": "^# SGLang [0-9]"},
+            "venv": {"type": "path", "required": True},
+            "config_dir": {"type": "path", "required": True},
+            "venv_record_name": {"type": "str", "default": "venv"},
+        },
+        supports_check_mode=True,
+    )
+    module.exit_json(**look(module, module.params))
+
+
+if __name__ == "__main__":
+    main()
