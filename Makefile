@@ -35,7 +35,7 @@ SCHEMA_VERSIONS = $(shell $(PYTHON) tools/sglang_schema_diff.py --list)
 wheel: venv ## Download the pinned SGLang wheel the schema is extracted from (no install)
 	$(BIN)/python tools/sglang_schema.py --version $(SGLANG_VERSION) --download-only
 
-wheels: venv ## Download the wheel of every release with a committed schema (the per-release schema checks need them)
+wheels: venv wheel ## Download the wheel of every release with a committed schema (the per-release schema checks need them)
 	for v in $(SCHEMA_VERSIONS); do $(BIN)/python tools/sglang_schema.py --version $$v --download-only; done
 
 schema: wheel ## Regenerate the committed CLI schema of SGLANG_VERSION; print what changed since the release before it; the newest release also gets its catalog
