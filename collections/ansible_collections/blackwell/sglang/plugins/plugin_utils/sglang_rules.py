@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ARCHITECTURES
+
 if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
 
@@ -155,6 +157,45 @@ def _deprecated(ctx: Context) -> None:
                  f"deprecation warning)" + (f": {spec.deprecated_message}" if spec.deprecated_message else "."),
                  renamed.fix if renamed else (spec.deprecated_message or f"remove {ctx.var(dest)}"),
                  renamed.source if renamed else spec.source)
+
+
+# SGLang 0.5.23's deprecated attention-backend aliases, which _handle_deprecated_args renames before anything reads
+# them (sglang/srt/arg_groups/serving_hook.py:303-336). In 0.5.20-0.5.22 tokenspeed_mla is a backend of its own.
+BACKEND_ALIASES = {"compressed": "dsv4", "tokenspeed_mla": "cutedsl_mla"}
+ALIASED_BACKEND_DESTS = ("attention_backend", "decode_attention_backend", "prefill_attention_backend",
+                         "speculative_draft_attention_backend")
+
+
+@rule("schema.deprecated_alias", since="0.5.23")
+def _backend_aliases(ctx: Context) -> None:
+    """Deprecated backend aliases, applied to the args as SGLang applies them (a warning naming the new name).
+
+    As with enable_dp_attention, the launch command gets the modern spelling: it is what the later rules check and
+    what SGLang runs. tokenspeed_mla also implied an FP8 KV cache and decode-kernel verification, which SGLang keeps
+    (serving_hook.py:324-336).
+    """
+    tokenspeed = "tokenspeed_mla" in (_choice(ctx, "attention_backend", ""), _choice(ctx, "decode_attention_backend", ""))
+    where = "sglang/srt/arg_groups/serving_hook.py:303-336"
+    for dest in ALIASED_BACKEND_DESTS:
+        old = _choice(ctx, dest, "")
+        if old not in BACKEND_ALIASES:
+            continue
+        new = BACKEND_ALIASES[old]
+        if dest == "prefill_attention_backend" and new == "cutedsl_mla":
+            new = "trtllm_mla"  # cutedsl_mla decodes only (serving_hook.py:321-323)
+        ctx.args[dest] = new
+        ctx.warn("schema.deprecated", dest, f"{dest} {old} is deprecated in SGLang {ctx.schema.version}; SGLang runs it "
+                 f"as {new}, and so does the launch command.", f"set {ctx.var(dest)}: {new}", where, value=old)
+    if not tokenspeed:
+        return
+    kv = _choice(ctx, "kv_cache_dtype", "auto")
+    if kv != "fp8_e4m3":
+        ctx.args["kv_cache_dtype"] = "fp8_e4m3"
+        ctx.warn("schema.deprecated", "kv_cache_dtype", f"tokenspeed_mla implies an FP8 KV cache: SGLang replaces "
+                 f"kv_cache_dtype {kv} by fp8_e4m3, and so does the launch command.",
+                 f"set {ctx.var('kv_cache_dtype')}: fp8_e4m3 and the backend cutedsl_mla", where, value=kv)
+    if ctx.args.get("speculative_algorithm") and _choice(ctx, "speculative_attention_mode", "prefill") == "prefill":
+        ctx.args["speculative_attention_mode"] = "decode"
 
 
 @rule("schema.deprecated_conflict")
@@ -1851,6 +1892,10 @@ def _layernorm_sp(ctx: Context) -> None:
 
 
 _MOEH = "sglang/srt/arg_groups/moe_hook.py"
+# The architectures SGLang 0.5.23 runs DeepEP v2 MoE for (sglang/srt/configs/moe_model_registry.py:20-28).
+DEEPEP_V2_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV4ForCausalLM", "Qwen3MoeForCausalLM",
+                           "Glm5NextForConditionalGeneration", "GlmMoeDsaForCausalLM", "MiMoV2ForCausalLM",
+                           "MiMoV2FlashForCausalLM")
 
 
 @rule("server.moe", since="0.5.23")
@@ -1901,6 +1946,13 @@ def _moe_launch(ctx: Context) -> None:
     elif a2a == "deepep" and runner == "flashinfer_cutedsl" and _choice(ctx, "deepep_mode", "auto") == "normal":
         refuse("deepep_mode", "flashinfer_cutedsl FP4 MoE has no DeepEP normal (prefill) dispatch.",
                f"set {ctx.var('deepep_mode')}: low_latency or auto", f"{_MOEH}:377")
+    elif a2a == "deepep_v2" and ctx.model.architecture in ARCHITECTURES and \
+            ctx.model.architecture not in DEEPEP_V2_ARCHITECTURES:
+        # Stricter in one way: a model package may register more architectures before SGLang validates the
+        # arguments (register_deepep_v2_model); this table holds SGLang's own models, which none registers.
+        refuse("moe_a2a_backend", f"moe_a2a_backend deepep_v2 is not validated for {ctx.model.architecture}: SGLang "
+               f"runs it for {', '.join(DEEPEP_V2_ARCHITECTURES)} only.",
+               f"use {ctx.var('moe_a2a_backend')}: deepep (or none)", f"{_MOEH}:723-731")
     elif a2a == "deepep_v2":
         for bad, dest, why, line in (
             (runner not in ("auto", "deep_gemm"), "moe_runner_backend", f"supports moe_runner_backend deep_gemm only, "
@@ -2415,9 +2467,11 @@ def _chunked_page(ctx: Context) -> None:
 
 @rule("moe.megamoe")
 def _megamoe(ctx: Context) -> None:
-    """check_mega_moe_compat (sglang/srt/arg_groups/mega_moe_hook.py:27-48)."""
-    if ctx.args.get("moe_a2a_backend") != "megamoe":
+    """check_mega_moe_compat (sglang/srt/arg_groups/mega_moe_hook.py:27-48), after handle_moe_runner_backend_alias
+    (mega_moe_hook.py:259-276): moe_runner_backend megamoe is moe_a2a_backend megamoe."""
+    if moe_backends(ctx)[0] != "megamoe":
         return
+    via = "moe_a2a_backend" if ctx.args.get("moe_a2a_backend") == "megamoe" else "moe_runner_backend"
     overlap = [d for d in ("enable_two_batch_overlap", "enable_single_batch_overlap") if ctx.is_set(d)]
     if overlap:
         ctx.error("moe.megamoe", overlap[0],
@@ -2426,10 +2480,11 @@ def _megamoe(ctx: Context) -> None:
                   "sglang/srt/arg_groups/mega_moe_hook.py:33")
     cc = ctx.compute_capability
     if cc is not None and cc[0] not in (9, 10):  # is_sm90 / is_sm100 match the major only
-        ctx.error("moe.megamoe", "moe_a2a_backend",
-                  f"moe_a2a_backend megamoe needs an SM90 (Hopper) or SM100-class GPU; compute capability {_cc(ctx)} has "
+        ctx.error("moe.megamoe", via,
+                  f"{via} megamoe needs an SM90 (Hopper) or SM100-class GPU; compute capability {_cc(ctx)} has "
                   "none of its DeepGEMM kernels. SGLang refuses it at start-up.",
-                  "use moe_a2a_backend deepep (or none)", "sglang/srt/arg_groups/mega_moe_hook.py:43")
+                  f"remove {ctx.var(via)}, or use moe_a2a_backend deepep (or none)",
+                  "sglang/srt/arg_groups/mega_moe_hook.py:43")
 
 
 # --- Checks of the launch-check catalog (tests/catalog/mapping-0.5.23.yml) --------------------------------------
