@@ -2297,8 +2297,8 @@ def default_attention_backend(ctx: Context) -> str | None:
 
 
 # _mla_kv_cache_dtype_checks (sglang/srt/arg_groups/overrides.py:1203-1218): TRTLLM MLA runs fp8_e4m3, bf16 or auto
-# KV caches; these dtypes are certainly none of them.
-TRTLLM_MLA_BAD_KV = ("fp8_e5m2", "mxfp8", *KV4_DTYPES)
+# KV caches; these dtypes are certainly none of them (the check compares the spelling: bfloat16 is refused, bf16 not).
+TRTLLM_MLA_BAD_KV = ("fp8_e5m2", "mxfp8", "bfloat16", *KV4_DTYPES)
 
 
 @rule("kv4.attention")
@@ -2319,7 +2319,9 @@ def _kv4_attention(ctx: Context) -> None:
                   f"the TRTLLM MLA attention backend runs kv_cache_dtype fp8_e4m3, bf16 or auto only, not {kv}"
                   + ("" if ctx.args.get("attention_backend") or decode else " (trtllm_mla is SGLang's choice for this "
                      "model on this GPU: the attention backend is unset)") + "; SGLang refuses it at start-up.",
-                  "use kv_cache_dtype fp8_e4m3 (or auto), or another attention backend (e.g. flashinfer)",
+                  ("write kv_cache_dtype bf16 (the spelling TRTLLM MLA takes), or use another attention backend"
+                   if kv == "bfloat16" else
+                   "use kv_cache_dtype fp8_e4m3 (or auto), or another attention backend (e.g. flashinfer)"),
                   "sglang/srt/arg_groups/overrides.py:1214-1217")
         return
     if kv not in KV4_DTYPES:
