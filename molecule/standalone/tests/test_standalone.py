@@ -40,3 +40,16 @@ def test_router_runs_in_front_of_the_server(host) -> None:
     assert host.service("sglang-router.service").is_running
     workers = host.check_output("curl -fsS http://127.0.0.1:30100/workers")
     assert "127.0.0.1:30000" in workers
+
+
+def test_bench_candidates_restore_the_original_plan() -> None:
+    """playbooks/bench.yml with spec_candidates on this host (molecule/shared/bench_cases.py): the table, the best
+    candidate, the original plan back after the candidates, after a refused one and after a forced failure."""
+    import os
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(os.environ["MOLECULE_PROJECT_DIRECTORY"]) / "molecule" / "shared"))
+    from bench_cases import run_all
+
+    run_all(Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent, "bsa-mol-standalone")

@@ -6,10 +6,11 @@ Documented by the docs-only module ``plugins/modules/validate.py``, where ansibl
 from __future__ import annotations
 
 import gc
+import json
 import multiprocessing
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,13 @@ def check_instances(layouts: dict[str, Layout], outcomes: dict[str, Result], hos
                                        f"set sglang_args once for the whole instance, in group_vars/{layout.group}.yml"))
 
 
+def _spec_word(spec: Any) -> str:
+    """The run's spec override as the summary line shows it (the host's sglang_spec when there is none)."""
+    if isinstance(spec, Mapping):
+        return "explicit " + json.dumps(dict(spec), sort_keys=True, default=str)
+    return str(spec) if spec not in (None, "") else "sglang_spec"
+
+
 class ActionModule(ActionBase):
     """Validate every listed host; never contacts a host."""
 
@@ -89,7 +97,8 @@ class ActionModule(ActionBase):
         _, args = self.validate_argument_spec(
             argument_spec={
                 "hosts": {"type": "list", "elements": "str"},
-                "spec": {"type": "str"},
+                # A mode (keep, auto, off, explicit) or the triple itself (a mapping): sglang_validate.spec_triple.
+                "spec": {"type": "raw"},
                 "fail_on_error": {"type": "bool", "default": True},
                 "render_dir": {"type": "path"},
                 "render_role": {"type": "str", "default": "sglang_server"},
@@ -131,7 +140,7 @@ class ActionModule(ActionBase):
                         for h, r in per_host.items()}
         report = grouped_report(outcomes)
         summary = (f"SGLang configuration rejected for {len(invalid)} of {len(hosts)} host(s): {_names(invalid)}" if invalid else
-                   f"{len(hosts)} of {len(hosts)} host(s) valid") + f", {warnings} warning(s), spec={args['spec'] or 'sglang_spec'}"
+                   f"{len(hosts)} of {len(hosts)} host(s) valid") + f", {warnings} warning(s), spec={_spec_word(args['spec'])}"
         result.update(changed=False, hosts=per_host, invalid_hosts=invalid, spec=args["spec"], report=report, msg=summary)
         if args["render_dir"] and not invalid:  # an invalid host stops the run before anything is rendered
             result["rendered"] = self._render(args, hostvars, groups, get, plans)

@@ -30,8 +30,10 @@ options:
       - How to treat the speculative-decoding triple. C(keep) as written, C(auto) drop num_steps/eagle_topk/draft_tokens
         so SGLang chooses, C(off) drop every speculative_* argument, C(explicit) require the triple.
       - Overrides each host's C(sglang_spec) (default C(keep)) for this run; unset, every host uses its own.
-    type: str
-    choices: [keep, auto, "off", explicit]
+      - Or the triple itself, a mapping of C(speculative_num_steps), C(speculative_eagle_topk) and
+        C(speculative_num_draft_tokens) as whole numbers, means C(explicit) with these values in place of the host's;
+        C(playbooks/bench.yml) tries such candidates on a canary.
+    type: raw
   fail_on_error:
     description:
       - Fail the task when any host is invalid; the report is then printed by the plugin, once.

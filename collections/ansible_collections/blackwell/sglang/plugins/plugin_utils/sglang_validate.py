@@ -601,8 +601,33 @@ def config_file_data(schema: Schema, args: Mapping[str, Any]) -> dict[str, Any]:
     return {schema.arguments[d].flag[2:]: args[d] for d in sorted(args) if d in schema.secrets and args[d] is not None}
 
 
-def validate_host(hostvars: Mapping[str, Any], spec: str | None = None) -> Result:
-    """Validate a host's variables; see the module docstring and README for the contract."""
+def spec_triple(spec: Mapping[str, Any]) -> tuple[dict[str, int] | None, str | None]:
+    """A run's spec given as the triple itself: ``({dest: int}, None)``, or ``(None, why it is not one)``.
+
+    Exactly the three keys of :data:`SPEC_TRIPLE` (any spelling: ``speculative-num-steps`` too), each a whole
+    number (``"3"`` included, never a boolean); what SGLang accepts of the values is the rules' business.
+    """
+    out: dict[str, int] = {}
+    for key, value in spec.items():
+        dest = normalize_key(key)
+        if dest not in SPEC_TRIPLE:
+            return None, f"{key!r} is not one of " + ", ".join(SPEC_TRIPLE)
+        if dest in out:
+            return None, f"{dest} is given twice"
+        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit())):
+            return None, f"{dest} must be a whole number, got {value!r}"
+        out[dest] = int(value)
+    missing = [d for d in SPEC_TRIPLE if d not in out]
+    if missing:
+        return None, "missing " + ", ".join(missing)
+    return {d: out[d] for d in SPEC_TRIPLE}, None
+
+
+def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | None = None) -> Result:
+    """Validate a host's variables; see the module docstring and README for the contract.
+
+    ``spec``: the run's override of ``sglang_spec`` (a mode, or the triple itself as a mapping: spec_triple).
+    """
     result = Result()
     version = str(hostvars.get("sglang_version") or "0.5.23")
     result.version = version
@@ -610,9 +635,17 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | None = None) -> Resul
     raw_host_spec = hostvars.get("sglang_spec")
     # YAML reads an unquoted `off` as false: that is the mode "off", said so by a warning below.
     host_spec = "off" if raw_host_spec is False else str(raw_host_spec or "keep").strip().lower()
-    run_spec = None if spec in (None, "") else "off" if spec is False else str(spec).strip().lower()
+    # The run's override may also be the triple itself ({speculative_num_steps: 3, ...}): the mode explicit with
+    # these values in place of the host's (playbooks/bench.yml tries such candidates on a canary).
+    raw_run_spec = spec
+    run_triple, triple_problem = spec_triple(spec) if isinstance(spec, Mapping) else (None, None)
+    run_spec = (None if spec in (None, "") else "off" if spec is False
+                else "explicit" if isinstance(spec, Mapping) else str(spec).strip().lower())
     spec = run_spec or host_spec
-    result.spec = {"mode": spec, "host": host_spec, "override": run_spec is not None and run_spec != host_spec}
+    result.spec = {"mode": spec, "host": host_spec,
+                   "override": run_spec is not None and (run_spec != host_spec or isinstance(raw_run_spec, Mapping))}
+    if run_triple is not None:
+        result.spec["triple"] = dict(run_triple)
 
     def fail(rule: str, variable: str, value: Any, message: str, fix: str) -> Result:
         result.errors.append(Problem(rule, variable, value, message, fix))
@@ -663,6 +696,12 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | None = None) -> Resul
         ctx.error("spec.mode", "sglang_spec", f"sglang_spec={host_spec!r} is not a mode.", f"use one of: {', '.join(SPEC_MODES)}")
     if run_spec is not None and run_spec not in SPEC_MODES:
         ctx.error("spec.mode", "spec", f"spec={run_spec!r} is not a mode.", f"use one of: {', '.join(SPEC_MODES)}")
+    if triple_problem:
+        ctx.error("spec.mode", "spec", f"spec={dict(raw_run_spec)!r}: {triple_problem}.",
+                  "give spec all three of " + ", ".join(SPEC_TRIPLE) + " as whole numbers, e.g. {speculative_num_steps: 3, "
+                  "speculative_eagle_topk: 1, speculative_num_draft_tokens: 4}, or one of: " + ", ".join(SPEC_MODES))
+    if run_triple is not None:  # the run's triple replaces the host's, whatever spelling sglang_args used
+        raw_args = {**{k: v for k, v in raw_args.items() if normalize_key(k) not in SPEC_TRIPLE}, **run_triple}
     _read_args(ctx, raw_args)
     for dest, owner in MANAGED_ARGS.items():
         if dest in ctx.args:
