@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
-from packaging.version import Version
-
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ARCHITECTURES
+from packaging.version import Version
 
 if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
