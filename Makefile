@@ -105,7 +105,7 @@ demo: venv simhost wheelhouse provision-fixtures ## Deploy to a local simulated 
 demo-down: ## Remove the demo's simulated host
 	tests/fixtures/simhost/simhost.sh down bsa-demo-01
 
-bench: venv simhost wheelhouse provision-fixtures ## All five benchmarks (bench/run_all.py) and one table: validation at scale, time to reject, restart overhead, no-op deploy, fleet rollout
+bench: venv simhost wheelhouse provision-fixtures ## All six benchmarks (bench/run_all.py) and one table: validation at scale, time to reject, restart overhead, no-op deploy, fleet rollout, model fan-out
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 COLLECTION := collections/ansible_collections/blackwell/sglang

@@ -10,14 +10,16 @@ Runs, one after another, each printing its own table as it goes and writing its 
 3.                           (same script) time to reject the incident's flags, server untouched;
 4. bench/noop_deploy.py      a no-op deploy.yml on 4 simulated hosts, the project's ansible.cfg against
                              stock settings, with the profile_tasks top 10;
-5. bench/fleet_rollout.py    rollout.yml on 4 simulated hosts, batches of 2 against batches of 1.
+5. bench/fleet_rollout.py    rollout.yml on 4 simulated hosts, batches of 2 against batches of 1;
+6. bench/model_fanout.py     deploy.yml --tags model on 4 simulated hosts and a rate-limited stand-in Hub:
+                             bytes from the Hub and wall time, the fan-out against per-host Hub downloads.
 
 Every baseline is measured in the same run as what it is compared with. The machine (CPUs, CPU
 model, load average) is printed first: the figures depend on it. Ratio = baseline / ours, so above 1
 means ours is faster. Timings are reported, never asserted: a benchmark fails only when it cannot
 run (its exit status is then that of this script).
 
-Usage: bench/run_all.py [--only validate,restart,noop,rollout] [--runs N] [--validate-sizes 10,100,1000,5000]
+Usage: bench/run_all.py [--only validate,restart,noop,rollout,fanout] [--runs N] [--validate-sizes 10,100,1000,5000]
                         [--validate-baseline-max 100] [--json FILE]
 Needs: make venv simhost wheelhouse provision-fixtures (`make bench` does it).
 """
@@ -141,9 +143,23 @@ def rollout_rows(data: dict[str, Any]) -> list[Row]:
     ]
 
 
+def fanout_rows(data: dict[str, Any]) -> list[Row]:
+    base, fan = data["baseline"], data["fanout"]
+    note = "" if not data["problems"] else ", PROBLEMS (see above)"
+    mb = data["model_bytes"] / 1e6
+    return [
+        (f"model staging, {data['hosts']} hosts, {mb:.0f} MB, Hub link {data['rate_bytes_per_s'] / 1e6:g} MB/s: "
+         f"MB from the Hub, fan-out / per host{note}", f"{fan['median_hub_bytes'] / 1e6:.0f} MB",
+         f"{base['median_hub_bytes'] / 1e6:.0f} MB", f"{base['median_hub_bytes'] / max(fan['median_hub_bytes'], 1):.2f}x",
+         f"one copy: {'met' if round(fan['copies'], 2) <= 1.0 else 'NOT met'}"),
+        (f"model staging, {data['hosts']} hosts: wall time, fan-out / per host", seconds(fan["median_wall_s"]),
+         seconds(base["median_wall_s"]), ratio(base["median_wall_s"], fan["median_wall_s"]), "-"),
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="validate,restart,noop,rollout", help="benchmarks to run, comma-separated")
+    parser.add_argument("--only", default="validate,restart,noop,rollout,fanout", help="benchmarks to run, comma-separated")
     parser.add_argument("--runs", type=int, help="runs per measurement of restart, noop and rollout (default: each script's)")
     parser.add_argument("--validate-sizes", default="10,100,1000,5000")
     parser.add_argument("--validate-baseline-max", type=int, default=1000,
@@ -157,6 +173,7 @@ def main() -> int:
         "restart": ("restart_overhead.py", runs, restart_rows),
         "noop": ("noop_deploy.py", runs, noop_rows),
         "rollout": ("fleet_rollout.py", runs, rollout_rows),
+        "fanout": ("model_fanout.py", runs, fanout_rows),
     }
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in benchmarks]

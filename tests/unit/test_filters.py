@@ -137,7 +137,8 @@ def test_filters_are_registered() -> None:
                                              "systemd_text", "secret_host_vars", "input_problems",
                                              "multinode_layout", "rollout_plan", "server_instances",
                                              "instance_plans", "staged_models", "router_endpoint",
-                                             "sglang_lock_name"}
+                                             "sglang_lock_name", "model_key", "model_state", "model_fanout_plan",
+                                             "model_peer_config", "model_peer_url"}
 
 
 def plans(hostvars: dict[str, Any], spec: str | None = None) -> list[dict[str, Any]]:

@@ -7,6 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import fanout_plan
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import model_key as _model_key
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import model_state as _model_state
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import peer_config as _peer_config
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import peer_url as _peer_url
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import HostPlan, plan_host, read_host_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import staged_models as _staged_models
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import (
@@ -192,6 +197,65 @@ def staged_models(host: str, hostvars: Any, role_vars: Mapping[str, Any] | None 
     return stages
 
 
+def model_key(repo: Any, revision: Any) -> str:
+    """The short name of (repo, revision) in the peers' URLs. Usage: ``repo | blackwell.sglang.model_key(revision)``."""
+    return _model_key(str(repo), str(revision))
+
+
+def model_state(models: Any, markers: Any, manifests: Any, endpoint: Any = "") -> dict[str, Any]:
+    """What a host needs and holds: ``{models, needs, have, dirs}`` from the slurps of each model's marker and manifest.
+
+    Usage: ``__sglang_models | blackwell.sglang.model_state(markers.results, manifests.results, sglang_model_hf_endpoint)``.
+    """
+    try:
+        return _model_state(list(models), list(markers), list(manifests), str(endpoint or ""))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AnsibleFilterError(f"model_state: {exc}") from None
+
+
+def model_peer_config(state: Mapping[str, Any], token_file: str) -> dict[str, Any]:
+    """A host's sglang-model-peer configuration from its ``__sglang_model_state``: bind, port, token_file, models.
+
+    Usage: ``hostvars[host].__sglang_model_state | blackwell.sglang.model_peer_config('/run/sglang-model-peer/token')``.
+    """
+    try:
+        return _peer_config(state, str(token_file))
+    except (KeyError, TypeError) as exc:
+        raise AnsibleFilterError(f"model_peer_config: {exc}") from None
+
+
+def model_peer_url(state: Mapping[str, Any], key: str) -> str:
+    """The base URL of ``key`` on a peer, from the peer's ``__sglang_model_state`` (address, port).
+
+    Usage: ``hostvars[source].__sglang_model_state | blackwell.sglang.model_peer_url(key)``.
+    """
+    return _peer_url(str(state["address"]), int(state["port"]), str(key))
+
+
+def model_fanout_plan(play_hosts: Any, hostvars: Any, candidates: Any = (), seed_host: Any = None, enabled: Any = True,
+                      per_source: Any = 1, fact: str = "__sglang_model_state") -> dict[str, Any]:
+    """Who stages each (model, revision) from the Hub and who copies it from whom, in which round.
+
+    Reads the ``fact`` (``{needs: [key], have: {key: manifest}, ...}``, set by roles/sglang) of the play's hosts
+    and of the ``candidates`` (hosts that may hold a copy from earlier in the run, e.g. an earlier batch or the
+    canary's play) from ``hostvars``. Only those hosts are looked up: reading every host's variables costs time.
+    Usage: ``ansible_play_hosts | blackwell.sglang.model_fanout_plan(hostvars, ansible_play_hosts_all, seed, true, 1)``.
+    """
+    states: dict[str, Mapping[str, Any]] = {}
+    for host in [*play_hosts, *(candidates or [])]:
+        host = str(host)
+        if host in states or host not in hostvars:
+            continue
+        state = hostvars[host].get(fact)
+        if isinstance(state, Mapping):
+            states[host] = state
+    try:
+        return fanout_plan([str(h) for h in play_hosts], states, str(seed_host) if seed_host else None,
+                           bool(enabled), int(per_source))
+    except ValueError as exc:
+        raise AnsibleFilterError(f"model_fanout_plan: {exc}") from None
+
+
 def multinode_layout(host: str, hostvars: Any, groups: Mapping[str, Any]) -> dict[str, Any] | None:
     """``host``'s place in its multi-node instance (group, members, nnodes, node_rank, dist_init_addr), or None.
 
@@ -276,6 +340,11 @@ class FilterModule:
             "server_instances": server_instances,
             "instance_plans": instance_plans,
             "staged_models": staged_models,
+            "model_key": model_key,
+            "model_fanout_plan": model_fanout_plan,
+            "model_state": model_state,
+            "model_peer_config": model_peer_config,
+            "model_peer_url": model_peer_url,
             "rollout_plan": rollout_plan,
             "systemd_quote": systemd_quote,
             "systemd_exec_lines": systemd_exec_lines,
