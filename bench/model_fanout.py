@@ -104,6 +104,7 @@ class Fleet:
             "sglang_model_path": MODEL, "sglang_model_revision": self.revision,
             "sglang_model_hf_endpoint": f"http://{self.hub}:8081", "sglang_system_packages": [],
             "sglang_model_download_poll": 1, "sglang_model_disk_headroom_bytes": 0,
+            "sglang_model_fanout": True,  # opt-in (a listening service between GPU hosts); the baseline turns it off
         })
         if self.token:
             base["hf_token"] = self.token
