@@ -13,7 +13,7 @@ from the inventory given (speculative decoding NEXTN, sglang_spec keep). The cas
 4. a second, plain run (no candidates) leaves the host's files as they were.
 
 Used by molecule/standalone/tests/test_standalone.py (its container, molecule's inventory); run by hand against
-another host with ``python3 molecule/shared/bench_cases.py INVENTORY HOST``.
+another host with ``python3 molecule/shared/bench_cases.py INVENTORY HOST [EXTRA_VARS_FILE ...]``.
 """
 
 from __future__ import annotations
@@ -43,13 +43,18 @@ def fingerprint(host: str) -> str:
     return docker(host, f"sha256sum {' '.join(FILES)}")
 
 
+# Extra-vars files every run takes (run_all's vars_files: the scenario's fixture settings, e.g. its router's port).
+VARS_FILES: list[Path] = []
+
+
 def bench(inventory: Path, out: Path, **extra: object) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     env.update(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
     extravars = {**WORKLOAD, "bench_dir": str(out), **extra}
+    files = [arg for path in VARS_FILES for arg in ("-e", f"@{path}")]
     return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory),
-                           str(REPO / "playbooks" / "bench.yml"), "-e", json.dumps(extravars)],
+                           str(REPO / "playbooks" / "bench.yml"), *files, "-e", json.dumps(extravars)],
                           capture_output=True, text=True, env=env, timeout=1500, check=False)
 
 
@@ -118,7 +123,8 @@ def case_plain_run_changes_nothing(inventory: Path, host: str, work: Path) -> No
 CASES = (case_candidates, case_refused, case_forced_failure, case_plain_run_changes_nothing)
 
 
-def run_all(inventory: Path, host: str) -> None:
+def run_all(inventory: Path, host: str, vars_files: tuple[Path, ...] = ()) -> None:
+    VARS_FILES[:] = vars_files
     with tempfile.TemporaryDirectory(prefix="bsa-bench-") as tmp:
         for case in CASES:
             print(f"bench_cases: {case.__name__}", flush=True)
@@ -126,4 +132,4 @@ def run_all(inventory: Path, host: str) -> None:
 
 
 if __name__ == "__main__":
-    run_all(Path(sys.argv[1]), sys.argv[2])
+    run_all(Path(sys.argv[1]), sys.argv[2], tuple(Path(p) for p in sys.argv[3:]))

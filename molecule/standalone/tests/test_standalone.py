@@ -49,7 +49,10 @@ def test_bench_candidates_restore_the_original_plan() -> None:
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(os.environ["MOLECULE_PROJECT_DIRECTORY"]) / "molecule" / "shared"))
+    project = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+    sys.path.insert(0, str(project / "molecule" / "shared"))
     from bench_cases import run_all
 
-    run_all(Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent, "bsa-mol-standalone")
+    # The scenario's fixture settings, as every playbook run of it gets them (its router listens on 30100).
+    run_all(Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent, "bsa-mol-standalone",
+            (project / "molecule" / "standalone" / "vars" / "fixtures.yml",))
