@@ -2124,6 +2124,8 @@ def _checkpoint_quantization(ctx: Context) -> None:
     if value in ("unquant", "quark_mxfp4"):
         return
     resolved = method if method in ("modelopt_fp4", "modelopt_fp8") and value != "nvfp4_online" else value
+    if resolved == "humming" and method != "mxfp4":
+        return  # HummingConfig claims any checkpoint but MXFP4 (sglang/srt/layers/quantization/humming.py:503-508)
     if method and resolved != method and method not in COMPATIBLE_QUANTIZATION.get(resolved, ()):
         fits = sorted({method, "quark_mxfp4", *(k for k, v in COMPATIBLE_QUANTIZATION.items() if method in v)})
         ctx.error("quantization.checkpoint", "quantization",
