@@ -274,6 +274,7 @@ ROLE_STRINGS = ("sglang_server_service_name", "sglang_server_user", "sglang_serv
 @example(value="../../x")
 @example(value="sglang\nUser=root")
 @example(value="root")
+@example(value="nvidia-persistenced")
 def test_role_variable(tmp_path_factory: pytest.TempPathFactory, var: str, value: str) -> None:
     hostvars = host(**{var: value})
     if refused(lambda: render(hostvars), var):

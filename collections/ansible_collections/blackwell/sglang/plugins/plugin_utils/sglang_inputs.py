@@ -165,10 +165,20 @@ def path_problem(value: Any, *, service_owned: bool = False) -> str | None:
     return None
 
 
+# Services an SGLang unit must never take the name of: the NVIDIA and DCGM services the server orders itself after
+# and the restart chain never stops (the unit's After=nvidia-persistenced.service would name itself), and the units
+# of the project's other roles (their defaults). The server's unit would replace theirs.
+RESERVED_SERVICE_NAMES = ("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-dcgm", "nv-hostengine",
+                          "nvidia-dcgm-exporter", "dcgm-exporter", "prometheus-node-exporter", "prometheus",
+                          "sglang-router", "sglang-model-peer")
+
+
 def service_name_problem(value: Any) -> str | None:
-    """Why ``value`` is not a plain systemd service name (no suffix, no template), or None."""
+    """Why ``value`` is not a plain systemd service name (no suffix, no template) the server may own, or None."""
     if not isinstance(value, str) or not SERVICE_NAME.fullmatch(value) or value.endswith(".service") or ".." in value:
         return "service names are letters, digits and _ . : - (no '/', '@', '..' or .service suffix)"
+    if value in RESERVED_SERVICE_NAMES:
+        return f"{value}.service is not the SGLang server's to take: the server's unit would replace it (use e.g. sglang)"
     return None
 
 
