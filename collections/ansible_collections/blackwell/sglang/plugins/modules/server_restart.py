@@ -31,57 +31,8 @@ options:
         refused as a crash loop would be.
     type: bool
     default: true
-  devices:
-    description: Device files (globs) to consider.
-    type: list
-    elements: str
-    default: ["/dev/nvidia*"]
-  owner_user:
-    description: User the service runs as (see M(blackwell.sglang.gpu_holders)).
-    type: str
-  sibling_units:
-    description: systemd units of the other SGLang instances of the host; processes in their cgroups are never touched.
-    type: list
-    elements: str
-    default: []
-  owner_devices:
-    description: The GPU device files of this instance (see M(blackwell.sglang.gpu_holders)).
-    type: list
-    elements: str
-    default: []
-  foreign_fails:
-    description: Fail when a foreign holder is found (and O(kill_foreign) is false).
-    type: bool
-    default: true
-  title_prefixes:
-    description: Process titles (first word of the command line) that mark the service's processes.
-    type: list
-    elements: str
-    default: ["sglang::"]
-  allow:
-    description: Process names never touched (compared with the kernel's 15-character name and the executable's name).
-    type: list
-    elements: str
-    default: [nvidia-persistenced, nv-hostengine, dcgm-exporter, nvidia-fabricmanager]
-  kill_foreign:
-    description: Also terminate foreign holders instead of failing.
-    type: bool
-    default: false
-  term_timeout:
-    description: Seconds between SIGTERM and SIGKILL for the leftovers.
-    type: float
-    default: 10
-  wait_timeout:
-    description: Seconds to wait, after the kills, for the devices, the port and nvidia-smi to be clear.
-    type: float
-    default: 60
-  port:
-    description: TCP port that must not be listening any more before the start (the server's HTTP port).
-    type: int
-  nvidia_smi:
-    description: Path of nvidia-smi for the compute-apps check; skipped when not installed.
-    type: str
-    default: nvidia-smi
+extends_documentation_fragment:
+  - blackwell.sglang.gpu_holders
 seealso:
   - module: blackwell.sglang.gpu_holders
   - module: ansible.builtin.systemd_service
