@@ -102,11 +102,12 @@ import hashlib
 import os
 import shutil
 import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
+from ansible.module_utils.urls import open_url
 
 PARTIAL = ".sglang-peer-partial"
 CHUNK = 1 << 20
@@ -152,13 +153,13 @@ def intact(path: str, size: int, sha256: str) -> bool:
     return sha256_file(path).hexdigest() == sha256.lower()
 
 
-Opener = Callable[[urllib.request.Request, float], Any]
+# (url, headers, timeout) -> a response with .status, .read(n) and a context manager.
+Opener = Callable[[str, dict[str, str], float], Any]
 
 
-def default_opener() -> Opener:
-    """urllib without proxies (the peers are on the inventory's network) and without redirects to elsewhere."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    return lambda request, timeout: opener.open(request, timeout=timeout)
+def default_opener(url: str, headers: dict[str, str], timeout: float) -> Any:
+    """Ansible's ``open_url`` without proxies (the peers are on the inventory's network) and without redirects."""
+    return open_url(url, headers=headers, timeout=timeout, use_proxy=False, follow_redirects="none")
 
 
 def fetch_file(opener: Opener, url: str, token: str, partial: str, size: int, sha256: str,
@@ -178,10 +179,10 @@ def fetch_file(opener: Opener, url: str, token: str, partial: str, size: int, sh
         if have:
             headers["Range"] = f"bytes={have}-"
         try:
-            response = opener(urllib.request.Request(url, headers=headers), timeout)
+            response = opener(url, headers, timeout)
         except urllib.error.HTTPError as exc:
             raise FetchError(f"{url}: HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, UrlsConnectionError, OSError) as exc:
             raise FetchError(f"{url}: {getattr(exc, 'reason', exc)}") from None
         with response:
             status = getattr(response, "status", 200)
@@ -211,7 +212,7 @@ def fetch(dest: str, url: str, token: str, files: Sequence[Mapping[str, Any]], t
 
     A cut transfer is resumed up to ``retries`` times; a checksum mismatch or a refused request is not retried.
     """
-    opener = opener or default_opener()
+    opener = opener or default_opener
     todo = []
     for entry in files:
         rel = safe_relpath(str(entry["path"]))
