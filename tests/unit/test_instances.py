@@ -10,6 +10,9 @@ from typing import Any
 import pytest
 from ansible_collections.blackwell.sglang.plugins.filter.sglang import instance_plans, server_instances, staged_models
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import plan_host
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import RESERVED_SERVICE_NAMES
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from reference import host_with
 from rendering import exec_start, parse_unit, render
 from test_action_plugin import report, run_action
@@ -291,3 +294,31 @@ def test_server_state_looks_at_names_units_and_health_urls_only(hostvars: dict[s
     assert looked == [{"name": p["name"], "unit": f"{p['service']}.service",
                        "url": f"{p['endpoint']['local_url']}{context['sglang_server_ready_path']}",
                        "ca_path": p["endpoint"].get("ca_file") or ""} for p in plans]
+
+
+# An instance's unit is <service>-<name>: the pair must not land on a service the server may not take.
+_RESERVED_SPLITS = sorted({(unit[:i], unit[i + 1:]) for unit in RESERVED_SERVICE_NAMES
+                           for i, c in enumerate(unit) if c == "-"})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.sampled_from(_RESERVED_SPLITS),
+                 st.tuples(st.sampled_from(["sglang", "llm", "nvidia", "nvidia-dcgm"]),
+                           st.from_regex(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?", fullmatch=True))))
+@example(("sglang", "router"))
+@example(("sglang", "model-peer"))
+@example(("nvidia", "persistenced"))
+def test_an_instance_never_takes_a_reserved_unit_name(pair: tuple[str, str]) -> None:
+    service, name = pair
+    host = two(sglang_server_service_name=service)
+    host["sglang_instances"][1]["name"] = name
+    unit = f"{service}-{name}"
+    found = errors(host)
+    if unit in RESERVED_SERVICE_NAMES:
+        assert ("sglang_instances[1].name", "instances.name") in found, found
+        assert unit not in [i.service for i in plan(host).instances]
+    elif service in RESERVED_SERVICE_NAMES:  # prometheus-node-exporter's split: the service name is refused itself
+        assert ("sglang_server_service_name", "input.role_var") in found, found
+    elif name != "chat":
+        assert not found, found
+        assert [i.service for i in plan(host).instances] == [f"{service}-chat", unit]

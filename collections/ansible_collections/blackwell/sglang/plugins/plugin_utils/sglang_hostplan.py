@@ -24,6 +24,7 @@ from typing import Any
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import RESERVED_SERVICE_NAMES
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import (
     ADDR_VAR,
     GROUP_VAR,
@@ -509,8 +510,16 @@ def _plan_instances(plan: HostPlan, raw: dict[str, Any], spec: str | None) -> No
         names: set[str] = set()
         for index, entry in enumerate(entries):
             instance_raw, name = _instance_vars(plan, raw, entry, index, names)
-            if instance_raw is not None:
-                _plan_one(plan, instance_raw, index, name, f"{service}-{name}", spec, entry)
+            if instance_raw is None:
+                continue
+            unit = f"{service}-{name}"
+            if unit in RESERVED_SERVICE_NAMES:  # e.g. instance "router" of service "sglang": sglang-router.service
+                plan.problems.append(Problem("instances.name", f"{INSTANCES_VAR}[{index}].name", name,
+                                             f"instance {name}'s unit would be {unit}.service, which is not the SGLang "
+                                             "server's to take: the instance's unit would replace it.",
+                                             "give the instance another name (e.g. chat)"))
+                continue
+            _plan_one(plan, instance_raw, index, name, unit, spec, entry)
     _check_across(plan, raw)
 
 
