@@ -123,6 +123,21 @@ def _int(ctx: Context, dest: str, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
+def attention_dp_width(ctx: Context) -> int:
+    """The attention-DP width SGLang divides chunked_prefill_size by (parallel_hook.py:314-331): attn_dp_size, or
+    the deprecated dp_size + enable_dp_attention of releases that still have it (0.5.23 moves it to attn_dp_size
+    first, and so does schema.deprecated_dp_attention here); 1 without attention DP."""
+    width = _int(ctx, "attn_dp_size", 1)
+    if width <= 1 and ctx.args.get("enable_dp_attention") is True:
+        width = _int(ctx, "dp_size", 1)
+    return max(width, 1)
+
+
+def per_rank_chunk(ctx: Context, chunk: int) -> int:
+    """chunked_prefill_size as check_server_args sees it: divided by the attention-DP width (parallel_hook.py:326-331)."""
+    return chunk // attention_dp_width(ctx)
+
+
 def _spec_values(ctx: Context) -> tuple[Any, Any, Any]:
     return tuple(ctx.args.get(d) for d in SPEC_TRIPLE)  # type: ignore[return-value]
 
@@ -943,10 +958,16 @@ def _numeric(ctx: Context) -> None:
         ctx.error("numeric.page_size", "page_size", f"page_size={page_size} must be at least 1 (SGLang divides by it).",
                   "remove page_size (auto) or set 1, 16, 64 ...", "sglang/srt/arg_groups/validation_hook.py:244")
     chunk, page = ctx.args.get("chunked_prefill_size"), ctx.get("page_size", 1)
-    if isinstance(chunk, int) and chunk > 0 and isinstance(page, int) and page > 1 and chunk % page:
+    if (isinstance(chunk, int) and not isinstance(chunk, bool) and chunk > 0 and isinstance(page, int) and page > 1
+            and per_rank_chunk(ctx, chunk) > 0 and per_rank_chunk(ctx, chunk) % page):
+        width = attention_dp_width(ctx)
+        rank = per_rank_chunk(ctx, chunk)
         ctx.error("numeric.chunked_prefill_size", "chunked_prefill_size",
-                  f"chunked_prefill_size={chunk} is not a multiple of page_size={page}.",
-                  f"use a multiple of {page}, e.g. {chunk - chunk % page or page}",
+                  f"chunked_prefill_size={chunk} is not a multiple of page_size={page}." if width == 1 else
+                  f"chunked_prefill_size={chunk} per attention-DP rank ({chunk} // {width} = {rank}) is not a multiple "
+                  f"of page_size={page}.",
+                  f"use a multiple of {page}, e.g. {chunk - chunk % page or page}" if width == 1 else
+                  f"use a multiple of {page * width} (page_size x the attention-DP width), e.g. {page * width * max(rank // page, 1)}",
                   "sglang/srt/arg_groups/validation_hook.py:244")
     _context_length(ctx)
     name = ctx.args.get("served_model_name")
@@ -2237,6 +2258,28 @@ def default_chunked_prefill_size(mib: int | None) -> int | None:
     return next(size for bound, size in CHUNKED_PREFILL_DEFAULTS if bound is None or mib < bound)
 
 
+# The GPUs of each architecture family, by memory, where that settles SGLang's default chunked_prefill_size without
+# the memory figure (facts not gathered): every SM80-SM89, Hopper and SM120 GPU has under 160 GiB (A100 and H100
+# 80 GB, H200 141 GB, RTX PRO 6000 96 GB: 2048-8192), every SM100/SM103 GPU more (B200 180 GB, GB200 186 GB, B300
+# 288 GB: 16384). GB10 (12.1) and Thor (11.0) report unified memory: not claimed.
+_CHUNK_DEFAULTS_BY_CC = {(8, None): (2048, 4096, 8192), (9, 0): (2048, 4096, 8192), (12, 0): (2048, 4096, 8192),
+                         (10, 0): (16384,), (10, 3): (16384,)}
+
+
+def possible_default_chunked_prefill_sizes(ctx: Context) -> tuple[int, ...]:
+    """The chunked_prefill_size defaults SGLang may settle on for this host: the one for the GPUs' memory when known,
+    else those of the architecture's GPUs (_CHUNK_DEFAULTS_BY_CC), else every default."""
+    known = default_chunked_prefill_size(gpu_memory_mib(ctx)[0])
+    if known is not None:
+        return (known,)
+    cc = ctx.compute_capability
+    if cc is not None:
+        for (major, minor), sizes in _CHUNK_DEFAULTS_BY_CC.items():
+            if cc[0] == major and minor in (None, cc[1]):
+                return sizes
+    return tuple(sorted({s for _, s in CHUNKED_PREFILL_DEFAULTS}))
+
+
 @rule("moe.mori")
 def _mori(ctx: Context) -> None:
     """MoRI all-to-all: an AMD ROCm library, and its dispatch buffer against chunked prefill."""
@@ -2280,17 +2323,22 @@ def default_attention_backend(ctx: Context) -> str | None:
     """SGLang's attention backend when none is set, where it is certain for the model table's architectures.
 
     get_default_attn_backend (sglang/srt/arg_groups/model_override_base.py:277-351): MHA models get fa3 on Hopper
-    (without speculative decoding), flashinfer elsewhere except SM100 (trtllm_mha, claimed for Llama only: fa4 for
-    asymmetric K/V heads and per-model overrides) and models with attention sinks (gpt-oss: not claimed); MLA
-    models fa3 on Hopper, triton off Blackwell SM100, where DeepSeek V3 gets trtllm_mla
-    (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:179-185).
+    (unless an explicit speculative_eagle_topk makes a tree, or topk 1 runs with pages), flashinfer elsewhere
+    except SM100 (trtllm_mha, claimed for Llama only: fa4 for asymmetric K/V heads and per-model overrides) and
+    models with attention sinks (gpt-oss: not claimed); MLA models fa3 on Hopper, triton off Blackwell SM100,
+    where DeepSeek V3 gets trtllm_mla (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:179-185).
     """
     cc = ctx.compute_capability
     if cc is None or ctx.model.family in ("unknown", "gpt-oss", "deepseek-v3.2"):
         return None
     if ctx.model.mla:
         return {9: "fa3", 10: "trtllm_mla" if ctx.model.family == "deepseek-v3" else None}.get(cc[0], "triton")
-    if cc[0] in (9, 10) and ctx.args.get("speculative_algorithm"):
+    if cc[0] == 9:
+        # is_no_spec_infer_or_topk_one (sglang/srt/utils/common.py:3960-3966) asks mid-resolution, before the
+        # speculative defaults fill speculative_eagle_topk in: an unset topk counts as "no tree".
+        topk, page = ctx.args.get("speculative_eagle_topk"), ctx.args.get("page_size")
+        return "fa3" if topk is None or (topk == 1 and page in (None, 1)) else "flashinfer"
+    if cc[0] == 10 and ctx.args.get("speculative_algorithm"):
         return None
     if cc[0] == 10:  # Llama: symmetric K/V heads and no per-model override (others: fa4 or their own choice)
         return "trtllm_mha" if ctx.model.family == "llama" else None
@@ -2398,7 +2446,9 @@ def _pplx(ctx: Context) -> None:
 
 # Attention backends that leave the page size alone, and those that force one: (dests it is read from, pages kept)
 # in the order sglang/srt/arg_groups/overrides.py:1144-1199 applies them; any other page becomes 64.
-PAGE_NEUTRAL_BACKENDS = ("triton", "flashinfer", "fa3", "torch_native", "flex_attention")
+# dsv4 forces no page by itself: DeepSeek V4's own override sets 256 (model_overrides/deepseek_v4.py:51-61), and V4
+# is not in the model table (its rules return early on an unknown family).
+PAGE_NEUTRAL_BACKENDS = ("triton", "flashinfer", "fa3", "torch_native", "flex_attention", "dsv4")
 _ALL_DESTS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 PAGE_FORCING_BACKENDS = {
     "flashmla": (("attention_backend", "decode_attention_backend"), (64,)),
@@ -2419,6 +2469,8 @@ def resolved_page_size(ctx: Context) -> int | None:
     page = ctx.args.get("page_size")
     if page is not None and (not isinstance(page, int) or isinstance(page, bool)):
         return None
+    if ctx.model.family == "deepseek-v3.2":
+        return None  # DSA sets 64 x the index pool's width whatever the backend (model_overrides/deepseek_v2.py:161-173)
     resolved = {d: ctx.args.get(d) for d in (*_ALL_DESTS, "speculative_draft_attention_backend")}
     prefill, decode = resolved["prefill_attention_backend"], resolved["decode_attention_backend"]
     if prefill is not None and prefill == decode:
@@ -2444,8 +2496,10 @@ def _chunked_page(ctx: Context) -> None:
     """check_server_args (sglang/srt/arg_groups/validation_hook.py:241-246) on the values SGLang settles on.
 
     numeric.chunked_prefill_size checks the host's own pair; this covers SGLang's default chunked_prefill_size (by
-    the GPU's memory, memory_hook.py:88-180: exact when the memory is known, else refused only when no default
-    (2048, 4096, 8192, 16384) is a multiple) and the page size an attention backend forces (resolved_page_size).
+    the GPU's memory, memory_hook.py:88-180: exact when the memory is known, else refused only when no default the
+    architecture's GPUs can get is a multiple: possible_default_chunked_prefill_sizes) and the page size an
+    attention backend forces (resolved_page_size). With attention DP the check sees the size divided by the width
+    (parallel_hook.py:326-331).
     """
     if ctx.model.family == "unknown" or str(ctx.get("disaggregation_mode", "null")) == "decode":
         return
@@ -2454,12 +2508,14 @@ def _chunked_page(ctx: Context) -> None:
         return
     if chunk is not None and (chunk <= 0 or page == ctx.args.get("page_size")):
         return  # disabled, or the host's own pair (numeric.chunked_prefill_size)
-    default = default_chunked_prefill_size(gpu_memory_mib(ctx)[0])
-    sizes = [chunk] if chunk is not None else [default] if default else sorted({s for _, s in CHUNKED_PREFILL_DEFAULTS})
-    if all(size % page for size in sizes):
+    sizes = [chunk] if chunk is not None else list(possible_default_chunked_prefill_sizes(ctx))
+    width = attention_dp_width(ctx)
+    if all(size // width > 0 and (size // width) % page for size in sizes):
         forced = page != ctx.args.get("page_size")
         what = (f"chunked_prefill_size={chunk}" if chunk is not None else
                 f"SGLang's default chunked_prefill_size ({' / '.join(map(str, sizes))}, by the GPUs' memory)")
+        if width > 1:
+            what += f" per attention-DP rank (divided by {width}: {' / '.join(str(x // width) for x in sizes)})"
         ctx.error("memory.chunked_page", "chunked_prefill_size" if chunk is not None else "page_size",
                   f"{what} is not a multiple of the page size {page}"
                   + (" (which the attention backend forces)" if forced else "") + "; SGLang refuses the pair at start-up.",
@@ -2630,6 +2686,17 @@ def _unified_memory(ctx: Context) -> None:
 NVFP4_PREFILL_BACKEND = {"fp8_e4m3": "flashinfer", "nvfp4": "trtllm_mha"}  # kv_cache_hook.py:23-26
 
 
+def qwen35_sm100_picks_triton(ctx: Context) -> bool:
+    """_qwen3_5_hybrid_overrides (sglang/srt/arg_groups/model_overrides/qwen3_5.py:25-49) certainly sets
+    attention_backend triton: Qwen3.5 on SM100/SM103, attention_backend unset, and neither an explicit extra_buffer
+    mamba strategy (the override reads the strategy before auto resolves) nor a disabled radix cache nor speculative
+    decoding to make trtllm_mha a candidate."""
+    cc = ctx.compute_capability
+    return (ctx.model.family == "qwen3.5" and cc is not None and cc[0] == 10 and not ctx.args.get("attention_backend")
+            and _choice(ctx, "mamba_radix_cache_strategy", "auto") not in ("extra_buffer", "extra_buffer_lazy")
+            and not ctx.is_set("disable_radix_cache") and not ctx.args.get("speculative_algorithm"))
+
+
 @rule("server.kv_cache", since="0.5.23")
 def _kv_cache_resolved(ctx: Context) -> None:
     """handle_nvfp4_prefill_kv_dequant_dtype, handle_prefill_only_disable_kv_cache and handle_cache_compatibility's
@@ -2644,13 +2711,21 @@ def _kv_cache_resolved(ctx: Context) -> None:
         refuse("prefill_kv_cache_dequant_dtype", f"prefill_kv_cache_dequant_dtype {requested} applies only with "
                "kv_cache_dtype nvfp4.", f"remove {ctx.var('prefill_kv_cache_dequant_dtype')}", 41)
     elif kv == "nvfp4":
+        cc = ctx.compute_capability
+        chosen = ""
+        if not prefill and not base and qwen35_sm100_picks_triton(ctx):
+            chosen = base = "triton"
         explicit = prefill or base
         by_backend = {b: d for d, b in NVFP4_PREFILL_BACKEND.items()}
-        cc = ctx.compute_capability
         if requested == "auto" and explicit and explicit not in by_backend:
             refuse("prefill_attention_backend" if prefill else "attention_backend",
                    f"kv_cache_dtype nvfp4 prefills through flashinfer (FP8 workspace) or trtllm_mha (native NVFP4); "
-                   f"{explicit} provides neither.", "remove the attention backend option (NVFP4 selects its own)", 53)
+                   f"{explicit} provides neither"
+                   + (" (SGLang picks triton for Qwen3.5 on SM100 when the attention backend is unset, the radix cache "
+                      "is on without an extra_buffer mamba strategy and no speculative decoding runs: "
+                      "model_overrides/qwen3_5.py:25-49)" if chosen else "") + ".",
+                   "set attention_backend: trtllm_mha (native NVFP4) or flashinfer (FP8 workspace)" if chosen else
+                   "remove the attention backend option (NVFP4 selects its own)", 53)
             return
         if requested == "auto":
             requested = by_backend.get(explicit) or ("" if cc is None else "nvfp4" if cc[0] == 10 else "fp8_e4m3")
