@@ -30,10 +30,9 @@ options:
     type: str
     required: true
   token:
-    description: The distribution's bearer token.
+    description: The distribution's bearer token (never logged).
     type: str
     required: true
-    no_log: true
   files:
     description: The manifest's files.
     type: list
