@@ -51,6 +51,9 @@ def write_group_vars(inv: Path, value: int, load: float, drain: float) -> None:
                            "SGLANG_STANDIN_DRAIN_SECONDS": str(drain)}
     # A host that does not come up fails the run in two minutes, not in the default hour.
     group["sglang_server_ready_timeout"] = 120
+    # No router here, and the bench asks each server on the host itself: loopback, so the servers need no API key
+    # (the fleet inventory's key and TLS files live in its all.yml, with certificates molecule's prepare makes).
+    group["sglang_listen_host"] = "127.0.0.1"
     (inv / "group_vars" / "sglang_servers.yml").write_text("---\n" + yaml.safe_dump(group, sort_keys=False))
 
 
