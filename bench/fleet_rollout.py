@@ -46,13 +46,15 @@ CANARY = 1
 def write_group_vars(inv: Path, value: int, load: float, drain: float) -> None:
     """inventory/fleet-sim's GPU host variables with max_running_requests = ``value`` and the stand-in's timings."""
     group = yaml.safe_load((REPO / "inventory" / "fleet-sim" / "group_vars" / "sglang_servers.yml").read_text())
-    group["sglang_args"] = {**group["sglang_args"], "max_running_requests": value}
+    # Plain HTTP: the fleet scenario's TLS files come from its prepare (a throwaway CA), which the bench does not run.
+    args = {k: v for k, v in group["sglang_args"].items() if k not in ("ssl_certfile", "ssl_keyfile")}
+    group["sglang_args"] = {**args, "max_running_requests": value}
     group["sglang_env"] = {**group["sglang_env"], "SGLANG_STANDIN_LOAD_SECONDS": str(load),
                            "SGLANG_STANDIN_DRAIN_SECONDS": str(drain)}
     # A host that does not come up fails the run in two minutes, not in the default hour.
     group["sglang_server_ready_timeout"] = 120
     # No router here, and the bench asks each server on the host itself: loopback, so the servers need no API key
-    # (the fleet inventory's key and TLS files live in its all.yml, with certificates molecule's prepare makes).
+    # (the fleet inventory's key lives in its all.yml).
     group["sglang_listen_host"] = "127.0.0.1"
     (inv / "group_vars" / "sglang_servers.yml").write_text("---\n" + yaml.safe_dump(group, sort_keys=False))
 

@@ -116,7 +116,7 @@ def restart_rows(data: dict[str, Any]) -> list[Row]:
     base = "systemctl restart + curl"
     return [
         (f"restart downtime beyond stop + start / {base}", seconds(data["downtime_ours_s"]), seconds(data["downtime_base_s"]),
-         ratio(data["downtime_base_s"], data["downtime_ours_s"]), within(data["downtime_ours_s"], 5)),
+         ratio(data["downtime_base_s"], data["downtime_ours_s"]), within(data["downtime_ours_s"], 1)),
         (f"restart wall time beyond stop + start / {base}", seconds(data["wall_ours_s"]), seconds(data["wall_base_s"]),
          ratio(data["wall_base_s"], data["wall_ours_s"]), within(data["wall_ours_s"], 5)),
         (f"reject incident flags (exit {data['reject_rc']}, server untouched: {data['untouched']})",
