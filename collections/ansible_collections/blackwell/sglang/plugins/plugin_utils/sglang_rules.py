@@ -133,11 +133,6 @@ def attention_dp_width(ctx: Context) -> int:
     return max(width, 1)
 
 
-def per_rank_chunk(ctx: Context, chunk: int) -> int:
-    """chunked_prefill_size as check_server_args sees it: divided by the attention-DP width (parallel_hook.py:326-331)."""
-    return chunk // attention_dp_width(ctx)
-
-
 def _spec_values(ctx: Context) -> tuple[Any, Any, Any]:
     return tuple(ctx.args.get(d) for d in SPEC_TRIPLE)  # type: ignore[return-value]
 
@@ -958,10 +953,10 @@ def _numeric(ctx: Context) -> None:
         ctx.error("numeric.page_size", "page_size", f"page_size={page_size} must be at least 1 (SGLang divides by it).",
                   "remove page_size (auto) or set 1, 16, 64 ...", "sglang/srt/arg_groups/validation_hook.py:244")
     chunk, page = ctx.args.get("chunked_prefill_size"), ctx.get("page_size", 1)
-    if (isinstance(chunk, int) and not isinstance(chunk, bool) and chunk > 0 and isinstance(page, int) and page > 1
-            and per_rank_chunk(ctx, chunk) > 0 and per_rank_chunk(ctx, chunk) % page):
-        width = attention_dp_width(ctx)
-        rank = per_rank_chunk(ctx, chunk)
+    # check_server_args sees the size per attention-DP rank (parallel_hook.py:326-331).
+    width = attention_dp_width(ctx)
+    rank = chunk // width if isinstance(chunk, int) and not isinstance(chunk, bool) else 0
+    if rank > 0 and isinstance(page, int) and page > 1 and rank % page:
         ctx.error("numeric.chunked_prefill_size", "chunked_prefill_size",
                   f"chunked_prefill_size={chunk} is not a multiple of page_size={page}." if width == 1 else
                   f"chunked_prefill_size={chunk} per attention-DP rank ({chunk} // {width} = {rank}) is not a multiple "
