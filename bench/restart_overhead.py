@@ -74,10 +74,9 @@ def downtime(action: Callable[[], float]) -> tuple[float, float]:
     return down, value
 
 
-def playbook(inv: Path, name: str, extra: dict, log: Path | None = None) -> tuple[float, int]:
-    wall, rc, _ = simfleet.playbook(inv, f"playbooks/{name}", ansible_env(**(PROFILE_ENV if log else {})), log,
-                                    "-e", json.dumps(extra))
-    return wall, rc
+def playbook(inv: Path, name: str, extra: dict, log: Path | None = None) -> tuple[float, int, str]:
+    return simfleet.playbook(inv, f"playbooks/{name}", ansible_env(**(PROFILE_ENV if log else {})), log,
+                             "-e", json.dumps(extra))
 
 
 def main() -> int:
@@ -105,16 +104,15 @@ def main() -> int:
                 return fail("molecule/provision/fixtures.yml", out)
             env = {"NCCL_IB_DISABLE": "1", "SGLANG_STANDIN_LOAD_SECONDS": str(args.load),
                    "SGLANG_STANDIN_DRAIN_SECONDS": str(args.drain)}
-            _, rc = playbook(inv, "deploy.yml", {"sglang_env": env})
+            _, rc, out = playbook(inv, "deploy.yml", {"sglang_env": env})
             if rc:
-                print("deploy failed", file=sys.stderr)
-                return 1
+                return fail("deploy.yml", out)
             own = args.load + args.drain
             ours, base, ours_down, base_down = [], [], [], []
             def restart_yml() -> float:
                 log = args.profile / f"restart-{len(ours) + 1}.log" if args.profile else None
-                wall, rc = playbook(inv, "restart.yml", {"sglang_env": env}, log)
-                assert rc == 0, "restart.yml failed"
+                wall, rc, out = playbook(inv, "restart.yml", {"sglang_env": env}, log)
+                assert rc == 0, "restart.yml failed: " + "\n".join(out.splitlines()[-40:])
                 return wall
 
             def restart_by_hand() -> float:
@@ -134,7 +132,7 @@ def main() -> int:
             incident = {"sglang_env": env, "sglang_args": {"speculative_algorithm": "NEXTN", "tp_size": 8,
                         "quantization": "modelopt_fp4", "attention_backend": "triton",
                         "speculative_num_draft_tokens": 2, "speculative_eagle_topk": 1}}
-            reject, rc = playbook(inv, "restart.yml", incident)
+            reject, rc, _ = playbook(inv, "restart.yml", incident)
             untouched = dexec("systemctl show -p MainPID --value sglang") == pid
     finally:
         simfleet.down([HOST])
