@@ -66,27 +66,43 @@ def params(**extra: Any) -> dict[str, Any]:
     return base
 
 
-def show(active: str, load: str = "loaded") -> dict[tuple[str, ...], tuple[int, str, str]]:
-    return {("systemctl", "show"): (0, f"LoadState={load}\nActiveState={active}\n", "")}
+def show(active: str, load: str = "loaded", reload: str = "no") -> dict[tuple[str, ...], tuple[int, str, str]]:
+    return {("systemctl", "show"): (0, f"LoadState={load}\nActiveState={active}\nNeedDaemonReload={reload}\n", "")}
 
 
 def steps(module: FakeModule) -> list[str]:
     return [call[1] for call in module.calls if call[0] == "systemctl" and call[1] != "show"]
 
 
-def test_stops_reloads_and_starts_a_running_server_in_that_order() -> None:
+def test_resets_the_rate_limit_stops_and_starts_a_running_server_in_that_order() -> None:
     module = FakeModule(show("active"))
     result = server_restart.restart(module, params())
-    assert steps(module) == ["stop", "daemon-reload", "start"]
-    assert result["changed"] and result["stopped"] and result["started"] and result["reloaded"] and result["killed"] == []
+    assert steps(module) == ["reset-failed", "stop", "start"]
+    assert result["changed"] and result["stopped"] and result["started"] and result["killed"] == []
+    assert not result["reloaded"]
 
 
-def test_systemd_is_reloaded_before_every_start_even_with_unchanged_unit_files() -> None:
-    """As the chain's start task did. The reload also resets the unit's start rate limit: without it, a restart soon
-    after others was refused ("start of the service was attempted too often")."""
+def test_the_start_rate_limit_is_reset_before_every_stop() -> None:
+    """Without it, a restart soon after others was refused ("start of the service was attempted too often"). The reset
+    comes before the stop, so that it does not lengthen the downtime."""
     module = FakeModule(show("inactive"))
+    server_restart.restart(module, params())
+    assert steps(module) == ["reset-failed", "start"]
+
+
+def test_a_unit_file_changed_on_disk_is_reloaded_before_the_stop_not_in_the_downtime() -> None:
+    module = FakeModule(show("active", reload="yes"))
     result = server_restart.restart(module, params())
-    assert steps(module) == ["daemon-reload", "start"] and result["reloaded"]
+    assert steps(module) == ["daemon-reload", "reset-failed", "stop", "start"] and result["reloaded"]
+    module = FakeModule(show("active", reload="yes"))
+    result = server_restart.restart(module, params(daemon_reload=False))
+    assert steps(module) == ["reset-failed", "stop", "start"] and not result["reloaded"]
+
+
+def test_a_failing_rate_limit_reset_does_not_stop_the_restart() -> None:
+    module = FakeModule({**show("active"), ("systemctl", "reset-failed"): (1, "", "Unit sglang.service not failed.\n")})
+    result = server_restart.restart(module, params())
+    assert steps(module) == ["reset-failed", "stop", "start"] and result["started"]
 
 
 def test_with_nothing_to_terminate_only_the_port_is_waited_for() -> None:
@@ -95,20 +111,20 @@ def test_with_nothing_to_terminate_only_the_port_is_waited_for() -> None:
     assert not [call for call in module.calls if call[0] == "/bin/true"]
 
 
-def test_a_stopped_server_is_only_started_and_without_reload_when_asked() -> None:
+def test_a_stopped_server_is_only_started() -> None:
     module = FakeModule(show("failed"))
     result = server_restart.restart(module, params(daemon_reload=False))
-    assert steps(module) == ["start"]
+    assert steps(module) == ["reset-failed", "start"]
     assert not result["stopped"] and result["started"]
 
 
-@pytest.mark.parametrize(("failing", "done"), [
-    ("stop", ["stop"]),
-    ("daemon-reload", ["stop", "daemon-reload"]),
-    ("start", ["stop", "daemon-reload", "start"]),
+@pytest.mark.parametrize(("failing", "done", "reload"), [
+    ("daemon-reload", ["daemon-reload"], "yes"),
+    ("stop", ["reset-failed", "stop"], "no"),
+    ("start", ["reset-failed", "stop", "start"], "no"),
 ])
-def test_the_first_failing_step_fails_the_module_with_systemctls_error(failing: str, done: list[str]) -> None:
-    answers = {**show("active"), ("systemctl", failing): (1, "", "Job for sglang.service failed.\n")}
+def test_the_first_failing_step_fails_the_module_with_systemctls_error(failing: str, done: list[str], reload: str) -> None:
+    answers = {**show("active", reload=reload), ("systemctl", failing): (1, "", "Job for sglang.service failed.\n")}
     module = FakeModule(answers)
     with pytest.raises(Failed, match=r"^Unable to (stop|reload|start) (service sglang.service|systemd): Job for"):
         server_restart.restart(module, params())
@@ -136,7 +152,7 @@ def test_a_release_that_times_out_fails_before_the_start(monkeypatch: pytest.Mon
     module = FakeModule(show("active"))
     with pytest.raises(Failed, match=r"GPUs not released after 0.0s: port 30000 is still listening"):
         server_restart.restart(module, params(port=30000, wait_timeout=0.0))
-    assert steps(module) == ["stop"]
+    assert steps(module) == ["reset-failed", "stop"]
 
 
 def test_gpu_holders_and_server_restart_share_the_release() -> None:

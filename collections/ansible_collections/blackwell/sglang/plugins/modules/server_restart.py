@@ -13,7 +13,10 @@ description:
   - Stops O(unit) (C(systemctl stop), which drains the server and SIGKILLs the unit's cgroup after its stop timeout),
     then releases its GPUs exactly as M(blackwell.sglang.gpu_holders) with C(state=released) and C(owner_unit=unit)
     does (allow-listed processes and sibling instances are never touched; a foreign holder in the way fails unless
-    O(kill_foreign)), then reloads systemd (O(daemon_reload)) and starts O(unit) (C(systemctl start)).
+    O(kill_foreign)), then starts O(unit) (C(systemctl start)).
+  - Before the stop, while the server still serves, it reloads systemd when the unit's files changed on disk since
+    systemd loaded them (C(NeedDaemonReload=yes), O(daemon_reload)) and resets the unit's failed state and start
+    rate limit (C(systemctl reset-failed)); only the stop, the release and the start fall in the downtime.
   - The first step that fails fails the module, naming the step; the later steps do not run.
   - The nodes of a multi-node instance stop and start in node-rank order across hosts, so they use
     M(ansible.builtin.systemd_service) and M(blackwell.sglang.gpu_holders) as separate tasks instead.
@@ -25,10 +28,12 @@ options:
     required: true
   daemon_reload:
     description:
-      - Run C(systemctl daemon-reload) after the release, before the start, as the restart chain's start always did,
-        so the start runs the installed unit; the reload also resets the unit's start rate limit
-        (C(StartLimitBurst=); seen with systemd 252), so that deliberate restarts in quick succession are not
-        refused as a crash loop would be.
+      - Run C(systemctl daemon-reload) before the stop when systemd reports that the unit's files changed on disk
+        since it loaded them (C(NeedDaemonReload=yes)), so the start runs the installed unit.
+        M(blackwell.sglang.server_files) already reloads when it writes a unit; this covers a file changed otherwise.
+      - Independently of this option, C(systemctl reset-failed) resets the unit's start rate limit
+        (C(StartLimitBurst=); seen with systemd 252) before the stop, so that deliberate restarts in quick
+        succession are not refused as a crash loop would be.
     type: bool
     default: true
 extends_documentation_fragment:
@@ -60,7 +65,7 @@ started:
   type: bool
   returned: always
 reloaded:
-  description: Whether systemd was reloaded before the start.
+  description: Whether systemd was reloaded (before the stop: the unit's files had changed on disk).
   type: bool
   returned: always
 holders:
@@ -86,8 +91,8 @@ RUNNING = ("active", "activating", "deactivating", "reloading")
 
 
 def unit_states(module: AnsibleModule, unit: str) -> dict[str, str]:
-    """LoadState and ActiveState of ``unit``."""
-    _, out, _ = module.run_command(["systemctl", "show", "-p", "LoadState,ActiveState", unit])
+    """LoadState, ActiveState and NeedDaemonReload of ``unit``."""
+    _, out, _ = module.run_command(["systemctl", "show", "-p", "LoadState,ActiveState,NeedDaemonReload", unit])
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
@@ -100,7 +105,7 @@ def systemctl(module: AnsibleModule, result: dict[str, Any], action: str, *args:
 
 
 def restart(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
-    """Stop, release, reload, start; the module's result (fail_json on the first step that fails)."""
+    """(Reload,) reset the rate limit, stop, release, start; the module's result (fail_json on the first failing step)."""
     unit = params["unit"]
     result: dict[str, Any] = {"changed": False, "stopped": False, "started": False, "reloaded": False}
     state = unit_states(module, unit)
@@ -108,6 +113,14 @@ def restart(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
         module.fail_json(msg=f"Could not find the requested service {unit}: {state or 'systemctl show answered nothing'}",
                          **result)
     result["changed"] = True
+    if not module.check_mode:
+        # While the server still serves: load a unit file changed on disk, reset the start rate limit.
+        if params["daemon_reload"] and state.get("NeedDaemonReload") == "yes":
+            systemctl(module, result, "daemon-reload")
+            result["reloaded"] = True
+        # Best effort: a unit that never failed has nothing to reset (some systemd releases answer non-zero), and
+        # a start refused by the rate limit fails below with systemd's own message.
+        module.run_command(["systemctl", "reset-failed", unit])
     if state.get("ActiveState") in RUNNING:
         result["stopped"] = True
         if not module.check_mode:
@@ -115,9 +128,6 @@ def restart(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
     release(module, {**params, "owner_unit": unit}, "released", result)
     if module.check_mode:
         return result
-    if params["daemon_reload"]:
-        systemctl(module, result, "daemon-reload")
-        result["reloaded"] = True
     systemctl(module, result, "start", unit)
     result["started"] = True
     return result
