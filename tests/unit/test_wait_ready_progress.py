@@ -212,3 +212,74 @@ def test_cuda_system_not_yet_initialized_names_fabric_manager() -> None:
     assert result["failed"] and result["msg"].startswith(f"{UNIT} is failed (exit-code, 0 restarts). CUDA error 802")
     assert "systemctl status nvidia-fabricmanager" in result["msg"] and "nvidia_driver_fabricmanager: always" in result["msg"]
     assert plugin.known_cause(["RuntimeError: CUDA error: out of memory"]) is None
+
+
+# --- what SGLang resolved, read in the wait's last round trip (the restart chain's report) ---------------------
+
+def test_once_healthy_the_resolved_arguments_come_back_from_the_same_round_trip() -> None:
+    host = Host(ready_at=T0 + 5)
+    answered = host.probe
+
+    def probe(module_args: dict[str, Any]) -> dict[str, Any]:
+        result = answered(module_args)
+        if result["status"] == 200 and module_args.get("info_url"):
+            result["info"] = {"speculative_algorithm": "EAGLE"}
+        return result
+
+    result = wait(args(info_url="http://127.0.0.1:30000/server_info", info_keys=["speculative_algorithm"],
+                       api_key="k"), probe, clock=host.clock, show=lambda _: None)
+    assert not result.get("failed") and result["info"] == {"speculative_algorithm": "EAGLE"}
+    assert all(call["info_url"].endswith("/server_info") and call["api_key"] == "k" for call in host.calls)
+    # Without info_url nothing more is asked for, and no info is returned.
+    plain = Host(ready_at=T0 + 5)
+    result = wait(args(), plain.probe, clock=plain.clock, show=lambda _: None)
+    assert "info" not in result and not any("info_url" in call or "api_key" in call for call in plain.calls)
+
+
+def test_a_healthy_server_whose_resolved_arguments_cannot_be_read_fails_the_wait() -> None:
+    host = Host(ready_at=T0)
+
+    def probe(module_args: dict[str, Any]) -> dict[str, Any]:
+        return {**host.probe(module_args), "info": None, "info_error": "HTTP 401"}
+
+    result = wait(args(info_url="http://127.0.0.1:30000/server_info"), probe, clock=host.clock, show=lambda _: None)
+    assert result["failed"] and result["msg"].endswith("/server_info could not be read: HTTP 401")
+
+
+def test_server_probe_returns_only_the_keys_asked_for_and_sends_the_key(tmp_path: Any) -> None:
+    """server_probe's read of /server_info against a real HTTP server: the report keys only (the rest of
+    /server_info holds the server's secrets), with the API key as a bearer token."""
+    import http.server
+    import importlib.util
+    import json
+    import threading
+    from pathlib import Path
+
+    path = Path(plugin.__file__).resolve().parents[1] / "modules" / "server_probe.py"
+    spec = importlib.util.spec_from_file_location("_server_probe", path)
+    server_probe = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(server_probe)  # type: ignore[union-attr]
+    seen: list[str | None] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            seen.append(self.headers.get("Authorization"))
+            ok = self.headers.get("Authorization") == "Bearer s3cret"
+            body = json.dumps({"speculative_algorithm": "EAGLE", "tp_size": 8, "api_key": "s3cret"}).encode()
+            self.send_response(200 if ok else 401)
+            self.end_headers()
+            self.wfile.write(body if ok else b"{}")
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/server_info"
+        keys = ["speculative_algorithm", "tp_size", "moe_runner_backend"]
+        assert server_probe.server_info(url, keys, "s3cret", 5) == ({"speculative_algorithm": "EAGLE", "tp_size": 8}, None)
+        assert server_probe.server_info(url, keys, None, 5) == (None, "HTTP 401")
+    finally:
+        server.shutdown()
+    assert seen == ["Bearer s3cret", None]

@@ -97,6 +97,9 @@ def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.m
     limit = float(args.get("no_progress_timeout") or 0)
     gpus = list(args.get("gpus") or [])
     tls = {"ca_path": args["ca_path"]} if args.get("ca_path") else {}
+    # Read once healthy, in the same round trip: the arguments the server resolved (its /server_info).
+    info = ({"info_url": args["info_url"], "info_keys": list(args.get("info_keys") or []),
+             **({"api_key": args["api_key"]} if args.get("api_key") else {})} if args.get("info_url") else {})
     probes = 0
     while True:
         probes += 1
@@ -105,12 +108,19 @@ def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.m
         # One round trip waits on the host until healthy, failed, the next progress line or the stall limit is due.
         due = [args["progress_every"], remaining] + ([progress.since + limit - now] if limit > 0 else [])
         result = probe({"url": args["url"], "unit": args["unit"], "log_lines": 1, "interval": args["interval"],
-                        "wait": max(0.0, min(due)), "gpus": gpus, **tls})
+                        "wait": max(0.0, min(due)), "gpus": gpus, **tls, **info})
         now = clock()
         elapsed = now - start
         state = result.get("unit_state", {})
         if result.get("status") == 200:
-            return {"changed": False, "elapsed": round(elapsed, 1), "probes": probes, "unit_state": state}
+            done = {"changed": False, "elapsed": round(elapsed, 1), "probes": probes, "unit_state": state}
+            if info:
+                if result.get("info") is None:
+                    return {**done, "failed": True,
+                            "msg": f"{args['url']} is healthy but {args['info_url']} could not be read: "
+                                   f"{result.get('info_error')}"}
+                done["info"] = result["info"]
+            return done
         progress.observe(result, now)
         failed_unit = state.get("ActiveState") in ("failed", "inactive")
         stalled = progress.stalled(now, limit)
@@ -145,7 +155,8 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     # Monotonic seconds of the wait (tests put a fake clock here).
     clock: Callable[[], float] = staticmethod(time.monotonic)
-    _VALID_ARGS = frozenset(("url", "unit", "ca_path", "timeout", "interval", "progress_every", "no_progress_timeout", "gpus"))
+    _VALID_ARGS = frozenset(("url", "unit", "ca_path", "timeout", "interval", "progress_every", "no_progress_timeout", "gpus",
+                             "info_url", "info_keys", "api_key"))
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
@@ -160,6 +171,9 @@ class ActionModule(ActionBase):
                 "progress_every": {"type": "float", "default": 15},
                 "no_progress_timeout": {"type": "float", "default": 600},
                 "gpus": {"type": "list", "elements": "int", "default": []},
+                "info_url": {"type": "str"},
+                "info_keys": {"type": "list", "elements": "str", "default": []},
+                "api_key": {"type": "str", "no_log": True},
             }
         )
 

@@ -48,6 +48,21 @@ options:
       list: every GPU); unset, nvidia-smi is not run.
     type: list
     elements: int
+  info_url:
+    description: >-
+      Once O(url) answers 200, read this URL too (SGLang's C(/server_info): the arguments it resolved) and return
+      the values of O(info_keys) from its JSON as RV(info). Unset, nothing more is read.
+    type: str
+  info_keys:
+    description: >-
+      The keys of O(info_url)'s JSON to return; only these are returned (C(/server_info) also holds the API key
+      and other secrets of the server's arguments).
+    type: list
+    elements: str
+    default: []
+  api_key:
+    description: "The server's API key, sent as C(Authorization: Bearer) to O(info_url) only. Kept out of the output."
+    type: str
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """
@@ -90,8 +105,19 @@ gpu_memory_mib:
   description: Memory used on O(gpus) in MiB (nvidia-smi --query-gpu memory.used, summed), or null.
   type: int
   returned: always
+info:
+  description: >-
+    The values of O(info_keys) in O(info_url)'s JSON (a key it lacks is left out), when O(url) answered 200 and
+    O(info_url) is set; null otherwise.
+  type: dict
+  returned: always
+info_error:
+  description: Why O(info_url) could not be read (null when it was, or was not asked for).
+  type: str
+  returned: always
 """
 
+import json
 import time
 import urllib.error
 
@@ -109,6 +135,23 @@ def probe(url: str, timeout: float, ca_path: str | None = None) -> tuple[int, st
         return exc.code, ""
     except (OSError, ValueError) as exc:
         return -1, str(exc)
+
+
+def server_info(url: str, keys: list[str], api_key: str | None, timeout: float,
+                ca_path: str | None = None) -> tuple[dict[str, object] | None, str | None]:
+    """(the values of ``keys`` in the JSON object at ``url``, None) or (None, why it could not be read)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        with open_url(url, headers=headers, timeout=timeout, ca_path=ca_path or None, validate_certs=True,
+                      follow_redirects="none", use_proxy=False) as response:
+            body = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return None, f"HTTP {exc.code}"
+    except (OSError, ValueError) as exc:
+        return None, str(exc)
+    if not isinstance(body, dict):
+        return None, "not a JSON object"
+    return {key: body[key] for key in keys if key in body}, None
 
 
 def unit_state(module: AnsibleModule, unit: str) -> dict[str, str]:
@@ -141,6 +184,9 @@ def main() -> None:
             "wait": {"type": "float", "default": 0},
             "interval": {"type": "float", "default": 0.25},
             "gpus": {"type": "list", "elements": "int"},
+            "info_url": {"type": "str"},
+            "info_keys": {"type": "list", "elements": "str", "default": []},
+            "api_key": {"type": "str", "no_log": True},
         },
         supports_check_mode=True,
     )
@@ -158,8 +204,12 @@ def main() -> None:
     lines = log.splitlines()
     cursor = lines.pop()[len("-- cursor: "):] if lines and lines[-1].startswith("-- cursor: ") else None
     memory = gpu_memory_mib(module, params["gpus"]) if params["gpus"] is not None else None
+    info, info_error = None, None
+    if status == 200 and params["info_url"]:
+        info, info_error = server_info(params["info_url"], params["info_keys"], params["api_key"], params["timeout"],
+                                       params["ca_path"])
     module.exit_json(changed=False, status=status, error=error, unit_state=state, log=lines[-params["log_lines"]:],
-                     cursor=cursor, gpu_memory_mib=memory)
+                     cursor=cursor, gpu_memory_mib=memory, info=info, info_error=info_error)
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ started:
   type: bool
   returned: always
 reloaded:
-  description: Whether systemd was reloaded (before the stop: the unit's files had changed on disk).
+  description: Whether systemd was reloaded (before the stop, because the unit's files had changed on disk).
   type: bool
   returned: always
 holders:

@@ -55,6 +55,19 @@ options:
     type: list
     elements: int
     default: []
+  info_url:
+    description: >-
+      Once healthy, read this URL in the same round trip (SGLang's C(/server_info)) and return the values of
+      O(info_keys) as RV(info); the wait fails when it cannot be read. Unset, nothing more is read.
+    type: str
+  info_keys:
+    description: The keys of O(info_url)'s JSON to return (only these, because C(/server_info) also holds the server's secrets).
+    type: list
+    elements: str
+    default: []
+  api_key:
+    description: The server's API key, sent to O(info_url) only. Kept out of the output.
+    type: str
 notes:
   - An action plugin; this module file holds its documentation only. It runs M(blackwell.sglang.server_probe) on the host.
 author:
@@ -79,6 +92,10 @@ probes:
   description: Round trips to the host until it answered healthy.
   type: int
   returned: success
+info:
+  description: The values of O(info_keys) in O(info_url)'s JSON, read once the server was healthy.
+  type: dict
+  returned: success, with O(info_url)
 unit_state:
   description: ActiveState, SubState, Result, NRestarts and MainPID of the unit at the last probe.
   type: dict
