@@ -242,6 +242,13 @@ def ids(owner: str, group: str, check_mode: bool) -> tuple[int, int] | None:
         raise Refused(f"no such user or group: {owner}:{group} ({exc})") from None
 
 
+def resolved(owner: tuple[int, int] | None) -> tuple[int, int]:
+    """The (uid, gid) ``ids`` found; outside check mode it always finds them (or refuses)."""
+    if owner is None:
+        raise Refused("the owner of a file to write is unknown")
+    return owner
+
+
 def mode_of(text: str, where: str) -> int:
     try:
         value = int(text, 8)
@@ -384,16 +391,14 @@ def install(module: AnsibleModule) -> dict[str, Any]:
         result["directories"].append(path)
         if not check:
             os.makedirs(path, exist_ok=True)
-            assert owner is not None
-            os.chown(path, *owner)
+            os.chown(path, *resolved(owner))
             os.chmod(path, mode)
     for item, content, owner, mode, restart in files:
         result["written"].append(item["path"])
         if restart:
             touched(item.get("instance"))
         if not check:
-            assert owner is not None
-            write(item["path"], content, owner, mode)
+            write(item["path"], content, resolved(owner), mode)
     for item in gone:
         result["removed"].append(item["path"])
         touched(item.get("instance"))
