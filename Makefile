@@ -14,7 +14,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist ee ee-image fuzz-sglang changelog sanity clean
+.PHONY: help venv deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release conformance-all simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist ee ee-image fuzz-sglang changelog sanity clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -73,6 +73,14 @@ conformance: venv wheels conformance-venv ## Our validator against SGLang 0.5.23
 
 conformance-release: venv wheels conformance-venv ## The conformance cases against SGLANG_VERSION's own resolver (a report in build/conformance-SGLANG_VERSION.md; exit 1 on MISSED), not part of make test yet
 	$(BIN)/python tests/conformance/release_conformance.py --version $(SGLANG_VERSION) --report build/conformance-$(SGLANG_VERSION).md
+
+# The releases whose launch rules are checked; 0.5.18 and 0.5.19 are schema-only by design (README: Another SGLang version).
+CONFORMANCE_RELEASES ?= 0.5.20 0.5.21 0.5.22 0.5.23
+conformance-all: venv wheels conformance-venv ## conformance-release for every rule-checked release (CONFORMANCE_RELEASES: 0.5.20-0.5.23; 0.5.18/0.5.19 are schema-only, no rules to check), build/conformance-<version>.md each; exit 1 if any has a MISSED case (about 16 min per release on two busy cores)
+	@failed=""; for v in $(CONFORMANCE_RELEASES); do \
+	  $(BIN)/python tests/conformance/release_conformance.py --version $$v --report build/conformance-$$v.md || failed="$$failed $$v"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "conformance-all: MISSED cases (or no report) for:$$failed" >&2; exit 1; fi
 
 FUZZ_SGLANG_CASES ?= 10000
 FUZZ_SGLANG_SEED ?= 0

@@ -648,7 +648,15 @@ def _warm_up() -> tuple[_Collector, dict, list[str]]:
     stubbed = _install_stubs()
     _patch_torch()
     collector = _install_collector()
-    import sglang.srt.server_args as sa
+    try:
+        import sglang.srt.server_args as sa
+    except ModuleNotFoundError:
+        # An older release (0.5.18-0.5.20) imports packages this venv lacks at module level (openai, through the
+        # OpenAI protocol models): stubbed as for the parser check (sglang_parser_dump.import_server_args).
+        from sglang_parser_dump import import_server_args
+
+        sa, more = import_server_args()
+        stubbed += more
 
     # Import what resolution imports lazily, so every fork starts warm.
     for mod in (

@@ -118,6 +118,12 @@ def run_rules(ctx: Context) -> None:
             item.fn(ctx)
 
 
+def added_in(ctx: Context, version: str) -> bool:
+    """A check's own lower bound inside a rule (a table entry SGLang added after the rule's ``since=``): True when
+    the context's SGLang release has it, ``version`` <= release, compared as Rule.applies compares."""
+    return ctx.version >= Version(version)
+
+
 def _int(ctx: Context, dest: str, default: int) -> int:
     value = ctx.get(dest, default)
     return value if isinstance(value, int) and not isinstance(value, bool) else default
@@ -131,6 +137,12 @@ def attention_dp_width(ctx: Context) -> int:
     if width <= 1 and ctx.args.get("enable_dp_attention") is True:
         width = _int(ctx, "dp_size", 1)
     return max(width, 1)
+
+
+def attention_dp_on(ctx: Context) -> bool:
+    """Attention DP as the release's checks test it: attn_dp_enabled_of, attn_dp_size > 1 (0.5.22 on); before 0.5.22,
+    which has no attn_dp_size, enable_dp_attention itself (e.g. 0.5.21 kv_cache_hook.py:454, moe_hook.py:272)."""
+    return attention_dp_width(ctx) > 1 if added_in(ctx, "0.5.22") else ctx.args.get("enable_dp_attention") is True
 
 
 def _spec_values(ctx: Context) -> tuple[Any, Any, Any]:
@@ -169,13 +181,15 @@ def _deprecated(ctx: Context) -> None:
 
 
 # SGLang 0.5.23's deprecated attention-backend aliases, which _handle_deprecated_args renames before anything reads
-# them (sglang/srt/arg_groups/serving_hook.py:303-336). In 0.5.20-0.5.22 tokenspeed_mla is a backend of its own.
+# them (sglang/srt/arg_groups/serving_hook.py:303-336). In 0.5.20-0.5.22 tokenspeed_mla is a backend of its own
+# (server.tokenspeed_mla); compressed is dsv4 there too (0.5.22 serving_hook.py:296-310).
 BACKEND_ALIASES = {"compressed": "dsv4", "tokenspeed_mla": "cutedsl_mla"}
+BACKEND_ALIAS_SINCE = {"compressed": "0.5.20", "tokenspeed_mla": "0.5.23"}
 ALIASED_BACKEND_DESTS = ("attention_backend", "decode_attention_backend", "prefill_attention_backend",
                          "speculative_draft_attention_backend")
 
 
-@rule("schema.deprecated_alias", since="0.5.23")
+@rule("schema.deprecated_alias")
 def _backend_aliases(ctx: Context) -> None:
     """Deprecated backend aliases, applied to the args as SGLang applies them (a warning naming the new name).
 
@@ -183,11 +197,12 @@ def _backend_aliases(ctx: Context) -> None:
     what SGLang runs. tokenspeed_mla also implied an FP8 KV cache and decode-kernel verification, which SGLang keeps
     (serving_hook.py:324-336).
     """
-    tokenspeed = "tokenspeed_mla" in (_choice(ctx, "attention_backend", ""), _choice(ctx, "decode_attention_backend", ""))
+    tokenspeed = added_in(ctx, BACKEND_ALIAS_SINCE["tokenspeed_mla"]) and "tokenspeed_mla" in (
+        _choice(ctx, "attention_backend", ""), _choice(ctx, "decode_attention_backend", ""))
     where = "sglang/srt/arg_groups/serving_hook.py:303-336"
     for dest in ALIASED_BACKEND_DESTS:
         old = _choice(ctx, dest, "")
-        if old not in BACKEND_ALIASES:
+        if old not in BACKEND_ALIASES or not added_in(ctx, BACKEND_ALIAS_SINCE[old]):
             continue
         new = BACKEND_ALIASES[old]
         if dest == "prefill_attention_backend" and new == "cutedsl_mla":
@@ -205,6 +220,26 @@ def _backend_aliases(ctx: Context) -> None:
                  f"set {ctx.var('kv_cache_dtype')}: fp8_e4m3 and the backend cutedsl_mla", where, value=kv)
     if ctx.args.get("speculative_algorithm") and _choice(ctx, "speculative_attention_mode", "prefill") == "prefill":
         ctx.args["speculative_attention_mode"] = "decode"
+
+
+@rule("server.tokenspeed_mla", until="0.5.23")
+def _tokenspeed_mla(ctx: Context) -> None:
+    """tokenspeed_mla while it is a backend of its own (0.5.20-0.5.22; an alias of cutedsl_mla from 0.5.23):
+    _mla_kv_cache_dtype_checks (sglang/srt/arg_groups/overrides.py:1168-1180 in 0.5.22, :1149-1161 in 0.5.21,
+    :1263-1275 in 0.5.20) wants a Blackwell GPU and an FP8 E4M3 KV cache. kv_cache_dtype auto is refused only for
+    checkpoints without KV scales (unquantized or FP8 block), where SGLang keeps the model's 16-bit dtype."""
+    if "tokenspeed_mla" not in (_choice(ctx, "attention_backend", ""), _choice(ctx, "decode_attention_backend", "")):
+        return
+    where = "sglang/srt/arg_groups/overrides.py:1168-1180"
+    cc, kv = ctx.compute_capability, _choice(ctx, "kv_cache_dtype", "auto")
+    if cc is not None and cc[0] not in (10, 11, 12):
+        ctx.error("server.tokenspeed_mla", "attention_backend", f"the tokenspeed_mla backend runs on Blackwell GPUs "
+                  f"(SM100/SM12x) only, not compute capability {_cc(ctx)}. SGLang refuses the launch.",
+                  "use another attention backend (e.g. flashinfer or triton)", where)
+    elif kv != "fp8_e4m3" and (kv != "auto" or ctx.model.quant_method in ("", "fp8")):
+        ctx.error("server.tokenspeed_mla", "kv_cache_dtype", f"the tokenspeed_mla backend needs kv_cache_dtype fp8_e4m3 "
+                  f"in SGLang {ctx.schema.version}, not {kv}. SGLang refuses the launch.",
+                  f"set {ctx.var('kv_cache_dtype')}: fp8_e4m3", where)
 
 
 @rule("schema.deprecated_conflict")
@@ -1118,25 +1153,26 @@ def _below(ctx: Context, rule_id: str, dest: str, least: int | float, where: str
     return True
 
 
-@rule("server.minimum", since="0.5.23")
+@rule("server.minimum")
 def _minimums(ctx: Context) -> None:
-    """Numeric arguments SGLang bounds from below (each check names its file:line)."""
-    for dest, least, strict, where in (
-        ("pp_max_micro_batch_size", 1, False, f"{_VH}:183"),
-        ("tokenizer_worker_num", 0, True, f"{_VH}:273"),
-        ("mm_processor_worker_num", 0, False, f"{_VH}:275"),
-        ("mm_io_worker_num", 0, False, f"{_VH}:276"),
-        ("schedule_conservativeness", 0, False, f"{_VH}:314"),
-        ("prefill_decode_interval", 0, False, f"{_VH}:660"),
-        ("prefill_decode_interval_min_bs", 0, False, f"{_VH}:662"),
-        ("sampling_mask_max_tokens", 0, True, f"{_VH}:688"),
-        ("asr_max_buffer_seconds", 0, True, f"{_SH}:127"),
-        ("asr_max_concurrent_sessions", 0, True, f"{_SH}:132"),
-        ("mm_preprocess_cache_size_mb", 0, False, f"{_SH}:145"),
-        ("grpc_response_timeout_secs", 0, True, f"{_SH}:379"),
-        ("mamba_cache_philox_rounds", 0, False, "sglang/srt/arg_groups/mamba_hook.py:22"),
+    """Numeric arguments SGLang bounds from below (each check names its file:line and the release that added it)."""
+    for dest, least, strict, where, since in (
+        ("pp_max_micro_batch_size", 1, False, f"{_VH}:183", "0.5.20"),
+        ("tokenizer_worker_num", 0, True, f"{_VH}:273", "0.5.20"),
+        ("mm_processor_worker_num", 0, False, f"{_VH}:275", "0.5.20"),
+        ("mm_io_worker_num", 0, False, f"{_VH}:276", "0.5.20"),
+        ("schedule_conservativeness", 0, False, f"{_VH}:314", "0.5.20"),
+        ("prefill_decode_interval", 0, False, f"{_VH}:660", "0.5.20"),
+        ("prefill_decode_interval_min_bs", 0, False, f"{_VH}:662", "0.5.23"),
+        ("sampling_mask_max_tokens", 0, True, f"{_VH}:688", "0.5.20"),
+        ("asr_max_buffer_seconds", 0, True, f"{_SH}:127", "0.5.20"),
+        ("asr_max_concurrent_sessions", 0, True, f"{_SH}:132", "0.5.20"),
+        ("mm_preprocess_cache_size_mb", 0, False, f"{_SH}:145", "0.5.20"),
+        ("grpc_response_timeout_secs", 0, True, f"{_SH}:379", "0.5.21"),
+        ("mamba_cache_philox_rounds", 0, False, "sglang/srt/arg_groups/mamba_hook.py:22", "0.5.20"),
     ):
-        _below(ctx, "server.minimum", dest, least, where, strict)
+        if added_in(ctx, since):
+            _below(ctx, "server.minimum", dest, least, where, strict)
     # skip_tokenizer_init leaves nothing to detokenize: SGLang then forces detokenizer_worker_num to 1 first
     # (serving_hook.py:764-772, unless SGLANG_RUST_SERVER).
     if not ctx.is_set("skip_tokenizer_init") or env_true(ctx.env, "SGLANG_RUST_SERVER"):
@@ -1161,7 +1197,7 @@ def _a2a_may_change(ctx: Context) -> bool:
     return cp and (not ctx.model.known or ctx.model.mla)
 
 
-@rule("server.combination", since="0.5.23")
+@rule("server.combination")
 def _combinations(ctx: Context) -> None:
     """Pairs of arguments SGLang refuses together (or one without the other)."""
     def refuse(dest: str, message: str, fix: str, where: str) -> None:
@@ -1189,7 +1225,7 @@ def _combinations(ctx: Context) -> None:
     if (_num(ctx, "kv_canary_sweep_interval") or 0) > 0 and _choice(ctx, "kv_canary", "none") == "none":
         refuse("kv_canary_sweep_interval", "kv_canary_sweep_interval > 0 needs kv_canary log or raise.",
                f"set {ctx.var('kv_canary')}: log, or remove {ctx.var('kv_canary_sweep_interval')}", f"{_VH}:375")
-    if ctx.args.get("sampling_backend") == "intel_xpu" and _choice(ctx, "device", "cuda") != "xpu":
+    if added_in(ctx, "0.5.21") and ctx.args.get("sampling_backend") == "intel_xpu" and _choice(ctx, "device", "cuda") != "xpu":
         refuse("sampling_backend", "sampling_backend intel_xpu is for Intel GPUs (device xpu).",
                f"use flashinfer or pytorch, or remove {ctx.var('sampling_backend')}", f"{_VH}:484")
     if _int(ctx, "pp_size", 1) > 1 and _given(ctx, "min_free_slots_delay"):
@@ -1215,7 +1251,8 @@ def _combinations(ctx: Context) -> None:
                "(--no-ple-offload-embedding): the file-backed table is the offloaded table.",
                f"set {ctx.var('ple_offload_embedding')}: true (or leave it unset), or ple_offload_backend: pinned",
                "sglang/srt/arg_groups/memory_hook.py:41")
-    if ctx.is_set("enable_kv_cache_sharding") and _choice(ctx, "disaggregation_mode", "null") != "prefill":
+    if added_in(ctx, "0.5.22") and ctx.is_set("enable_kv_cache_sharding") and \
+            _choice(ctx, "disaggregation_mode", "null") != "prefill":
         refuse("enable_kv_cache_sharding", "enable_kv_cache_sharding works on PD prefill workers only (a rank's pool "
                "holds just its stripe of each page, which local decode cannot use).",
                f"remove {ctx.var('enable_kv_cache_sharding')}", "sglang/srt/arg_groups/kv_shard_hook.py:99-104")
@@ -1228,7 +1265,7 @@ def _combinations(ctx: Context) -> None:
                "decoding off (-e spec=off)", "sglang/srt/arg_groups/model_path_hook.py:282")
 
 
-@rule("server.buckets", since="0.5.23")
+@rule("server.buckets")
 def _buckets(ctx: Context) -> None:
     """validate_buckets_rule (sglang/srt/arg_groups/validation_hook.py:384-431) on the two histogram bucket rules."""
     for dest in ("prompt_tokens_buckets", "generation_tokens_buckets"):
@@ -1270,7 +1307,7 @@ def _buckets(ctx: Context) -> None:
 WATERMARK_SPEC = ("EAGLE", "NEXTN", "EAGLE3", "NGRAM")  # NEXTN resolves to EAGLE before the check
 
 
-@rule("server.watermark", since="0.5.23")
+@rule("server.watermark", since="0.5.22")
 def _watermark(ctx: Context) -> None:
     """check_watermark_server_args (sglang/srt/arg_groups/validation_hook.py:35-106), on the flags (not the config's fields)."""
     if not ctx.is_set("enable_watermark"):
@@ -1367,11 +1404,12 @@ def _aux_hidden_states(ctx: Context) -> None:
                "name each layer once", 744)
 
 
-@rule("server.http", since="0.5.23")
+@rule("server.http")
 def _http(ctx: Context) -> None:
     """handle_ssl_validation's HTTP server checks (sglang/srt/arg_groups/serving_hook.py:88-120)."""
     http2 = ctx.is_set("enable_http2")
-    if ctx.is_set("enable_http_worker_reuseport") and (_int(ctx, "tokenizer_worker_num", 1) == 1 or http2):
+    if added_in(ctx, "0.5.23") and ctx.is_set("enable_http_worker_reuseport") and (
+            _int(ctx, "tokenizer_worker_num", 1) == 1 or http2):
         ctx.error("server.http", "enable_http_worker_reuseport", "enable_http_worker_reuseport needs tokenizer_worker_num "
                   "> 1 and has no effect with enable_http2; SGLang refuses it.",
                   f"set {ctx.var('tokenizer_worker_num')} > 1 (without enable_http2), or remove "
@@ -1393,7 +1431,7 @@ def _http(ctx: Context) -> None:
                   f"remove {ctx.var('enable_ssl_refresh')} or {ctx.var('enable_http2')}", f"{_SH}:116")
 
 
-@rule("server.grpc", since="0.5.23")
+@rule("server.grpc")
 def _grpc(ctx: Context) -> None:
     """handle_deprecated_args' gRPC and sidecar checks (sglang/srt/arg_groups/serving_hook.py:356-433)."""
     legacy = ctx.is_set("smg_grpc_mode") or ctx.is_set("grpc_mode")
@@ -1431,7 +1469,7 @@ def _grpc(ctx: Context) -> None:
                f"remove {ctx.var('grpc_port')}, or serve without sglang_api_key / sglang_admin_api_key", 429)
 
 
-@rule("server.lora", since="0.5.23")
+@rule("server.lora")
 def _lora(ctx: Context) -> None:
     """check_lora_server_args (sglang/srt/arg_groups/lora_hook.py:33-180): lora_paths alone turns LoRA on."""
     paths = ctx.args.get("lora_paths") if isinstance(ctx.args.get("lora_paths"), list) else []
@@ -1482,7 +1520,7 @@ def _lora(ctx: Context) -> None:
                f"set {ctx.var('lora_drain_wait_threshold')} >= 0", 176)
     if ctx.args.get("enable_lora") is False:  # --lora-paths without LoRA: SGLang ignores them (lora_hook.py:45-48)
         return
-    mode = v2_lora_unsupported_mode(ctx)
+    mode = v2_lora_unsupported_mode(ctx) if added_in(ctx, "0.5.23") else None  # triton_v2 is new in 0.5.23
     if _choice(ctx, "lora_backend", "csgmv") == "triton_v2" and not _choice(ctx, "moe_runner_backend", "auto").startswith(
             "lora") and mode:
         refuse("lora_backend", f"lora_backend triton_v2 does not support {mode} yet.",
@@ -1544,13 +1582,13 @@ def _json_arg(ctx: Context, dest: str) -> Any:
         return None
 
 
-@rule("server.kv_cache", since="0.5.23")
+@rule("server.kv_cache")
 def _kv_cache(ctx: Context) -> None:
     """handle_cache_compatibility and validate_prefill_only_disable_kv_cache_args (kv_cache_hook.py), on the flags."""
     def refuse(dest: str, message: str, fix: str, line: int | str) -> None:
         ctx.error("server.kv_cache", dest, message + " SGLang refuses the launch.", fix, f"{_KVH}:{line}")
 
-    if _choice(ctx, "radix_eviction_policy", "lru") == "tlru":
+    if added_in(ctx, "0.5.21") and _choice(ctx, "radix_eviction_policy", "lru") == "tlru":
         config = _json_arg(ctx, "radix_eviction_policy_config")
         config = config if isinstance(config, dict) else {}
         threshold, estimate = config.get("threshold", 0), config.get("next_prompt_estimate", 0)
@@ -1565,20 +1603,22 @@ def _kv_cache(ctx: Context) -> None:
         refuse("disable_radix_cache", "enable_hierarchical_cache and disable_radix_cache are mutually exclusive.",
                f"remove {ctx.var('disable_radix_cache')} or {ctx.var('enable_hierarchical_cache')}", 394)
     tails = _num(ctx, "swa_prefix_tails")
-    if tails is not None and tails < 0:
+    if added_in(ctx, "0.5.21") and tails is not None and tails < 0:
         refuse("swa_prefix_tails", f"swa_prefix_tails={tails} is negative.", f"set {ctx.var('swa_prefix_tails')} >= 0", 431)
     if ctx.is_set("enable_lmcache"):
+        lmcache = added_in(ctx, "0.5.21")  # 0.5.20 has the DCP check alone (hicache_hook.py:104)
         for bad, dest, why, line in (
-            (ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache", "enable_hierarchical_cache", 435),
-            (ctx.is_set("enable_unified_cache_external_linker"), "enable_unified_cache_external_linker",
+            (lmcache and ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache", "enable_hierarchical_cache",
+             435),
+            (lmcache and ctx.is_set("enable_unified_cache_external_linker"), "enable_unified_cache_external_linker",
              "enable_unified_cache_external_linker", 440),
-            (radix_off, "disable_radix_cache", "disable_radix_cache (LMCache needs the radix cache)", 445),
-            (_given(ctx, "speculative_algorithm") and not ctx.is_set("enable_return_aux_hidden_states"),
+            (lmcache and radix_off, "disable_radix_cache", "disable_radix_cache (LMCache needs the radix cache)", 445),
+            (lmcache and _given(ctx, "speculative_algorithm") and not ctx.is_set("enable_return_aux_hidden_states"),
              "speculative_algorithm", "speculative decoding", 450),
-            (_int(ctx, "attn_dp_size", 1) > 1, "attn_dp_size", "attention DP", 454),
+            (lmcache and attention_dp_on(ctx), "attn_dp_size", "attention DP", 454),
             (_int(ctx, "dcp_size", 1) > 1, "dcp_size", "decode context parallelism (dcp_size > 1)", 458),
-            (ctx.is_set("enable_streaming_session"), "enable_streaming_session", "streaming sessions", 463),
-            (_choice(ctx, "hicache_host_memory_mode", "cache") == "buffer_only", "hicache_host_memory_mode",
+            (lmcache and ctx.is_set("enable_streaming_session"), "enable_streaming_session", "streaming sessions", 463),
+            (lmcache and _choice(ctx, "hicache_host_memory_mode", "cache") == "buffer_only", "hicache_host_memory_mode",
              "hicache_host_memory_mode buffer_only (a HiCache-only mode)", 467),
         ):
             if bad:
@@ -1599,7 +1639,7 @@ def _kv_cache(ctx: Context) -> None:
                 break
 
 
-@rule("server.json_args", since="0.5.23")
+@rule("server.json_args")
 def _json_args(ctx: Context) -> None:
     """JSON arguments whose decoded shape SGLang checks (serving_hook.py)."""
     def refuse(dest: str, message: str, fix: str, line: int) -> None:
@@ -1622,7 +1662,7 @@ def _json_args(ctx: Context) -> None:
                "the modalities are image, video and audio.", f"keep only those keys in {ctx.var('limit_mm_data_per_request')}",
                603)
     preferred = _json_arg(ctx, "preferred_sampling_params")
-    if isinstance(preferred, (dict, list)) and "watermark" in preferred:
+    if added_in(ctx, "0.5.22") and isinstance(preferred, (dict, list)) and "watermark" in preferred:
         refuse("preferred_sampling_params", "preferred_sampling_params may not set watermark.",
                f"remove watermark from {ctx.var('preferred_sampling_params')} (enable_watermark is the server's switch)", 619)
     sidecar_args = _json_arg(ctx, "sidecar_args")
@@ -1636,7 +1676,7 @@ _SPH = "sglang/srt/arg_groups/speculative_hook.py"
 DP_SPEC_ENV = "SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION"
 
 
-@rule("server.speculative", since="0.5.23")
+@rule("server.speculative")
 def _speculative_launch(ctx: Context) -> None:
     """The argument checks of speculative_hook.py beyond the EAGLE triple (rules spec.*)."""
     raw = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") else None
@@ -1645,26 +1685,32 @@ def _speculative_launch(ctx: Context) -> None:
     def refuse(dest: str, message: str, fix: str, line: int | str) -> None:
         ctx.error("server.speculative", dest, message + " SGLang refuses the launch.", fix, f"{_SPH}:{line}")
 
-    if ctx.is_set("speculative_use_block_verification") and algo not in ("EAGLE", "EAGLE3", "DFLASH", "DSPARK"):
+    if added_in(ctx, "0.5.22") and ctx.is_set("speculative_use_block_verification") and algo not in ("EAGLE", "EAGLE3", "DFLASH", "DSPARK"):
         refuse("speculative_use_block_verification", "speculative_use_block_verification works with EAGLE / EAGLE3 / "
                f"NEXTN / DFLASH / DSPARK only, not {raw}.", f"remove {ctx.var('speculative_use_block_verification')}", 177)
     window, sink = _num(ctx, "speculative_draft_window_size"), _num(ctx, "speculative_draft_sink_size")
     if window is not None and window <= 0:
         refuse("speculative_draft_window_size", f"speculative_draft_window_size={window} must be positive.",
                f"set {ctx.var('speculative_draft_window_size')} > 0, or remove it", 205)
-    if sink is not None and sink < 0:
+    if not added_in(ctx, "0.5.21"):
+        pass
+    elif sink is not None and sink < 0:
         refuse("speculative_draft_sink_size", f"speculative_draft_sink_size={sink} must be non-negative.",
                f"set {ctx.var('speculative_draft_sink_size')} >= 0, or remove it", 224)
     elif sink is not None and window is None:
         refuse("speculative_draft_sink_size", "speculative_draft_sink_size needs speculative_draft_window_size.",
                f"set {ctx.var('speculative_draft_window_size')}, or remove {ctx.var('speculative_draft_sink_size')}", 228)
-    if env_true(ctx.env, DP_SPEC_ENV) and (algo not in ("EAGLE", "EAGLE3", "DSPARK") or ctx.is_set("enable_multi_layer_eagle")):
-        refuse(f"sglang_env.{DP_SPEC_ENV}", f"{DP_SPEC_ENV} (DP spec/prefill coordination) needs single-layer EAGLE, "
-               f"EAGLE3 or DSPARK speculative decoding (speculative_algorithm is {raw}).",
-               f"remove sglang_env.{DP_SPEC_ENV}, or use one of those algorithms", 257)
+    # 0.5.21 takes EAGLE and EAGLE3 only (speculative_hook.py:222-229 there); 0.5.20 has no such check.
+    coordinated = ("EAGLE", "EAGLE3", "DSPARK") if added_in(ctx, "0.5.22") else ("EAGLE", "EAGLE3")
+    if added_in(ctx, "0.5.21") and env_true(ctx.env, DP_SPEC_ENV) and (
+            algo not in coordinated or ctx.is_set("enable_multi_layer_eagle")):
+        refuse(f"sglang_env.{DP_SPEC_ENV}", f"{DP_SPEC_ENV} (DP spec/prefill coordination) needs single-layer "
+               f"{' / '.join(coordinated)} speculative decoding (speculative_algorithm is {raw}).",
+               f"remove sglang_env.{DP_SPEC_ENV}, or use one of those algorithms",
+               257 if added_in(ctx, "0.5.22") else "222-229 (0.5.21)")
     if algo is None:
         return
-    attn_dp, attn_cp = _int(ctx, "attn_dp_size", 1), _int(ctx, "attn_cp_size", 1)
+    attn_dp, attn_cp = attention_dp_width(ctx), _int(ctx, "attn_cp_size", 1)
     rejection = ctx.is_set("speculative_use_rejection_sampling")
     if rejection and algo == "STANDALONE":
         refuse("speculative_use_rejection_sampling", "speculative_use_rejection_sampling works with EAGLE / EAGLE3 / NEXTN "
@@ -1677,7 +1723,10 @@ def _speculative_launch(ctx: Context) -> None:
         refuse("speculative_use_rejection_sampling", "speculative_use_rejection_sampling ignores the accept thresholds; "
                "SGLang refuses them together.", "remove speculative_accept_threshold_single / _acc (or the rejection "
                "sampling)", 1235)
-    if algo in ("DFLASH", "DSPARK") and attn_dp > 1:
+    if algo == "DFLASH" and not added_in(ctx, "0.5.23") and attention_dp_on(ctx):
+        refuse("attn_dp_size", "DFLASH does not support attention DP on CUDA in this release.", "serve DFLASH without "
+               "attention DP (or use SGLang 0.5.23)", "296-300 (0.5.22; 0.5.21 :273-277, 0.5.20 :210-214)")
+    elif algo in ("DFLASH", "DSPARK") and attn_dp > 1:
         line = {"DFLASH": (308, 310, 314), "DSPARK": (676, 698, None)}[algo]
         if not ctx.is_set("enable_dp_lm_head"):
             refuse("enable_dp_lm_head", f"{algo} with attention DP (attn_dp_size={attn_dp}) needs enable_dp_lm_head.",
@@ -1720,7 +1769,7 @@ def _uno(ctx: Context, refuse: Callable[[str, str, str, int | str], None]) -> No
          489),
         ((_int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1)) != (1, 1), "tp_size", "UNO runs with tp_size 1 and pp_size 1 only",
          579),
-        (_int(ctx, "attn_dp_size", 1) > 1 or _int(ctx, "attn_cp_size", 1) != 1, "attn_dp_size",
+        (attention_dp_on(ctx) or _int(ctx, "attn_cp_size", 1) != 1, "attn_dp_size",
          "UNO does not support attention DP or context parallelism", 581),
         (ctx.is_set("enable_lora") or bool(ctx.args.get("lora_paths")), "enable_lora", "UNO does not support LoRA serving",
          583),
@@ -1770,7 +1819,7 @@ def _uno_tree(ctx: Context, refuse: Callable[[str, str, str, int | str], None]) 
 _PH = "sglang/srt/arg_groups/parallel_hook.py"
 
 
-@rule("server.parallel", since="0.5.23")
+@rule("server.parallel")
 def _parallel_launch(ctx: Context) -> None:
     """Context parallelism, decode context parallelism and DWDP (parallel_hook.py), on the explicit sizes."""
     def refuse(dest: str, message: str, fix: str, line: int | str) -> None:
@@ -1781,9 +1830,12 @@ def _parallel_launch(ctx: Context) -> None:
     if ctx.is_set("enable_prefill_cp") and not _given(ctx, "cp_strategy"):
         refuse("cp_strategy", "enable_prefill_cp needs cp_strategy.", f"set {ctx.var('cp_strategy')} (e.g. interleave)", 152)
     # DeepSeek-V4's hook derives attn_cp_size itself (deepseek_v4_hook.py:220), so only known other models are checked.
+    if not added_in(ctx, "0.5.22"):  # tp_size % (dp_size * attn_cp_size) (0.5.21 parallel_hook.py:108-113)
+        attn_dp = _int(ctx, "dp_size", 1)
     if cp > 1 and tp >= 1 and attn_dp >= 1 and ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or ""):
         if tp % cp or tp % (attn_dp * cp):
-            refuse("attn_cp_size", f"tp_size={tp} must be divisible by attn_dp_size x attn_cp_size = {attn_dp} x {cp}.",
+            refuse("attn_cp_size", f"tp_size={tp} must be divisible by attn_dp_size x attn_cp_size = {attn_dp} x {cp}"
+                   + ("." if added_in(ctx, "0.5.22") else " (dp_size x attn_cp_size in this release)."),
                    f"set {ctx.var('attn_cp_size')} so that attn_dp_size x attn_cp_size divides tp_size", "159-164")
     if moe_dp > 1 and dwdp <= 1 and tp >= 1:  # DWDP resets moe_dp_size to 1 (parallel_hook.py:493)
         if tp % moe_dp:
@@ -1796,7 +1848,7 @@ def _parallel_launch(ctx: Context) -> None:
         refuse("dcp_size", f"dcp_size={dcp} must be at least 1.", f"set {ctx.var('dcp_size')} >= 1, or remove it", 244)
         return
     comm = _choice(ctx, "dcp_comm_backend", "")
-    if dcp > 1 and ctx.is_set("enable_prefill_cp"):
+    if added_in(ctx, "0.5.22") and dcp > 1 and ctx.is_set("enable_prefill_cp"):
         refuse("dcp_size", "dcp_size > 1 does not work with enable_prefill_cp.",
                f"remove {ctx.var('enable_prefill_cp')} or set dcp_size: 1", 250)
     if comm in ("a2a", "fi_a2a") and dcp <= 1:
@@ -1825,23 +1877,24 @@ def _parallel_launch(ctx: Context) -> None:
 _HCH = "sglang/srt/arg_groups/hicache_hook.py"
 
 
-@rule("server.hicache", since="0.5.23")
+@rule("server.hicache")
 def _hicache(ctx: Context) -> None:
     """handle_hicache and its helpers (hicache_hook.py), on the flags."""
-    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+    def refuse(dest: str, message: str, fix: str, line: int | str) -> None:
         ctx.error("server.hicache", dest, message + " SGLang refuses the launch.", fix, f"{_HCH}:{line}")
 
     fraction = _num(ctx, "hicache_host_memory_fraction")
-    if fraction is not None and not 0 < fraction <= 1:
+    if added_in(ctx, "0.5.21") and fraction is not None and not 0 < fraction <= 1:
         refuse("hicache_host_memory_fraction", f"hicache_host_memory_fraction={fraction} is outside (0, 1].",
                f"set {ctx.var('hicache_host_memory_fraction')} in (0, 1], or remove it (0.8)", 117)
     config = _json_arg(ctx, "unified_cache_external_linker_config")
-    if _given(ctx, "unified_cache_external_linker_config") and config is not None and not isinstance(config, dict):
+    if added_in(ctx, "0.5.23") and _given(ctx, "unified_cache_external_linker_config") and config is not None and \
+            not isinstance(config, dict):
         refuse("unified_cache_external_linker_config", "unified_cache_external_linker_config must be a JSON object.",
                f"write {ctx.var('unified_cache_external_linker_config')} as a mapping", 28)
         return
     linker = ctx.is_set("enable_unified_cache_external_linker")
-    if ctx.is_set("enable_linker_mla_dedup") and not (
+    if added_in(ctx, "0.5.21") and ctx.is_set("enable_linker_mla_dedup") and not (
             linker and _choice(ctx, "unified_cache_external_linker_backend", "mooncake") == "mooncake"):
         refuse("enable_linker_mla_dedup", "enable_linker_mla_dedup needs the Mooncake external linker "
                "(enable_unified_cache_external_linker, backend mooncake).",
@@ -1849,8 +1902,8 @@ def _hicache(ctx: Context) -> None:
         return
     if linker:
         for bad, dest, why, line in (
-            (ctx.is_set("disable_radix_cache") or _given(ctx, "radix_cache_backend"), "disable_radix_cache",
-             "needs the default radix cache (no disable_radix_cache, no radix_cache_backend)", 46),
+            (added_in(ctx, "0.5.23") and (ctx.is_set("disable_radix_cache") or _given(ctx, "radix_cache_backend")),
+             "disable_radix_cache", "needs the default radix cache (no disable_radix_cache, no radix_cache_backend)", 46),
             (ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache", "and enable_hierarchical_cache are "
              "mutually exclusive", 51),
             (_given(ctx, "hicache_storage_backend"), "hicache_storage_backend", "does not use hicache_storage_backend", 56),
@@ -1872,6 +1925,9 @@ def _hicache(ctx: Context) -> None:
         algo = str(ctx.args.get("speculative_algorithm") or "").upper() if _given(ctx, "speculative_algorithm") else ""
         for bad, dest, why, line in (
             (storage and buffer_only, "hicache_host_memory_mode", "buffer_only host memory with a storage backend", 138),
+            # Before 0.5.23 any storage backend (L3) with DCP (hicache_hook.py:115-116 in 0.5.21 and 0.5.22, :89-90 in 0.5.20).
+            (storage and not added_in(ctx, "0.5.23"), "hicache_storage_backend", "a storage backend (L3)",
+             "115-116 (0.5.21, 0.5.22; 0.5.20 :89-90)"),
             (algo not in ("", "DSPARK"), "speculative_algorithm", f"speculative decoding other than DSPARK ({algo})", 142),
             (ctx.is_set("enable_lmcache"), "enable_lmcache", "enable_lmcache", 148),
             (ctx.is_set("enable_hisparse"), "enable_hisparse", "enable_hisparse", 153),
@@ -1882,23 +1938,33 @@ def _hicache(ctx: Context) -> None:
                 return
 
 
-@rule("server.layernorm_sp", since="0.5.23")
+@rule("server.layernorm_sp")
 def _layernorm_sp(ctx: Context) -> None:
     """handle_layernorm_sp / validate_layernorm_sp (layernorm_sp_hook.py:15-190), the checks that need no model."""
     where = "sglang/srt/arg_groups/layernorm_sp_hook.py"
     if not ctx.is_set("enable_layernorm_sp"):
-        if ctx.is_set("enable_megamoe_for_layernorm_sp"):
+        if added_in(ctx, "0.5.23") and ctx.is_set("enable_megamoe_for_layernorm_sp"):
             ctx.error("server.layernorm_sp", "enable_megamoe_for_layernorm_sp", "enable_megamoe_for_layernorm_sp needs "
                       "enable_layernorm_sp; SGLang refuses it alone.", f"set {ctx.var('enable_layernorm_sp')}: true, or "
                       "remove enable_megamoe_for_layernorm_sp", f"{where}:25")
         return
     algo = str(ctx.args.get("speculative_algorithm") or "").upper() if _given(ctx, "speculative_algorithm") else ""
+    arch = ctx.model.architecture if ctx.model.known else None
     for bad, dest, why, line in (
+        # Before 0.5.23 SP_SUPPORTED_ARCHITECTURES is Qwen3ForCausalLM alone (sglang/srt/layers/layernorm_sp.py:53),
+        # checked first (layernorm_sp_hook.py:45-49 in 0.5.22, :42-46 in 0.5.20 and 0.5.21); 0.5.23 adds Muse Spark,
+        # whose branch reads the checkpoint's config.json (the on-host preflight).
+        (not added_in(ctx, "0.5.23") and arch is not None and arch != "Qwen3ForCausalLM", "enable_layernorm_sp",
+         f"runs Qwen3ForCausalLM only in this release, not {arch}", "45-49 (0.5.22; 0.5.20, 0.5.21 :42-46)"),
         (_int(ctx, "tp_size", 1) <= 1, "tp_size", "needs tp_size > 1 (a sequence to shard)", 136),
-        (_int(ctx, "attn_dp_size", 1) > 1, "attn_dp_size", "does not work with attention DP", 173),
-        (algo not in ("", "DFLASH"), "speculative_algorithm", "supports speculative decoding only with Muse Spark DFLASH",
-         181),
-        (_int(ctx, "pp_size", 1) > 1, "pp_size", "does not work with pipeline parallelism", 187),
+        (attention_dp_on(ctx), "attn_dp_size", "does not work with attention DP", 173),
+        (added_in(ctx, "0.5.23") and algo not in ("", "DFLASH"), "speculative_algorithm",
+         "supports speculative decoding only with Muse Spark DFLASH", 181),
+        # Before 0.5.23 no speculative decoding at all (layernorm_sp_hook.py:61-62 in 0.5.22, :58-59 in 0.5.20 and 0.5.21).
+        (algo and not added_in(ctx, "0.5.23"), "speculative_algorithm", "does not support speculative decoding",
+         "61-62 (0.5.22; 0.5.20, 0.5.21 :58-59)"),
+        (added_in(ctx, "0.5.22") and _int(ctx, "pp_size", 1) > 1, "pp_size", "does not work with pipeline parallelism",
+         187),
     ):
         if bad:
             ctx.error("server.layernorm_sp", dest, f"enable_layernorm_sp {why}; SGLang refuses the launch.",
@@ -1911,9 +1977,17 @@ _MOEH = "sglang/srt/arg_groups/moe_hook.py"
 DEEPEP_V2_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV4ForCausalLM", "Qwen3MoeForCausalLM",
                            "Glm5NextForConditionalGeneration", "GlmMoeDsaForCausalLM", "MiMoV2ForCausalLM",
                            "MiMoV2FlashForCausalLM")
+# How many of them each release has: the first three in 0.5.20 (moe_hook.py:616-620 there), Glm5Next added in
+# 0.5.21 (moe_model_registry.py:20-25 there), the rest in 0.5.22.
+DEEPEP_V2_SINCE = (("0.5.22", 7), ("0.5.21", 4), ("0.5.20", 3))
 
 
-@rule("server.moe", since="0.5.23")
+def deepep_v2_architectures(ctx: Context) -> tuple[str, ...]:
+    """DEEPEP_V2_ARCHITECTURES as far as the context's release has them."""
+    return DEEPEP_V2_ARCHITECTURES[:next((n for version, n in DEEPEP_V2_SINCE if added_in(ctx, version)), 3)]
+
+
+@rule("server.moe")
 def _moe_launch(ctx: Context) -> None:
     """handle_a2a_moe and check_mega_moe_compat (moe_hook.py, mega_moe_hook.py), on the explicit backends."""
     def refuse(dest: str, message: str, fix: str, where: str) -> None:
@@ -1929,7 +2003,7 @@ def _moe_launch(ctx: Context) -> None:
         return
     if _a2a_may_change(ctx):
         return
-    tp, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "attn_dp_size", 1)
+    tp, attn_dp = _int(ctx, "tp_size", 1), attention_dp_width(ctx)
     if a2a == "flashinfer" and dispatch != "auto" and "SGLANG_MOE_NVFP4_DISPATCH" in ctx.env:
         refuse("sglang_env.SGLANG_MOE_NVFP4_DISPATCH", "SGLANG_MOE_NVFP4_DISPATCH cannot be set together with "
                "flashinfer_a2a_dispatch_type.", "remove one of them (flashinfer_a2a_dispatch_type: nvfp4 says the same)",
@@ -1937,7 +2011,7 @@ def _moe_launch(ctx: Context) -> None:
     if a2a == "flashinfer_megamoe":
         combine = ctx.env.get("SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE", "bf16").strip().lower()
         for bad, why, line in (
-            (env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16") and combine != "bf16",
+            (added_in(ctx, "0.5.23") and env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16") and combine != "bf16",
              "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16 needs SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE bf16", 217),
             (combine not in ("bf16", "mxfp8", "nvfp4"),
              f"SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE {combine!r} is not bf16, mxfp8 or nvfp4", 222),
@@ -1949,10 +2023,10 @@ def _moe_launch(ctx: Context) -> None:
                 refuse("sglang_env.SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE", f"FlashInfer MegaMoE: {why}.",
                        "fix the sglang_env values", f"{_MOEH}:{line}")
                 return
-    if a2a == "megamoe" and overlap:
+    if a2a == "megamoe" and overlap and added_in(ctx, "0.5.21"):  # 0.5.20 has no such check
         refuse("moe_a2a_backend", "moe_a2a_backend megamoe has no two-batch / single-batch overlap.",
                "remove enable_two_batch_overlap / enable_single_batch_overlap", "sglang/srt/arg_groups/mega_moe_hook.py:33")
-    elif a2a == "flashinfer_megamoe" and not (attn_dp > 1 and attn_dp == tp):
+    elif a2a == "flashinfer_megamoe" and not (attention_dp_on(ctx) and attn_dp == tp):
         refuse("attn_dp_size", f"moe_a2a_backend flashinfer_megamoe needs attn_dp_size equal to tp_size ({tp}).",
                f"set {ctx.var('attn_dp_size')}: {tp}", f"{_MOEH}:325")
     elif a2a == "flashinfer_megamoe" and runner not in ("auto", "flashinfer_megamoe"):
@@ -1962,11 +2036,11 @@ def _moe_launch(ctx: Context) -> None:
         refuse("deepep_mode", "flashinfer_cutedsl FP4 MoE has no DeepEP normal (prefill) dispatch.",
                f"set {ctx.var('deepep_mode')}: low_latency or auto", f"{_MOEH}:377")
     elif a2a == "deepep_v2" and ctx.model.architecture in ARCHITECTURES and \
-            ctx.model.architecture not in DEEPEP_V2_ARCHITECTURES:
+            ctx.model.architecture not in deepep_v2_architectures(ctx):
         # Stricter in one way: a model package may register more architectures before SGLang validates the
         # arguments (register_deepep_v2_model); this table holds SGLang's own models, which none registers.
         refuse("moe_a2a_backend", f"moe_a2a_backend deepep_v2 is not validated for {ctx.model.architecture}: SGLang "
-               f"runs it for {', '.join(DEEPEP_V2_ARCHITECTURES)} only.",
+               f"runs it for {', '.join(deepep_v2_architectures(ctx))} only.",
                f"use {ctx.var('moe_a2a_backend')}: deepep (or none)", f"{_MOEH}:723-731")
     elif a2a == "deepep_v2":
         for bad, dest, why, line in (
@@ -1975,7 +2049,8 @@ def _moe_launch(ctx: Context) -> None:
             (overlap, "enable_two_batch_overlap", "has no two-batch / single-batch overlap hooks", 421),
             (ctx.is_set("enforce_shared_experts_fusion"), "enforce_shared_experts_fusion",
              "has not validated fused shared experts", 427),
-            (_choice(ctx, "deepep_v2_mode", "direct") == "direct" and _int(ctx, "nnodes", 1) > 1, "deepep_v2_mode",
+            (added_in(ctx, "0.5.22") and _choice(ctx, "deepep_v2_mode", "direct") == "direct" and _int(ctx, "nnodes", 1) > 1,
+             "deepep_v2_mode",
              "deepep_v2_mode direct is NVLink-only and cannot span nodes", 433),
         ):
             if bad:
@@ -1997,18 +2072,19 @@ def _moe_launch(ctx: Context) -> None:
 DETERMINISTIC_ATTENTION = ("ascend", "fa3", "fa4", "flashinfer", "intel_xpu", "triton")  # choices.py:113-120
 
 
-@rule("server.features", since="0.5.23")
+@rule("server.features")
 def _features(ctx: Context) -> None:
     """Further flag pairs SGLang refuses: LM-head layouts, multimodal transport, language-model-only, LoRA MoE
     runners, deterministic inference, Flex Attention, the prefill CUDA-graph context and a retired variable."""
     def refuse(rule_id: str, dest: str, message: str, fix: str, where: str) -> None:
         ctx.error(rule_id, dest, message + " SGLang refuses the launch.", fix, where)
 
-    tp, attn_dp, cp = _int(ctx, "tp_size", 1), _int(ctx, "attn_dp_size", 1), _int(ctx, "attn_cp_size", 1)
+    tp, attn_dp, cp = _int(ctx, "tp_size", 1), attention_dp_width(ctx), _int(ctx, "attn_cp_size", 1)
     lm = "sglang/srt/arg_groups/overrides.py"
     if ctx.args.get("enable_tp_lm_head_all_to_all") is True:
+        # Before 0.5.22: enable_dp_attention and tp_size == dp_size (0.5.21 overrides.py:1369-1376).
         for bad, dest, why, line in (
-            (attn_dp <= 1, "attn_dp_size", "needs attention DP (attn_dp_size > 1)", 1429),
+            (not attention_dp_on(ctx), "attn_dp_size", "needs attention DP (attn_dp_size > 1)", 1429),
             (ctx.is_set("enable_dp_lm_head"), "enable_dp_lm_head", "is incompatible with enable_dp_lm_head", 1432),
             (tp != attn_dp, "attn_dp_size", f"needs tp_size == attn_dp_size ({tp} != {attn_dp})", 1436),
             (cp != 1, "attn_cp_size", "needs attn_cp_size 1", 1441),
@@ -2047,11 +2123,12 @@ def _features(ctx: Context) -> None:
                f"backends {', '.join(DETERMINISTIC_ATTENTION)}, not {backend}.",
                f"set {ctx.var('attention_backend')}: triton or flashinfer (or leave it unset)", f"{lm}:1119")
     size = _num(ctx, "cuda_graph_prefill_max_context")
-    if size is not None and size <= 0:
+    if added_in(ctx, "0.5.21") and size is not None and size <= 0:
         refuse("server.minimum", "cuda_graph_prefill_max_context", f"cuda_graph_prefill_max_context={size} must be "
                "positive.", f"set {ctx.var('cuda_graph_prefill_max_context')} > 0, or remove it",
                "sglang/srt/arg_groups/cuda_graph_hook.py:427")
-    _lora_moe_runner(ctx, refuse)
+    if added_in(ctx, "0.5.23"):
+        _lora_moe_runner(ctx, refuse)
 
 
 def _lora_moe_runner(ctx: Context, refuse: Callable[[str, str, str, str, str], None]) -> None:
@@ -2527,7 +2604,7 @@ def _megamoe(ctx: Context) -> None:
         return
     via = "moe_a2a_backend" if ctx.args.get("moe_a2a_backend") == "megamoe" else "moe_runner_backend"
     overlap = [d for d in ("enable_two_batch_overlap", "enable_single_batch_overlap") if ctx.is_set(d)]
-    if overlap:
+    if overlap and added_in(ctx, "0.5.21"):  # mega_moe_hook.py:31-37 is new in 0.5.21
         ctx.error("moe.megamoe", overlap[0],
                   "moe_a2a_backend megamoe has no two-batch / single-batch overlap decomposition; SGLang refuses "
                   f"{' and '.join(overlap)} with it.", f"remove {' and '.join(ctx.var(d) for d in overlap)}",
@@ -2579,7 +2656,7 @@ def resolved_attention_backends(ctx: Context) -> tuple[str | None, str | None]:
     return prefill or None, decode or None
 
 
-@rule("server.linear_attn", since="0.5.23")
+@rule("server.linear_attn")
 def _linear_attn(ctx: Context) -> None:
     """handle_linear_attn_backend's FlashKDA and ReplaySSM checks (attention_hook.py:317-505), which SGLang runs on
     every launch, linear-attention model or not."""
@@ -2624,7 +2701,7 @@ def _linear_attn(ctx: Context) -> None:
                f"remove {ctx.var('enable_linear_replayssm')} or {ctx.var('enable_linear_replayssm_spec')}", 500)
 
 
-@rule("server.multi_item_scoring", since="0.5.23")
+@rule("server.multi_item_scoring")
 def _multi_item_scoring(ctx: Context) -> None:
     """handle_multi_item_scoring (attention_hook.py:536-577): enable_mis needs flashinfer for prefill and decode."""
     if not ctx.is_set("enable_mis"):
@@ -2638,10 +2715,10 @@ def _multi_item_scoring(ctx: Context) -> None:
                   "backend), or remove enable_mis", f"{_AH}:573")
 
 
-@rule("server.unified_memory", since="0.5.23")
+@rule("server.unified_memory")
 def _unified_memory(ctx: Context) -> None:
     """handle_page_major_kv_layout and handle_unified_memory_pool (kv_cache_hook.py:528-861) on the flags."""
-    def refuse(dest: str, message: str, fix: str, line: int) -> None:
+    def refuse(dest: str, message: str, fix: str, line: int | str) -> None:
         ctx.error("server.unified_memory", dest, message + " SGLang refuses the launch.", fix, f"{_KVH}:{line}")
 
     unified, page_major = ctx.is_set("enable_unified_memory"), ctx.is_set("enable_page_major_kv_layout")
@@ -2661,16 +2738,24 @@ def _unified_memory(ctx: Context) -> None:
     for bad, dest, why, line in (
         (mamba != "triton", "mamba_backend", f"enable_unified_memory (page-major layout) needs the Triton Mamba kernels, "
          f"not mamba_backend {mamba}", 858),
-        (algo not in ("", "DSPARK", "EAGLE", "EAGLE3", "DFLASH"), "speculative_algorithm",
+        (added_in(ctx, "0.5.22") and algo not in ("", "DSPARK", "EAGLE", "EAGLE3", "DFLASH"), "speculative_algorithm",
          f"enable_unified_memory supports DSPARK, DFLASH, EAGLE / NEXTN and EAGLE3 speculative decoding only, not {raw}", 588),
+        # Before 0.5.22 DSPARK only, with a linear chain (kv_cache_hook.py:545-557 in 0.5.21, :225-237 in 0.5.20).
+        (not added_in(ctx, "0.5.22") and algo not in ("", "DSPARK"), "speculative_algorithm",
+         f"enable_unified_memory supports DSPARK speculative decoding only in this release, not {raw}",
+         "545 (0.5.21; 0.5.20 :225)"),
+        (not added_in(ctx, "0.5.22") and algo == "DSPARK" and _num(ctx, "speculative_eagle_topk") not in (None, 1),
+         "speculative_eagle_topk", "enable_unified_memory with DSPARK supports a linear draft chain only "
+         "(speculative_eagle_topk 1)", "552 (0.5.21; 0.5.20 :232)"),
         (algo in ("EAGLE", "EAGLE3") and topk is not None and topk != 1, "speculative_eagle_topk",
          f"enable_unified_memory supports a linear draft chain only (speculative_eagle_topk 1), not {topk}", 601),
         (ctx.is_set("enable_two_batch_overlap"), "enable_two_batch_overlap",
          "enable_unified_memory does not support enable_two_batch_overlap", 653),
-        (ctx.is_set("enable_lmcache"), "enable_lmcache", "enable_unified_memory does not work with enable_lmcache", 658),
-        (ctx.is_set("enable_unified_cache_external_linker"), "enable_unified_cache_external_linker",
+        (added_in(ctx, "0.5.21") and ctx.is_set("enable_lmcache"), "enable_lmcache",
+         "enable_unified_memory does not work with enable_lmcache", 658),
+        (added_in(ctx, "0.5.22") and ctx.is_set("enable_unified_cache_external_linker"), "enable_unified_cache_external_linker",
          "enable_unified_memory does not support enable_unified_cache_external_linker", 663),
-        (algo in ("EAGLE", "EAGLE3") and ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache",
+        (added_in(ctx, "0.5.22") and algo in ("EAGLE", "EAGLE3") and ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache",
          "enable_unified_memory with EAGLE / EAGLE3 does not support enable_hierarchical_cache", 678),
     ):
         if bad:
@@ -2692,7 +2777,7 @@ def qwen35_sm100_picks_triton(ctx: Context) -> bool:
             and not ctx.is_set("disable_radix_cache") and not ctx.args.get("speculative_algorithm"))
 
 
-@rule("server.kv_cache", since="0.5.23")
+@rule("server.kv_cache")
 def _kv_cache_resolved(ctx: Context) -> None:
     """handle_nvfp4_prefill_kv_dequant_dtype, handle_prefill_only_disable_kv_cache and handle_cache_compatibility's
     SWA ratio (kv_cache_hook.py:35-92, 335-349, 427)."""
@@ -2702,7 +2787,9 @@ def _kv_cache_resolved(ctx: Context) -> None:
     kv, requested = _choice(ctx, "kv_cache_dtype", "auto"), _choice(ctx, "prefill_kv_cache_dequant_dtype", "auto")
     prefill, base = _choice(ctx, "prefill_attention_backend", ""), _choice(ctx, "attention_backend", "")
     decode = _choice(ctx, "decode_attention_backend", "")
-    if kv != "nvfp4" and requested != "auto":
+    if not added_in(ctx, "0.5.21"):  # handle_nvfp4_prefill_kv_dequant_dtype is new in 0.5.21
+        pass
+    elif kv != "nvfp4" and requested != "auto":
         refuse("prefill_kv_cache_dequant_dtype", f"prefill_kv_cache_dequant_dtype {requested} applies only with "
                "kv_cache_dtype nvfp4.", f"remove {ctx.var('prefill_kv_cache_dequant_dtype')}", 41)
     elif kv == "nvfp4":
@@ -2756,7 +2843,7 @@ FLASHINFER_A2A_RUNNERS = ("flashinfer_cutlass", "flashinfer_cutedsl", "flashinfe
 NVFP4_ONLINE_RUNNERS = ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutedsl")  # overrides.py:1466-1470
 
 
-@rule("server.moe", since="0.5.23")
+@rule("server.moe")
 def _moe_kernels(ctx: Context) -> None:
     """handle_moe_kernel_config, handle_a2a_moe's FlashInfer A2A checks, the nvfp4_online runner constraint,
     handle_eplb_and_dispatch and the DeepEP v2 draft check (moe_hook.py, overrides.py, parallel_hook.py), on the
@@ -2765,12 +2852,12 @@ def _moe_kernels(ctx: Context) -> None:
         ctx.error("server.moe", dest, message + " SGLang refuses the launch.", fix, where)
 
     a2a, runner = moe_backends(ctx)
-    tp, ep, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "ep_size", 1), _int(ctx, "attn_dp_size", 1)
+    tp, ep, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "ep_size", 1), attention_dp_width(ctx)
     quant = _choice(ctx, "quantization", "")
     w4a16 = env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16")
     cc = ctx.compute_capability
     if quant == "nvfp4_online" and (cc is None or cc[0] == 10) and runner not in ("auto", *NVFP4_ONLINE_RUNNERS) and not (
-            runner == "flashinfer_megamoe" and a2a == "flashinfer_megamoe" and w4a16):
+            added_in(ctx, "0.5.23") and runner == "flashinfer_megamoe" and a2a == "flashinfer_megamoe" and w4a16):
         refuse("moe_runner_backend", f"quantization nvfp4_online runs the MoE with flashinfer_trtllm, "
                f"flashinfer_trtllm_routed or flashinfer_cutedsl only, not moe_runner_backend {runner}.",
                f"set {ctx.var('moe_runner_backend')}: auto (or one of those)", "sglang/srt/arg_groups/overrides.py:1471")
@@ -2796,7 +2883,9 @@ def _moe_kernels(ctx: Context) -> None:
     if a2a == "flashinfer":
         model_quant = quant or ctx.model.quant_method
         for bad, dest, why, line in (
-            (not (attn_dp > 1 and attn_dp == tp) and not ctx.is_set("enable_layernorm_sp"), "attn_dp_size",
+            # the layernorm-SP topology is accepted from 0.5.23 (0.5.22 moe_hook.py:405-411)
+            (not (attention_dp_on(ctx) and attn_dp == tp) and not (added_in(ctx, "0.5.23") and ctx.is_set("enable_layernorm_sp")),
+             "attn_dp_size",
              f"moe_a2a_backend flashinfer needs attn_dp_size equal to tp_size ({tp}), not {attn_dp}", 475),
             (w4a16 and runner == "flashinfer_cutedsl" and env_true(ctx.env, "SGLANG_MOE_NVFP4_DISPATCH"),
              "sglang_env.SGLANG_MOE_NVFP4_DISPATCH", "CuTe DSL NVFP4 W4A16 (SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16) needs "
@@ -2817,7 +2906,7 @@ def _moe_kernels(ctx: Context) -> None:
                        "moe_a2a_backend", f"{_MOEH}:{line}")
                 break
         chunk = _num(ctx, "chunked_prefill_size")
-        if _choice(ctx, "disaggregation_mode", "null") != "decode" and (
+        if added_in(ctx, "0.5.22") and _choice(ctx, "disaggregation_mode", "null") != "decode" and (
                 (chunk is not None and chunk <= 0) or ctx.is_set("enable_mis")):
             mis = " (enable_mis turns it off)" if ctx.is_set("enable_mis") else ""
             refuse("chunked_prefill_size", "moe_a2a_backend flashinfer needs chunked prefill (a fixed-size dispatch "
@@ -2841,7 +2930,7 @@ def _moe_kernels(ctx: Context) -> None:
 SHARED_EXPERTS_A2A = ("deepep", "megamoe", "mooncake", "ascend_fuseep", "mori")  # parallel_hook.py:227-233
 
 
-@rule("server.parallel", since="0.5.23")
+@rule("server.parallel")
 def _parallel_moe_dp(ctx: Context) -> None:
     """handle_context_parallelism's MoE-DP sizes and handle_shared_experts_tp (parallel_hook.py:170-192, 203-237), on
     the explicit sizes of known models other than DeepSeek-V4 (which derives attn_cp_size itself)."""
@@ -2850,7 +2939,7 @@ def _parallel_moe_dp(ctx: Context) -> None:
 
     if not ctx.model.known or "DeepseekV4" in str(ctx.model.architecture or "") or _a2a_may_change(ctx):
         return
-    tp, ep, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "ep_size", 1), _int(ctx, "attn_dp_size", 1)
+    tp, ep, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "ep_size", 1), attention_dp_width(ctx)
     cp, moe_dp, dwdp = _int(ctx, "attn_cp_size", 1), _int(ctx, "moe_dp_size", 1), _int(ctx, "dwdp_size", 1)
     if moe_dp > 1 and dwdp <= 1 and tp >= 1 and tp % moe_dp == 0:  # DWDP resets moe_dp_size to 1 (parallel_hook.py:493)
         if ep * moe_dp > tp:
@@ -2863,7 +2952,7 @@ def _parallel_moe_dp(ctx: Context) -> None:
         refuse("moe_dp_size", f"attn_cp_size={cp} differs from moe_dp_size={moe_dp}, which only moe_dp_size 1 allows.",
                f"set {ctx.var('moe_dp_size')}: {cp} (= attn_cp_size), or 1", 190)
     size = _num(ctx, "shared_experts_tp_size")
-    if size is None or attn_dp < 1 or cp < 1:
+    if not added_in(ctx, "0.5.21") or size is None or attn_dp < 1 or cp < 1:
         return
     attn_tp = tp // attn_dp // cp
     if size < 1 or attn_tp % size:
@@ -2876,7 +2965,7 @@ def _parallel_moe_dp(ctx: Context) -> None:
                f"set {ctx.var('moe_a2a_backend')}: deepep, or remove {ctx.var('shared_experts_tp_size')}", 234)
 
 
-@rule("server.grpc", since="0.5.23")
+@rule("server.grpc")
 def _grpc_threads(ctx: Context) -> None:
     """handle_deprecated_args' SGLANG_GRPC_WORKER_THREADS check (serving_hook.py:381-390), when gRPC is on."""
     legacy = ctx.is_set("smg_grpc_mode") or ctx.is_set("grpc_mode")
@@ -2908,7 +2997,7 @@ def resolved_base_attention_backend(ctx: Context) -> str | None:
     return default_attention_backend(ctx) if not (prefill or decode) else None
 
 
-@rule("server.speculative", since="0.5.23")
+@rule("server.speculative")
 def _speculative_shapes(ctx: Context) -> None:
     """The draft-shape checks of speculative_hook.py: DFLASH's window (:427-434), UNO's tree mode (:494-559), DSpark
     with attention DP and its draft width (:674-710, :824-850), tree drafts on paged KV (:1271-1282, :1355-1366) and
@@ -2946,14 +3035,17 @@ def _speculative_shapes(ctx: Context) -> None:
 
 
 def _dspark_shapes(ctx: Context, refuse: Callable[[str, str, str, int | str], None], draft: int | float | None) -> None:
-    a2a, attn_dp = moe_backends(ctx)[0], _int(ctx, "attn_dp_size", 1)
+    a2a, attn_dp = moe_backends(ctx)[0], attention_dp_width(ctx)
     if attn_dp > 1 and ctx.is_set("enable_dp_lm_head") and _int(ctx, "attn_cp_size", 1) == 1 and not _a2a_may_change(ctx):
         ragged = ctx.env.get(RAGGED_ENV, "static")
         spec_a2a = _choice(ctx, "speculative_moe_a2a_backend", "")
-        if a2a not in ("none", "megamoe", "mori"):
+        # 0.5.20 has no mori (speculative_hook.py:531); before 0.5.22 only an a2a MoE needs the static ragged mode
+        # (0.5.21 speculative_hook.py:600-610).
+        coordinated = env_true(ctx.env, DP_SPEC_ENV) and added_in(ctx, "0.5.22")
+        if a2a not in (("none", "megamoe", "mori") if added_in(ctx, "0.5.21") else ("none", "megamoe")):
             refuse("moe_a2a_backend", f"DSPARK with attention DP supports moe_a2a_backend none, megamoe or mori, not {a2a}.",
                    f"set {ctx.var('moe_a2a_backend')}: none", 678)
-        elif (a2a != "none" or env_true(ctx.env, DP_SPEC_ENV)) and ragged != "static":
+        elif (a2a != "none" or coordinated) and ragged != "static":
             refuse(f"sglang_env.{RAGGED_ENV}", f"DSPARK with an a2a MoE or {DP_SPEC_ENV} needs {RAGGED_ENV}=static, not "
                    f"{ragged}.", f"remove sglang_env.{RAGGED_ENV}", 693)
         elif spec_a2a and spec_a2a != a2a:
@@ -3000,7 +3092,7 @@ CUDA_GRAPH_BACKENDS = ("full", "breakable", "disabled")  # sglang/srt/model_exec
 CUTEDSL_MLA_KV = ("fp8_e4m3", "bf16", "bfloat16", "auto")  # overrides.py:1248-1256
 
 
-@rule("server.features", since="0.5.23")
+@rule("server.features")
 def _features_catalog(ctx: Context) -> None:
     """validate_cuda_graph_config's per-phase backends (cuda_graph_hook.py:410-420), the DP LM head
     (overrides.py:1424-1427), decode-only CuTe DSL MLA (overrides.py:1233-1256) and load publishing
@@ -3020,7 +3112,8 @@ def _features_catalog(ctx: Context) -> None:
                 break
     # With one DP rank SGLang turns enable_dp_lm_head off first (_data_parallelism_defaults, overrides.py:1366-1370):
     # only DP replicas (dp_size > 1) without attention DP reach the assert. An elastic-EP scale joiner counts as DP.
-    if ctx.is_set("enable_dp_lm_head") and _int(ctx, "attn_dp_size", 1) <= 1 and _int(ctx, "dp_size", 1) > 1 and \
+    # Before 0.5.22 the assert tests enable_dp_attention (0.5.21 overrides.py:1364-1366).
+    if ctx.is_set("enable_dp_lm_head") and not attention_dp_on(ctx) and _int(ctx, "dp_size", 1) > 1 and \
             _choice(ctx, "ep_join_mode", "") != "scale":
         refuse("server.combination", "enable_dp_lm_head", "enable_dp_lm_head needs attention DP (attn_dp_size > 1).",
                f"set {ctx.var('attn_dp_size')} > 1, or remove {ctx.var('enable_dp_lm_head')}",
@@ -3059,7 +3152,7 @@ def _features_catalog(ctx: Context) -> None:
 ADAPTIVE_DEFAULT_STEPS = (0, 1, 3, 5, 7)  # sglang/srt/speculative/adaptive_spec_params.py:28-53, every bs slot's union
 
 
-@rule("server.speculative", since="0.5.23")
+@rule("server.speculative")
 def _adaptive_steps(ctx: Context) -> None:
     """_init_adaptive_speculative_params (speculative_hook.py:1392-1421) with SGLang's default adaptive config, where
     _maybe_disable_adaptive (adaptive_spec_params.py:56-100) keeps speculative_adaptive on."""
@@ -3068,7 +3161,7 @@ def _adaptive_steps(ctx: Context) -> None:
     if not ctx.is_set("speculative_adaptive") or {"NEXTN": "EAGLE"}.get(raw, raw) not in ("EAGLE", "EAGLE3") \
             or steps is None or _given(ctx, "speculative_adaptive_config"):
         return
-    if _num(ctx, "speculative_eagle_topk") not in (None, 1) or _int(ctx, "attn_dp_size", 1) > 1 or _choice(
+    if _num(ctx, "speculative_eagle_topk") not in (None, 1) or attention_dp_on(ctx) or _choice(
             ctx, "ep_join_mode", "") == "scale" or any(
             ctx.is_set(d) for d in ("enable_multi_layer_eagle", "enable_two_batch_overlap", "enable_pdmux")):
         return  # SGLang turns speculative_adaptive off (a warning)
