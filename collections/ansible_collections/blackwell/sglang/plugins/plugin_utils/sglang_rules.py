@@ -417,6 +417,10 @@ def _spec_pipeline(ctx: Context) -> None:
     mode, pp_spec = str(ctx.get("disaggregation_mode", "null")), env_true(ctx.env, PP_SPEC_ENV)
     where = "sglang/srt/arg_groups/validation_hook.py"
     off = "use tp_size instead of pp_size, or turn speculative decoding off (-e spec=off)"
+    if not added_in(ctx, "0.5.21"):  # 0.5.20 refuses PP + speculative decoding on CUDA outright (validation_hook.py:80-84)
+        ctx.error("spec.pipeline", "pp_size", f"pipeline parallelism (pp_size={pp}) with speculative decoding ({algo}): "
+                  f"SGLang {ctx.schema.version} does not support the pair on CUDA.", off, f"{where}:80-84 (0.5.20)")
+        return
     if algo == "DSPARK":
         if mode != "prefill" or pp_spec:
             ctx.error("spec.pipeline", "pp_size",
@@ -2433,7 +2437,8 @@ def _kv4_attention(ctx: Context) -> None:
     prefill, decode = ctx.args.get("prefill_attention_backend"), ctx.args.get("decode_attention_backend")
     if prefill is not None and prefill == decode:
         backend = prefill  # sglang/srt/arg_groups/overrides.py:1127-1131
-    if backend is None and prefill is None and decode is None:
+    # 0.5.20 also resolves the unset prefill/shared backend next to an explicit decode one and checks it (below).
+    if backend is None and prefill is None and (decode is None or not added_in(ctx, "0.5.21")):
         backend = default_attention_backend(ctx)
     if "trtllm_mla" in (backend, decode) and kv in TRTLLM_MLA_BAD_KV:
         ctx.error("kv4.attention", "kv_cache_dtype",
@@ -2454,8 +2459,11 @@ def _kv4_attention(ctx: Context) -> None:
         if (prefill or backend) != (decode or backend):
             return  # SGLang only warns about the mixed pair (kv_cache_hook.py:262-274)
         checked, dest = backend, "attention_backend"
-    if checked is None or (kv == "nvfp4" and not ctx.args.get(dest) and not ctx.args.get("attention_backend")):
-        return  # an nvfp4 cache may get backends chosen for it: only explicit ones are checked
+    # From 0.5.21 an nvfp4 cache may get backends chosen for it (handle_nvfp4_prefill_kv_dequant_dtype): only explicit
+    # ones are checked; 0.5.20 checks the resolved backend of every FP4 cache alike (kv_cache_hook.py:40-110 there).
+    if checked is None or (kv == "nvfp4" and added_in(ctx, "0.5.21") and not ctx.args.get(dest)
+                           and not ctx.args.get("attention_backend")):
+        return
     allowed = KV4_BACKENDS[(fa4, mla)]
     if checked in allowed:
         return
@@ -2753,6 +2761,11 @@ def _unified_memory(ctx: Context) -> None:
          "enable_unified_memory does not support enable_two_batch_overlap", 653),
         (added_in(ctx, "0.5.21") and ctx.is_set("enable_lmcache"), "enable_lmcache",
          "enable_unified_memory does not work with enable_lmcache", 658),
+        # 0.5.20 refuses HiCache and LMCache in one assert (kv_cache_hook.py:256-260 there).
+        (not added_in(ctx, "0.5.21") and (ctx.is_set("enable_hierarchical_cache") or ctx.is_set("enable_lmcache")),
+         "enable_hierarchical_cache" if ctx.is_set("enable_hierarchical_cache") else "enable_lmcache",
+         "enable_unified_memory does not work with enable_hierarchical_cache or enable_lmcache in this release",
+         "256-260 (0.5.20)"),
         (added_in(ctx, "0.5.22") and ctx.is_set("enable_unified_cache_external_linker"), "enable_unified_cache_external_linker",
          "enable_unified_memory does not support enable_unified_cache_external_linker", 663),
         (added_in(ctx, "0.5.22") and algo in ("EAGLE", "EAGLE3") and ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache",
