@@ -995,7 +995,9 @@ def _numeric(ctx: Context) -> None:
     # check_server_args sees the size per attention-DP rank (parallel_hook.py:326-331).
     width = attention_dp_width(ctx)
     rank = chunk // width if isinstance(chunk, int) and not isinstance(chunk, bool) else 0
-    if rank > 0 and isinstance(page, int) and page > 1 and rank % page:
+    # Qwen3.5 / Qwen3-Next on SM100 without an attention backend: SGLang's model override replaces the host's page
+    # size (1 or 64, qwen35_sm100_backend), which memory.chunked_page checks instead.
+    if rank > 0 and isinstance(page, int) and page > 1 and rank % page and qwen35_sm100_backend(ctx) is None:
         ctx.error("numeric.chunked_prefill_size", "chunked_prefill_size",
                   f"chunked_prefill_size={chunk} is not a multiple of page_size={page}." if width == 1 else
                   f"chunked_prefill_size={chunk} per attention-DP rank ({chunk} // {width} = {rank}) is not a multiple "
@@ -2281,6 +2283,13 @@ def _mamba_extra_buffer(ctx: Context) -> None:
                       "Qwen3-Next)", "sglang/srt/arg_groups/model_hook.py:1063")
         return
     page = _num(ctx, "page_size")
+    override = qwen35_sm100_backend(ctx)
+    if override is not None:
+        # The Qwen3.5 override's page replaces the host's before the strategy resolves and the mamba checks run
+        # (sglang/srt/arg_groups/model_hook.py:233-236, :737; qwen35_sm100_backend).
+        page = QWEN35_OVERRIDE_PAGE[override]
+    forced = "" if override is None else (f" (SGLang's {arch} override on SM100 sets it with attention backend "
+                                          f"{override}, in place of the host's page_size: model_overrides/qwen3_5.py:48)")
     paging = page is not None and page > 1
     if strategy == "auto":
         strategy = ("extra_buffer" if (not ctx.is_set("disable_overlap_schedule") or paging) and backend == "triton"
@@ -2288,8 +2297,8 @@ def _mamba_extra_buffer(ctx: Context) -> None:
     if strategy not in MAMBA_EXTRA_BUFFER:
         if paging:
             ctx.error("mamba.extra_buffer", "page_size",
-                      f"page_size={page} with the mamba radix cache strategy no_buffer (what {arch} resolves to here): "
-                      "SGLang's no_buffer cache supports page_size 1 only.",
+                      f"page_size={page}{forced} with the mamba radix cache strategy no_buffer (what {arch} resolves to "
+                      "here): SGLang's no_buffer cache supports page_size 1 only.",
                       "remove sglang_args.page_size (or set 1), or use mamba_radix_cache_strategy extra_buffer with "
                       "linear_attn_backend triton", "sglang/srt/arg_groups/mamba_hook.py:157")
         return
@@ -2307,16 +2316,27 @@ def _mamba_extra_buffer(ctx: Context) -> None:
                   f"mamba_radix_cache_strategy extra_buffer_lazy is not supported with disaggregation_mode {mode}.",
                   "use mamba_radix_cache_strategy: extra_buffer", "sglang/srt/arg_groups/mamba_hook.py:124-127")
     interval = _int(ctx, "mamba_track_interval", 256)
+    # SGLang asserts on the value as given, speculative decoding on or off: validate_mamba_extra_buffer runs from
+    # handle_model_specific_adjustments (sglang/srt/arg_groups/model_hook.py:737, pipeline.py:225), before
+    # handle_speculative_decoding fills a default in (pipeline.py:306), so an unset speculative_num_draft_tokens is
+    # never compared and a set one always is.
     draft = _num(ctx, "speculative_num_draft_tokens")
-    if draft is not None and ctx.args.get("speculative_algorithm") and interval < draft:
+    if draft is not None and interval < draft:
         ctx.error("mamba.extra_buffer", "mamba_track_interval",
                   f"mamba_track_interval={interval} is below speculative_num_draft_tokens={draft}; SGLang's mamba "
-                  "extra_buffer cache asserts it is at least that.",
-                  f"set sglang_args.mamba_track_interval >= {draft}", "sglang/srt/arg_groups/mamba_hook.py:132-133")
+                  "extra_buffer cache asserts it is at least that"
+                  + ("" if ctx.args.get("speculative_algorithm") else
+                     ", even with speculative decoding off (the value is compared as given)") + ".",
+                  f"set sglang_args.mamba_track_interval >= {draft}"
+                  + ("" if ctx.args.get("speculative_algorithm") else
+                     ", or remove sglang_args.speculative_num_draft_tokens (no speculative_algorithm uses it)"),
+                  "sglang/srt/arg_groups/mamba_hook.py:132-133")
     if page is not None and page > 0 and interval % page:
         ctx.error("mamba.extra_buffer", "page_size",
-                  f"mamba_track_interval={interval} is not a multiple of page_size={page}; SGLang's mamba extra_buffer "
-                  "cache asserts it is.", f"use a page_size that divides {interval} (e.g. 1, 16, 64)",
+                  f"mamba_track_interval={interval} is not a multiple of page_size={page}{forced}; SGLang's mamba "
+                  "extra_buffer cache asserts it is.",
+                  f"use a page_size that divides {interval} (e.g. 1, 16, 64)" if override is None else
+                  f"set sglang_args.mamba_track_interval to a multiple of {page}",
                   "sglang/srt/arg_groups/mamba_hook.py:134-135")
 
 
@@ -2337,9 +2357,15 @@ def default_chunked_prefill_size(mib: int | None) -> int | None:
 # The GPUs of each architecture family, by memory, where that settles SGLang's default chunked_prefill_size without
 # the memory figure (facts not gathered): every SM80-SM89, Hopper and SM120 GPU has under 160 GiB (A100 and H100
 # 80 GB, H200 141 GB, RTX PRO 6000 96 GB: 2048-8192), every SM100/SM103 GPU more (B200 180 GB, GB200 186 GB, B300
-# 288 GB: 16384). GB10 (12.1) and Thor (11.0) report unified memory: not claimed.
+# 288 GB: 16384).
+# GB10 (12.1, DGX Spark and its OEM twins, all 128 GB of unified LPDDR5X): nvidia-smi answers the memory.total query
+# with "[N/A]" (NVIDIA's DGX Spark known issues), so get_nvgpu_memory_capacity finds no number
+# (sglang/srt/utils/common.py:818-829) and falls back to torch.cuda.mem_get_info()'s total (common.py:769-795),
+# which is the unified pool CUDA sees, about 121.7 GiB: between 90 and 160 GiB, so 8192
+# (sglang/srt/arg_groups/memory_hook.py:146-157). The facts carry no memory for it (gpu_memory_mib), hence this entry.
+# Thor (11.0) reports unified memory too and comes in 64 GB and 128 GB modules: not claimed.
 _CHUNK_DEFAULTS_BY_CC = {(8, None): (2048, 4096, 8192), (9, 0): (2048, 4096, 8192), (12, 0): (2048, 4096, 8192),
-                         (10, 0): (16384,), (10, 3): (16384,)}
+                         (12, 1): (8192,), (10, 0): (16384,), (10, 3): (16384,)}
 
 
 def possible_default_chunked_prefill_sizes(ctx: Context) -> tuple[int, ...]:
@@ -2539,6 +2565,41 @@ PAGE_FORCING_BACKENDS = {
 }
 
 
+# _qwen3_5_hybrid_overrides (sglang/srt/arg_groups/model_overrides/qwen3_5.py:17-49) is registered for these
+# architectures (not the text-only Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM).
+QWEN35_OVERRIDE_ARCHS = ("Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+                         "InternS2PreviewForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+                         "Qwen3_5ForConditionalGeneration")
+# The page size the override declares with each backend it picks (qwen3_5.py:48), whatever the host's page_size.
+QWEN35_OVERRIDE_PAGE = {"triton": 1, "trtllm_mha": 64}
+
+
+def qwen35_sm100_backend(ctx: Context) -> str | None:
+    """The attention backend _qwen3_5_hybrid_overrides (sglang/srt/arg_groups/model_overrides/qwen3_5.py:17-49)
+    declares, together with page_size QWEN35_OVERRIDE_PAGE[backend] in place of the host's; None where it does not
+    apply (another architecture, not SM100/SM103, or an explicit attention_backend).
+
+    On SM100 (is_sm100 matches the major 10) with attention_backend unset it picks trtllm_mha when
+    get_default_attn_backend would (model_override_base.py:312-325, asked mid-resolution: the host's
+    speculative_eagle_topk and page_size, before the speculative defaults fill them in; trtllm_mha unless a tree
+    draft or pages with topk 1 rule it out, or speculative decoding runs with topk unset and is not DFLASH; both
+    architectures have symmetric K/V heads, so never fa4) and an explicit extra_buffer mamba strategy, a disabled
+    radix cache or speculative decoding asks for it (qwen3_5.py:39-45: the strategy is read before ``auto``
+    resolves); triton otherwise. The model's mamba checks (model_hook.py:737) and check_server_args see its page.
+    """
+    cc = ctx.compute_capability
+    if (ctx.model.architecture not in QWEN35_OVERRIDE_ARCHS or cc is None or cc[0] != 10
+            or _choice(ctx, "attention_backend", "")):
+        return None
+    algo = _choice(ctx, "speculative_algorithm", "")
+    topk, page = ctx.args.get("speculative_eagle_topk"), ctx.args.get("page_size")
+    no_tree = topk is None or (topk == 1 and page in (None, 1))  # is_no_spec_infer_or_topk_one (common.py:3960-3966)
+    default_trtllm = no_tree and (not algo or topk is not None or algo.upper() == "DFLASH")
+    wanted = (_choice(ctx, "mamba_radix_cache_strategy", "auto") in MAMBA_EXTRA_BUFFER
+              or ctx.is_set("disable_radix_cache") or bool(algo))
+    return "trtllm_mha" if default_trtllm and wanted else "triton"
+
+
 def resolved_page_size(ctx: Context) -> int | None:
     """The page size SGLang settles on, where certain: the host's (1 when unset) unless a backend forces one.
 
@@ -2553,7 +2614,14 @@ def resolved_page_size(ctx: Context) -> int | None:
         return None  # DSA sets 64 x the index pool's width whatever the backend (model_overrides/deepseek_v2.py:161-173)
     resolved = {d: ctx.args.get(d) for d in (*_ALL_DESTS, "speculative_draft_attention_backend")}
     prefill, decode = resolved["prefill_attention_backend"], resolved["decode_attention_backend"]
-    if prefill is not None and prefill == decode:
+    override = qwen35_sm100_backend(ctx)
+    if override is not None:
+        # Qwen3.5 / Qwen3-Next on SM100: the model override sets the backend and replaces the page size
+        # (qwen35_sm100_backend); a forcing backend among prefill / decode still applies on top of it (decode is in
+        # every forcing list, so a shared prefill/decode backend taking the base's place changes nothing).
+        page = QWEN35_OVERRIDE_PAGE[override]
+        resolved["attention_backend"] = override
+    elif prefill is not None and prefill == decode:
         resolved["attention_backend"] = prefill  # sglang/srt/arg_groups/overrides.py:1127-1131
     elif resolved["attention_backend"] is None:
         if prefill is not None and decode is not None:
@@ -2586,19 +2654,24 @@ def _chunked_page(ctx: Context) -> None:
     page, chunk = resolved_page_size(ctx), ctx.args.get("chunked_prefill_size")
     if page is None or page <= 1 or (chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool))):
         return
-    if chunk is not None and (chunk <= 0 or page == ctx.args.get("page_size")):
+    override = qwen35_sm100_backend(ctx)
+    host_page = ctx.args.get("page_size") if override is None else None  # the Qwen3.5 override replaces it
+    if chunk is not None and (chunk <= 0 or page == host_page):
         return  # disabled, or the host's own pair (numeric.chunked_prefill_size)
     sizes = [chunk] if chunk is not None else list(possible_default_chunked_prefill_sizes(ctx))
     width = attention_dp_width(ctx)
     if all(size // width > 0 and (size // width) % page for size in sizes):
-        forced = page != ctx.args.get("page_size")
+        forced = page != host_page
         what = (f"chunked_prefill_size={chunk}" if chunk is not None else
                 f"SGLang's default chunked_prefill_size ({' / '.join(map(str, sizes))}, by the GPUs' memory)")
         if width > 1:
             what += f" per attention-DP rank (divided by {width}: {' / '.join(str(x // width) for x in sizes)})"
+        why = (f" (which SGLang's {ctx.model.architecture} override on SM100 sets with attention backend {override} "
+               "in place of the host's page_size: model_overrides/qwen3_5.py:25-49)"
+               if override is not None and page == QWEN35_OVERRIDE_PAGE[override] else
+               " (which the attention backend forces)" if forced else "")
         ctx.error("memory.chunked_page", "chunked_prefill_size" if chunk is not None else "page_size",
-                  f"{what} is not a multiple of the page size {page}"
-                  + (" (which the attention backend forces)" if forced else "") + "; SGLang refuses the pair at start-up.",
+                  f"{what} is not a multiple of the page size {page}" + why + "; SGLang refuses the pair at start-up.",
                   f"set sglang_args.chunked_prefill_size to a multiple of {page}" if chunk is not None else
                   f"use a power-of-two page_size (e.g. 16 or 64), or set sglang_args.chunked_prefill_size to a multiple "
                   f"of {page}", "sglang/srt/arg_groups/validation_hook.py:244")
@@ -2780,14 +2853,10 @@ NVFP4_PREFILL_BACKEND = {"fp8_e4m3": "flashinfer", "nvfp4": "trtllm_mha"}  # kv_
 
 
 def qwen35_sm100_picks_triton(ctx: Context) -> bool:
-    """_qwen3_5_hybrid_overrides (sglang/srt/arg_groups/model_overrides/qwen3_5.py:25-49) certainly sets
-    attention_backend triton: Qwen3.5 on SM100/SM103, attention_backend unset, and neither an explicit extra_buffer
-    mamba strategy (the override reads the strategy before auto resolves) nor a disabled radix cache nor speculative
-    decoding to make trtllm_mha a candidate."""
-    cc = ctx.compute_capability
-    return (ctx.model.family == "qwen3.5" and cc is not None and cc[0] == 10 and not ctx.args.get("attention_backend")
-            and _choice(ctx, "mamba_radix_cache_strategy", "auto") not in ("extra_buffer", "extra_buffer_lazy")
-            and not ctx.is_set("disable_radix_cache") and not ctx.args.get("speculative_algorithm"))
+    """_qwen3_5_hybrid_overrides (sglang/srt/arg_groups/model_overrides/qwen3_5.py:25-49) sets attention_backend
+    triton: Qwen3.5 / Qwen3-Next on SM100/SM103 with attention_backend unset, and trtllm_mha either not SGLang's
+    default there or not asked for (qwen35_sm100_backend)."""
+    return qwen35_sm100_backend(ctx) == "triton"
 
 
 @rule("server.kv_cache")
@@ -2816,9 +2885,10 @@ def _kv_cache_resolved(ctx: Context) -> None:
             refuse("prefill_attention_backend" if prefill else "attention_backend",
                    f"kv_cache_dtype nvfp4 prefills through flashinfer (FP8 workspace) or trtllm_mha (native NVFP4); "
                    f"{explicit} provides neither"
-                   + (" (SGLang picks triton for Qwen3.5 on SM100 when the attention backend is unset, the radix cache "
-                      "is on without an extra_buffer mamba strategy and no speculative decoding runs: "
-                      "model_overrides/qwen3_5.py:25-49)" if chosen else "") + ".",
+                   + (f" (SGLang's {ctx.model.architecture} override picks triton on SM100 when the attention backend "
+                      "is unset and trtllm_mha is not its default there or nothing asks for it: an explicit extra_buffer "
+                      "mamba strategy, a disabled radix cache or speculative decoding; model_overrides/qwen3_5.py:25-49)"
+                      if chosen else "") + ".",
                    "set attention_backend: trtllm_mha (native NVFP4) or flashinfer (FP8 workspace)" if chosen else
                    "remove the attention backend option (NVFP4 selects its own)", 53)
             return
