@@ -381,7 +381,7 @@ def install(module: AnsibleModule) -> dict[str, Any]:
         guard_spec(item, json.loads(record["content"]))
     gone = [item for item in params["absent"] if os.path.lexists(item["path"])]
     to_enable = []
-    systemctl = module.get_bin_path("systemctl", required=bool(params["enable"]))
+    systemctl = module.get_bin_path("systemctl", required=bool(params["enable"]) or unit_changed)
     for unit in params["enable"]:
         _rc, out, _err = module.run_command([systemctl, "is-enabled", unit])
         if out.strip() not in ("enabled", "enabled-runtime", "static", "alias", "indirect", "generated"):
@@ -407,7 +407,7 @@ def install(module: AnsibleModule) -> dict[str, Any]:
     if unit_changed:
         result["daemon_reload"] = True
         if not check:
-            module.run_command([module.get_bin_path("systemctl", required=True), "daemon-reload"], check_rc=True)
+            module.run_command([systemctl, "daemon-reload"], check_rc=True)
     for unit in to_enable:
         result["enabled"].append(unit)
         if not check:
