@@ -14,7 +14,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release conformance-all simhost wheelhouse provision-fixtures molecule test demo demo-down schema catalog bench dist ee ee-image fuzz-sglang changelog sanity clean
+.PHONY: help venv deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release conformance-all simhost wheelhouse provision-fixtures molecule molecule-extended test demo demo-down schema catalog bench dist ee ee-image fuzz-sglang changelog sanity clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -100,12 +100,17 @@ provision-fixtures: venv simhost wheelhouse ## Fixtures of the provisioning role
 	tests/fixtures/router/build-wheelhouse.sh
 
 MOLECULE_JOBS ?= 2
-molecule: venv simhost wheelhouse provision-fixtures ## Every molecule scenario, MOLECULE_JOBS (2) at a time (tests/molecule_lanes.py)
+molecule: venv simhost wheelhouse provision-fixtures ## Every molecule scenario, MOLECULE_JOBS (2) at a time (tests/molecule_lanes.py), without the extended cases
 	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS)
 
-test: deps lint simhost wheelhouse provision-fixtures ee-image ## Everything: lint, unit, playbook, simulated-host, conformance and molecule tests
-	$(BIN)/pytest -q tests/unit tests/integration tests/conformance
-	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS)
+molecule-extended: venv simhost wheelhouse provision-fixtures ## Every molecule scenario with its extended cases too (BSA_MOLECULE_EXTENDED=1), long: about 20 minutes more than make molecule
+	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS) --extended
+
+# The pytest tiers run beside the molecule lanes (tests/molecule_lanes.py --pytest): alone, pytest leaves about half
+# of the 2-core machine idle.
+PYTEST_TIERS := tests/unit tests/integration tests/conformance
+test: deps lint simhost wheelhouse provision-fixtures ee-image ## Everything CI runs: lint, then unit, playbook, simulated-host, conformance and molecule tests side by side
+	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS) --pytest $(PYTEST_TIERS)
 
 demo: venv simhost wheelhouse provision-fixtures ## Deploy to a local simulated Blackwell host, then restart with spec=auto
 	tests/fixtures/simhost/demo.sh

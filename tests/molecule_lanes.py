@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""Run every molecule scenario, in parallel lanes (``make molecule``, ``make test``).
+"""Run every molecule scenario in parallel lanes, and the pytest tiers beside them (make molecule, make test).
 
 Each scenario is a ``molecule test -s NAME`` of its own (create, prepare, converge, verify, destroy, as
 ``molecule test --all`` runs them); the scenarios use their own containers and docker networks, so two can
-run at once. Most of a scenario's time is waiting (systemd, the servers' start, Ansible's round trips
-through ``docker exec``), not the CPU, so two lanes finish well before one does on a 2-core machine.
+run at once. Molecule keeps both cores of the 2-core machine busy (Ansible's controller, ``docker exec`` and the
+modules in the containers: 93-99 % busy, sampled from /proc/stat), so more molecule lanes do not finish sooner.
+pytest alone, though, leaves about half the machine idle (one process for most of its 21 minutes, 51 % busy during
+the conformance tier): with ``--pytest PATH ...`` it runs beside the molecule lanes (its output in
+``LOGS/pytest.log``) instead of before them, and the two share both cores.
 
 Scenarios go to the lanes longest first (the measured minutes below; an unlisted scenario counts as
 ``DEFAULT_MINUTES``), each to the lane with the least work so far. Each scenario's output goes to
-``LOGS/NAME.log``; a line per scenario says how it ended and how long it took; the last lines of each failed
-scenario's log are printed at the end, and the exit status is 1 when any failed.
+``LOGS/NAME.log``; a line per scenario (and for pytest) says how it ended and how long it took; the last lines of
+each failed log are printed at the end, and the exit status is 1 when any failed. ``--extended`` sets
+BSA_MOLECULE_EXTENDED=1: the verify cases marked ``extended`` run too (molecule/conftest.py).
 
-    python tests/molecule_lanes.py [--jobs 2] [--logs build/molecule-logs] [SCENARIO ...]
+    python tests/molecule_lanes.py [--jobs 2] [--logs build/molecule-logs] [--extended] [--pytest PATH ...] [SCENARIO ...]
 """
 
 from __future__ import annotations
@@ -29,10 +33,13 @@ REPO = Path(__file__).resolve().parents[1]
 # molecule and the ansible tools it calls, from the virtualenv this runs in.
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-# Minutes each scenario took alone on the 2-core machine (molecule test -s NAME; the closing notes' figures).
-MINUTES = {"fleet": 30, "default": 22, "profiles": 13, "standalone": 20, "monitoring": 6, "provision": 12}
+# Minutes each scenario took in CI's two lanes on the 2-core machine (the last CI log), less its extended cases.
+MINUTES = {"fleet": 24, "default": 29, "profiles": 19, "standalone": 19, "monitoring": 6.5, "provision": 12}
+EXTENDED_ENV = "BSA_MOLECULE_EXTENDED"
 DEFAULT_MINUTES = 5
 TAIL_LINES = 60
+# pytest prints its failures' tracebacks and the summary last.
+PYTEST_TAIL_LINES = 250
 
 
 @dataclass
@@ -62,19 +69,24 @@ def lanes(names: list[str], jobs: int, minutes: dict[str, float] | None = None) 
     return [lane for lane in out if lane]
 
 
-def run_lane(names: list[str], logs: Path, results: list[Result], lock: threading.Lock) -> None:
+def run_one(name: str, argv: list[str], log: Path, env: dict[str, str], results: list[Result],
+            lock: threading.Lock) -> None:
+    """Run ``argv`` with its output in ``log``, then record and print how it ended."""
+    start = time.monotonic()
+    with log.open("w", encoding="utf-8") as out:
+        rc = subprocess.run(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env, check=False).returncode
+    result = Result(name, rc, time.monotonic() - start, log)
+    with lock:
+        results.append(result)
+        kind = "" if name == "pytest" else "molecule "
+        print(f"{kind}{name}: {'passed' if rc == 0 else f'FAILED (rc {rc})'} in {result.seconds:.0f}s "
+              f"(log: {log.relative_to(REPO) if log.is_relative_to(REPO) else log})", flush=True)
+
+
+def run_lane(names: list[str], logs: Path, env: dict[str, str], results: list[Result], lock: threading.Lock) -> None:
     """Run the scenarios of one lane one after the other, recording each result."""
     for name in names:
-        log = logs / f"{name}.log"
-        start = time.monotonic()
-        with log.open("w", encoding="utf-8") as out:
-            rc = subprocess.run([str(BIN / "molecule"), "test", "-s", name], cwd=REPO, stdout=out,
-                                stderr=subprocess.STDOUT, env=ENV, check=False).returncode
-        result = Result(name, rc, time.monotonic() - start, log)
-        with lock:
-            results.append(result)
-            print(f"molecule {name}: {'passed' if rc == 0 else f'FAILED (rc {rc})'} in {result.seconds:.0f}s "
-                  f"(log: {log.relative_to(REPO) if log.is_relative_to(REPO) else log})", flush=True)
+        run_one(name, [str(BIN / "molecule"), "test", "-s", name], logs / f"{name}.log", env, results, lock)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,31 +94,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("MOLECULE_JOBS", "2")),
                         help="lanes that run at once (default: $MOLECULE_JOBS or 2)")
     parser.add_argument("--logs", type=Path, default=REPO / "build" / "molecule-logs", help="one log per scenario")
+    parser.add_argument("--extended", action="store_true",
+                        help=f"also the verify cases marked extended ({EXTENDED_ENV}=1)")
+    parser.add_argument("--pytest", nargs="+", metavar="PATH", default=[],
+                        help="also run `pytest -q PATH ...` beside the lanes, its output in LOGS/pytest.log")
     parser.add_argument("scenario", nargs="*", help="scenarios to run (default: all)")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     known = scenarios()
     unknown = sorted(set(args.scenario) - set(known))
     if unknown:
         parser.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(known)}")
     plan = lanes(args.scenario or known, args.jobs)
     args.logs.mkdir(parents=True, exist_ok=True)
+    env = {**ENV, EXTENDED_ENV: "1"} if args.extended else ENV
     for i, lane in enumerate(plan, 1):
-        print(f"molecule lane {i}: {' '.join(lane)}", flush=True)
+        print(f"molecule lane {i}: {' '.join(lane)}{' (extended cases too)' if args.extended else ''}", flush=True)
     results: list[Result] = []
     lock = threading.Lock()
     start = time.monotonic()
-    threads = [threading.Thread(target=run_lane, args=(lane, args.logs, results, lock)) for lane in plan]
+    threads = [threading.Thread(target=run_lane, args=(lane, args.logs, env, results, lock)) for lane in plan]
+    if args.pytest:
+        print(f"pytest lane: {' '.join(args.pytest)}", flush=True)
+        threads.insert(0, threading.Thread(target=run_one, args=(
+            "pytest", [str(BIN / "pytest"), "-q", *args.pytest], args.logs / "pytest.log", ENV, results, lock)))
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     failed = [r for r in results if r.rc != 0]
     for r in failed:
-        tail = r.log.read_text(encoding="utf-8", errors="replace").splitlines()[-TAIL_LINES:]
-        print(f"\n===== molecule {r.scenario} failed: last {len(tail)} lines of its log =====", flush=True)
+        lines = PYTEST_TAIL_LINES if r.scenario == "pytest" else TAIL_LINES
+        tail = r.log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+        what = "pytest" if r.scenario == "pytest" else f"molecule {r.scenario}"
+        print(f"\n===== {what} failed: last {len(tail)} lines of its log =====", flush=True)
         print("\n".join(tail), flush=True)
-    print(f"molecule: {len(results) - len(failed)} of {len(results)} scenario(s) passed in "
-          f"{time.monotonic() - start:.0f}s with {len(plan)} lane(s)", flush=True)
+    print(f"molecule_lanes: {len(results) - len(failed)} of {len(results)} passed in "
+          f"{time.monotonic() - start:.0f}s with {len(plan)} molecule lane(s){' and pytest' if args.pytest else ''}",
+          flush=True)
     return 1 if failed else 0
 
 

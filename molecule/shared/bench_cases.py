@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[2]))
@@ -123,10 +124,12 @@ def case_plain_run_changes_nothing(inventory: Path, host: str, work: Path) -> No
 CASES = (case_candidates, case_refused, case_forced_failure, case_plain_run_changes_nothing)
 
 
-def run_all(inventory: Path, host: str, vars_files: tuple[Path, ...] = ()) -> None:
+def run_all(inventory: Path, host: str, vars_files: tuple[Path, ...] = (),
+            cases: tuple[Callable[[Path, str, Path], None], ...] = CASES) -> None:
+    """Run ``cases`` (default: all four, in order) against ``host``."""
     VARS_FILES[:] = vars_files
     with tempfile.TemporaryDirectory(prefix="bsa-bench-") as tmp:
-        for case in CASES:
+        for case in cases:
             print(f"bench_cases: {case.__name__}", flush=True)
             case(inventory, host, Path(tmp))
 

@@ -31,3 +31,45 @@ def test_longest_first_to_the_least_loaded_lane() -> None:
     minutes = {"a": 30, "b": 10, "c": 10, "d": 8, "e": 5}
     assert molecule_lanes.lanes(list(minutes), 2, minutes) == [["a"], ["b", "c", "d", "e"]]
     assert molecule_lanes.lanes(["x", "a"], 2, minutes) == [["a"], ["x"]]  # unknown: DEFAULT_MINUTES
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _collected(env_extra: dict[str, str]) -> str:
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != molecule_lanes.EXTENDED_ENV} | env_extra
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "molecule/default/tests"],
+                          cwd=REPO, capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_the_extended_cases_run_only_when_asked() -> None:
+    # The default scenario: its own conftest sorts the cases; molecule/conftest.py leaves the extended ones out.
+    marked = sum(p.read_text().count("@pytest.mark.extended") for p in (REPO / "molecule" / "default").rglob("test_*.py"))
+    assert marked > 0
+    plain = _collected({})
+    assert f"({marked} deselected)" in plain and "test_a_crash_loop" not in plain, plain[-600:]
+    extended = _collected({molecule_lanes.EXTENDED_ENV: "1"})
+    assert "deselected" not in extended and "test_a_crash_loop_hits_the_start_limit" in extended, extended[-600:]
+
+
+def test_every_extended_case_says_which_case_covers_its_path() -> None:
+    for path in (REPO / "molecule").rglob("test_*.py"):
+        for line in path.read_text().splitlines():
+            if line.startswith("@pytest.mark.extended"):
+                assert ": " in line.partition("#")[2], f"{path.relative_to(REPO)}: {line}"
+
+
+def test_a_lane_command_records_its_result_and_log(tmp_path: Path) -> None:
+    import threading
+
+    results: list[molecule_lanes.Result] = []
+    lock = threading.Lock()
+    molecule_lanes.run_one("pytest", [sys.executable, "-c", "print('out'); raise SystemExit(3)"], tmp_path / "p.log",
+                           {}, results, lock)
+    [result] = results
+    assert (result.scenario, result.rc) == ("pytest", 3) and (tmp_path / "p.log").read_text() == "out\n"

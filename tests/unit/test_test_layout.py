@@ -12,7 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
-# What `make test` hands to one pytest run (Makefile: test).
+# What `make test` hands to one pytest run (Makefile: PYTEST_TIERS).
 COLLECTED = ("unit", "integration", "conformance")
 
 
@@ -30,5 +30,6 @@ def test_the_check_sees_every_collected_folder() -> None:
     # The check is only as good as its folder list: a folder the Makefile collects and this file does not
     # would let a clash through.
     makefile = (TESTS.parent / "Makefile").read_text()
-    line = next(x for x in makefile.splitlines() if x.strip().startswith("$(BIN)/pytest -q tests/unit"))
+    line = next(x for x in makefile.splitlines() if x.startswith("PYTEST_TIERS :="))
     assert sorted(p.removeprefix("tests/") for p in line.split()[2:]) == sorted(COLLECTED)
+    assert "--pytest $(PYTEST_TIERS)" in makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]

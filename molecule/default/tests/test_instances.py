@@ -149,6 +149,7 @@ def test_changing_one_instance_restarts_only_it(host, two: Path, tmp_path: Path,
     assert_instances_own_their_gpus(host)
 
 
+@pytest.mark.extended  # one instance changed, the other untouched: the case above
 def test_leftovers_of_one_instance_are_killed_and_the_other_is_untouched(host, two: Path, tmp_path: Path,
                                                                          traffic_to_code: dict[str, int]) -> None:
     # Schedulers left behind outside any unit (a server launched by hand), as the service user: one on
@@ -172,6 +173,7 @@ def test_leftovers_of_one_instance_are_killed_and_the_other_is_untouched(host, t
     assert_instances_own_their_gpus(host)
 
 
+@pytest.mark.extended  # the rollback: test_restart; one instance alone: the cases around it
 def test_a_failed_change_of_one_instance_rolls_back_only_it(host, two: Path, tmp_path: Path,
                                                             traffic_to_code: dict[str, int]) -> None:
     chat_unit = host.file("/etc/systemd/system/sglang-chat.service").content_string

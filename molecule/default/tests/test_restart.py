@@ -155,6 +155,7 @@ def test_incident_arguments_are_rejected_and_the_server_is_untouched(host, inven
     print(f"incident rejected in {elapsed:.1f}s")
 
 
+@pytest.mark.extended  # the stop and kill of leftovers: the leftover case
 def test_sigterm_ignored_is_killed_after_the_drain_timeout(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
     host.run("printf 'IGNORE_SIGTERM=1\\n' > /etc/sglang-standin/faults.env")
     try:
@@ -222,6 +223,7 @@ def test_a_server_that_never_becomes_ready_is_rolled_back(host, inventory: Path,
     assert_clean_and_healthy(host, persistenced)
 
 
+@pytest.mark.extended  # the rollback to last known good: the never-ready case
 def test_a_crash_loop_hits_the_start_limit_and_is_rolled_back(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
     host.run("printf 'EXIT_AT_START=1\\nLOAD_SECONDS=0\\n' > /etc/sglang-standin/crash.env")
     bad_env = {**BASE_ENV, "SGLANG_STANDIN_FAULTS": "/etc/sglang-standin/crash.env"}

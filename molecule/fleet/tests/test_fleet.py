@@ -307,6 +307,7 @@ def test_a_host_that_never_becomes_ready_stops_the_rollout(router: str, fleet: P
     assert healthy_workers(router) == worker_urls(GPUS), "the rolled-back host serves again"
 
 
+@pytest.mark.extended  # deploy.yml in batches: the converge; a stopped rollout: the case above
 def test_a_deploy_after_the_failure_restarts_only_the_failed_and_the_rest(router: str, fleet: Path, tmp_path: Path) -> None:
     # The previous case stopped at GPUS[1] (rolled back); GPUS[0] already has the target, GPUS[2:] were not reached.
     # deploy.yml with that target, under traffic: provisioning and restarts in batches, GPUS[0] only provisioned.
@@ -334,6 +335,7 @@ def test_a_deploy_after_the_failure_restarts_only_the_failed_and_the_rest(router
     print(f"deploy: {traffic.sent} requests, 0 failed; healthy workers {min(traffic.healthy_counts)}..{max(traffic.healthy_counts)}")
 
 
+@pytest.mark.extended  # a stopped rollout and the hosts after it untouched: the never-ready case
 def test_a_failed_canary_touches_no_other_host(router: str, fleet: Path, tmp_path: Path) -> None:
     sh(GPUS[0], "mkdir -p /etc/sglang-standin && printf 'NEVER_READY=1\\n' > /etc/sglang-standin/canary-bad.env")
     before = {h: main_pid(h) for h in GPUS}
@@ -391,6 +393,7 @@ def test_adding_a_host_restarts_nobody_else(router: str, tmp_path: Path) -> None
     assert hosts <= {SPARE, GATEWAY}
 
 
+@pytest.mark.extended  # rollout.yml's batches: the restart and multi-node cases
 def test_without_a_router_the_rollout_skips_drain_and_join(tmp_path: Path) -> None:
     # The same playbook on an inventory with no sglang_routers group; Ansible's list form of serial.
     hosts = GPUS[2:]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 
 def test_driver_installed_and_gpus_visible(host) -> None:
     assert host.file("/etc/apt/sources.list.d/cuda.sources").exists
@@ -42,17 +44,29 @@ def test_router_runs_in_front_of_the_server(host) -> None:
     assert "127.0.0.1:30000" in workers
 
 
-def test_bench_candidates_restore_the_original_plan() -> None:
-    """playbooks/bench.yml with spec_candidates on this host (molecule/shared/bench_cases.py): the table, the best
-    candidate, the original plan back after the candidates, after a refused one and after a forced failure."""
+def _bench(*names: str) -> None:
+    """The named cases of molecule/shared/bench_cases.py against this scenario's host, in their file order."""
     import os
     import sys
     from pathlib import Path
 
     project = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
     sys.path.insert(0, str(project / "molecule" / "shared"))
-    from bench_cases import run_all
+    import bench_cases
 
     # The scenario's fixture settings, as every playbook run of it gets them (its router listens on 30100).
-    run_all(Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent, "bsa-mol-standalone",
-            (project / "molecule" / "standalone" / "vars" / "fixtures.yml",))
+    bench_cases.run_all(Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent, "bsa-mol-standalone",
+                        (project / "molecule" / "standalone" / "vars" / "fixtures.yml",),
+                        tuple(case for case in bench_cases.CASES if case.__name__ in names))
+
+
+def test_bench_candidates_restore_the_original_plan() -> None:
+    """playbooks/bench.yml with spec_candidates on this host (molecule/shared/bench_cases.py): the table, the best
+    candidate, the original plan back after the candidates and after a refused one."""
+    _bench("case_candidates", "case_refused")
+
+
+@pytest.mark.extended  # the original plan back after a candidate: the case above
+def test_bench_restores_the_plan_after_a_forced_failure_and_a_plain_run_changes_nothing() -> None:
+    """The original plan back after a forced failure; a plain run (no candidates) leaves the host's files as they were."""
+    _bench("case_forced_failure", "case_plain_run_changes_nothing")
