@@ -357,3 +357,14 @@ def test_no_unknown_model_warning_without_a_model_path() -> None:
     result = validate_host(ref_host(sglang_model_path=MISSING))
     assert rules(result) == ["host.model_path"] and "model.unknown" not in warned(result)
 
+
+
+# --- a disaggregation decode server's chunk size (validation_hook.py:241-243) ---------------------------------------
+
+
+def test_a_decode_server_chunk_size_is_not_checked_against_the_page_size() -> None:
+    # SGLang skips the divisibility check on a decode server (it does no prefill); the prefill server keeps it.
+    args = {"page_size": 16, "chunked_prefill_size": 1000}
+    assert "numeric.chunked_prefill_size" not in rules(validate_host(llama_host({**args, "disaggregation_mode": "decode"})))
+    assert "numeric.chunked_prefill_size" in rules(validate_host(llama_host({**args, "disaggregation_mode": "prefill"})))
+    assert "numeric.chunked_prefill_size" in rules(validate_host(llama_host(args)))

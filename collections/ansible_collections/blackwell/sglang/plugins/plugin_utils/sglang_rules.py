@@ -996,8 +996,11 @@ def _numeric(ctx: Context) -> None:
     width = attention_dp_width(ctx)
     rank = chunk // width if isinstance(chunk, int) and not isinstance(chunk, bool) else 0
     # Qwen3.5 / Qwen3-Next on SM100 without an attention backend: SGLang's model override replaces the host's page
-    # size (1 or 64, qwen35_sm100_backend), which memory.chunked_page checks instead.
-    if rank > 0 and isinstance(page, int) and page > 1 and rank % page and qwen35_sm100_backend(ctx) is None:
+    # size (1 or 64, qwen35_sm100_backend), which memory.chunked_page checks instead. A disaggregation decode server
+    # does no prefill: SGLang skips the check there (validation_hook.py:241-243, the same in 0.5.20-0.5.22).
+    decode = str(ctx.get("disaggregation_mode", "null")) == "decode"
+    if (rank > 0 and isinstance(page, int) and page > 1 and rank % page and qwen35_sm100_backend(ctx) is None
+            and not decode):
         ctx.error("numeric.chunked_prefill_size", "chunked_prefill_size",
                   f"chunked_prefill_size={chunk} is not a multiple of page_size={page}." if width == 1 else
                   f"chunked_prefill_size={chunk} per attention-DP rank ({chunk} // {width} = {rank}) is not a multiple "
