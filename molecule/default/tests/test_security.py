@@ -39,8 +39,10 @@ def test_canary_secret_appears_only_in_the_secret_files(host, inventory: Path, t
     plan = tmp_path / "plan"
     outputs = []
     try:
+        # The driver and CUDA roles (the provision scenario's) never read either secret: deploy.yml skips them here,
+        # as the restart cases do, so the -vvv output is that of every role that handles a secret.
         for playbook, extra in (("deploy.yml", {}), ("restart.yml", {}), ("validate.yml", {"render_dir": str(plan)})):
-            runner = play(inventory, tmp_path, playbook, verbosity=3, **secrets, **extra)
+            runner = play(inventory, tmp_path, playbook, verbosity=3, skip_tags="driver,cuda", **secrets, **extra)
             assert runner.rc == 0, runner.stdout.read()[-3000:]
             outputs.append(runner.stdout.read())
         for output in outputs:
@@ -61,4 +63,4 @@ def test_canary_secret_appears_only_in_the_secret_files(host, inventory: Path, t
             secret_file = host.file(path)
             assert (secret_file.user, secret_file.group, secret_file.mode) in SECRET_MODES, path
     finally:
-        assert play(inventory, tmp_path, "deploy.yml").rc == 0
+        assert play(inventory, tmp_path, "deploy.yml", skip_tags="driver,cuda").rc == 0
