@@ -106,11 +106,11 @@ molecule: venv simhost wheelhouse provision-fixtures ## Every molecule scenario,
 molecule-extended: venv simhost wheelhouse provision-fixtures ## Every molecule scenario with its extended cases too (BSA_MOLECULE_EXTENDED=1), long: about 20 minutes more than make molecule
 	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS) --extended
 
-# The pytest tiers run beside the molecule lanes (tests/molecule_lanes.py --pytest): alone, pytest leaves about half
-# of the 2-core machine idle.
+# make lint's hooks, then the pytest tiers, run beside the molecule lanes (tests/molecule_lanes.py --lint --pytest):
+# alone, they leave about half of the 2-core machine idle.
 PYTEST_TIERS := tests/unit tests/integration tests/conformance
-test: deps lint simhost wheelhouse provision-fixtures ee-image ## Everything CI runs: lint, then unit, playbook, simulated-host, conformance and molecule tests side by side
-	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS) --pytest $(PYTEST_TIERS)
+test: deps simhost wheelhouse provision-fixtures ee-image ## Everything CI runs: lint, unit, playbook, simulated-host, conformance and molecule tests, side by side
+	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS) --lint --pytest $(PYTEST_TIERS)
 
 demo: venv simhost wheelhouse provision-fixtures ## Deploy to a local simulated Blackwell host, then restart with spec=auto
 	tests/fixtures/simhost/demo.sh

@@ -7,7 +7,8 @@ run at once. Molecule keeps both cores of the 2-core machine busy (Ansible's con
 modules in the containers: 93-99 % busy, sampled from /proc/stat), so more molecule lanes do not finish sooner.
 pytest alone, though, leaves about half the machine idle (one process for most of its 21 minutes, 51 % busy during
 the conformance tier): with ``--pytest PATH ...`` it runs beside the molecule lanes (its output in
-``LOGS/pytest.log``) instead of before them, and the two share both cores.
+``LOGS/pytest.log``) instead of before them, and the two share both cores; ``--lint`` runs ``make lint``'s hooks in
+that lane first (``LOGS/lint.log``).
 
 Scenarios go to the lanes longest first (the measured minutes below; an unlisted scenario counts as
 ``DEFAULT_MINUTES``), each to the lane with the least work so far. Each scenario's output goes to
@@ -15,7 +16,8 @@ Scenarios go to the lanes longest first (the measured minutes below; an unlisted
 each failed log are printed at the end, and the exit status is 1 when any failed. ``--extended`` sets
 BSA_MOLECULE_EXTENDED=1: the verify cases marked ``extended`` run too (molecule/conftest.py).
 
-    python tests/molecule_lanes.py [--jobs 2] [--logs build/molecule-logs] [--extended] [--pytest PATH ...] [SCENARIO ...]
+    python tests/molecule_lanes.py [--jobs 2] [--logs build/molecule-logs] [--extended] [--lint] [--pytest PATH ...]
+                                   [SCENARIO ...]
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ MINUTES = {"fleet": 24, "default": 29, "profiles": 19, "standalone": 19, "monito
 EXTENDED_ENV = "BSA_MOLECULE_EXTENDED"
 DEFAULT_MINUTES = 5
 TAIL_LINES = 60
-# pytest prints its failures' tracebacks and the summary last.
+# pytest prints its failures' tracebacks and the summary last; pre-commit its hooks' findings and the diff.
 PYTEST_TAIL_LINES = 250
+# What the side lane runs (--lint, --pytest): not molecule scenarios.
+SIDE = ("lint", "pytest")
 
 
 @dataclass
@@ -78,9 +82,15 @@ def run_one(name: str, argv: list[str], log: Path, env: dict[str, str], results:
     result = Result(name, rc, time.monotonic() - start, log)
     with lock:
         results.append(result)
-        kind = "" if name == "pytest" else "molecule "
+        kind = "" if name in SIDE else "molecule "
         print(f"{kind}{name}: {'passed' if rc == 0 else f'FAILED (rc {rc})'} in {result.seconds:.0f}s "
               f"(log: {log.relative_to(REPO) if log.is_relative_to(REPO) else log})", flush=True)
+
+
+def run_side(commands: list[tuple[str, list[str]]], logs: Path, results: list[Result], lock: threading.Lock) -> None:
+    """The lane beside the molecule lanes: lint, then pytest (each runs whatever the one before it did)."""
+    for name, argv in commands:
+        run_one(name, argv, logs / f"{name}.log", ENV, results, lock)
 
 
 def run_lane(names: list[str], logs: Path, env: dict[str, str], results: list[Result], lock: threading.Lock) -> None:
@@ -96,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logs", type=Path, default=REPO / "build" / "molecule-logs", help="one log per scenario")
     parser.add_argument("--extended", action="store_true",
                         help=f"also the verify cases marked extended ({EXTENDED_ENV}=1)")
+    parser.add_argument("--lint", action="store_true",
+                        help="also run `pre-commit run --all-files` (make lint) beside the lanes, before pytest, its "
+                             "output in LOGS/lint.log")
     parser.add_argument("--pytest", nargs="+", metavar="PATH", default=[],
                         help="also run `pytest -q PATH ...` beside the lanes, its output in LOGS/pytest.log")
     parser.add_argument("scenario", nargs="*", help="scenarios to run (default: all)")
@@ -113,23 +126,28 @@ def main(argv: list[str] | None = None) -> int:
     lock = threading.Lock()
     start = time.monotonic()
     threads = [threading.Thread(target=run_lane, args=(lane, args.logs, env, results, lock)) for lane in plan]
+    side: list[tuple[str, list[str]]] = []
+    if args.lint:
+        side.append(("lint", [str(BIN / "pre-commit"), "run", "--all-files", "--show-diff-on-failure"]))
     if args.pytest:
-        print(f"pytest lane: {' '.join(args.pytest)}", flush=True)
-        threads.insert(0, threading.Thread(target=run_one, args=(
-            "pytest", [str(BIN / "pytest"), "-q", *args.pytest], args.logs / "pytest.log", ENV, results, lock)))
+        side.append(("pytest", [str(BIN / "pytest"), "-q", *args.pytest]))
+    if side:
+        print(f"side lane: {', then '.join(' '.join([Path(cmd[0]).name, *cmd[1:]]) for _, cmd in side)}", flush=True)
+        threads.insert(0, threading.Thread(target=run_side, args=(side, args.logs, results, lock)))
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     failed = [r for r in results if r.rc != 0]
     for r in failed:
-        lines = PYTEST_TAIL_LINES if r.scenario == "pytest" else TAIL_LINES
+        lines = PYTEST_TAIL_LINES if r.scenario in SIDE else TAIL_LINES
         tail = r.log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
-        what = "pytest" if r.scenario == "pytest" else f"molecule {r.scenario}"
+        what = r.scenario if r.scenario in SIDE else f"molecule {r.scenario}"
         print(f"\n===== {what} failed: last {len(tail)} lines of its log =====", flush=True)
         print("\n".join(tail), flush=True)
     print(f"molecule_lanes: {len(results) - len(failed)} of {len(results)} passed in "
-          f"{time.monotonic() - start:.0f}s with {len(plan)} molecule lane(s){' and pytest' if args.pytest else ''}",
+          f"{time.monotonic() - start:.0f}s with {len(plan)} molecule lane(s)"
+          f"{' and ' + ', '.join(name for name, _ in side) if side else ''}",
           flush=True)
     return 1 if failed else 0
 
