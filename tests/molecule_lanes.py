@@ -16,8 +16,10 @@ Scenarios go to the lanes longest first (the measured minutes below; an unlisted
 each failed log are printed at the end, and the exit status is 1 when any failed. ``--extended`` sets
 BSA_MOLECULE_EXTENDED=1: the verify cases marked ``extended`` run too (molecule/conftest.py).
 
-    python tests/molecule_lanes.py [--jobs 2] [--logs build/molecule-logs] [--extended] [--lint] [--pytest PATH ...]
-                                   [SCENARIO ...]
+    python tests/molecule_lanes.py [SCENARIO ...] [--jobs 2] [--logs build/molecule-logs] [--extended] [--lint]
+                                   [--pytest PATH ...]
+
+``--pytest`` takes every word after it: name the scenarios before it.
 """
 
 from __future__ import annotations
@@ -111,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run `pre-commit run --all-files` (make lint) beside the lanes, before pytest, its "
                              "output in LOGS/lint.log")
     parser.add_argument("--pytest", nargs="+", metavar="PATH", default=[],
-                        help="also run `pytest -q PATH ...` beside the lanes, its output in LOGS/pytest.log")
+                        help="also run `pytest -q PATH ...` beside the lanes, its output in LOGS/pytest.log (every word "
+                             "after it is a PATH: name scenarios before it)")
     parser.add_argument("scenario", nargs="*", help="scenarios to run (default: all)")
     args = parser.parse_intermixed_args(argv)
     known = scenarios()
