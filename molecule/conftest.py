@@ -18,8 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "shared"))
 
 from simrun import make_inventory, scenario_host  # noqa: E402
-
-EXTENDED_ENV = "BSA_MOLECULE_EXTENDED"
+from tiers import EXTENDED_ENV  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:

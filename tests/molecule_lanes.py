@@ -34,19 +34,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "molecule" / "shared"))
+
+from tiers import EXTENDED_ENV  # noqa: E402  (the variable molecule/conftest.py reads)
+
 # molecule and the ansible tools it calls, from the virtualenv this runs in.
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 # Minutes each scenario took in make test's two lanes, pytest beside them, on the 2-core machine (without the
 # extended cases; default less the canary case's driver and CUDA runs).
 MINUTES = {"fleet": 33, "default": 32, "profiles": 19, "standalone": 22, "monitoring": 6, "provision": 17}
-EXTENDED_ENV = "BSA_MOLECULE_EXTENDED"
 DEFAULT_MINUTES = 5
 TAIL_LINES = 60
 # pytest prints its failures' tracebacks and the summary last; pre-commit its hooks' findings and the diff.
-PYTEST_TAIL_LINES = 250
-# What the side lane runs (--lint, --pytest): not molecule scenarios.
-SIDE = ("lint", "pytest")
+SIDE_TAIL_LINES = 250
 
 
 @dataclass
@@ -57,6 +58,8 @@ class Result:
     rc: int
     seconds: float
     log: Path
+    kind: str = "molecule "  # how the report names it: "molecule NAME", or the side lane's command name alone
+    tail_lines: int = TAIL_LINES  # how much of its log a failure prints
 
 
 def scenarios(root: Path = REPO / "molecule") -> list[str]:
@@ -77,23 +80,23 @@ def lanes(names: list[str], jobs: int, minutes: dict[str, float] | None = None) 
 
 
 def run_one(name: str, argv: list[str], log: Path, env: dict[str, str], results: list[Result],
-            lock: threading.Lock) -> None:
-    """Run ``argv`` with its output in ``log``, then record and print how it ended."""
+            lock: threading.Lock, side: bool = False) -> None:
+    """Run ``argv`` with its output in ``log``, then record and print how it ended (``side``: lint or pytest)."""
     start = time.monotonic()
     with log.open("w", encoding="utf-8") as out:
         rc = subprocess.run(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env, check=False).returncode
-    result = Result(name, rc, time.monotonic() - start, log)
+    result = (Result(name, rc, time.monotonic() - start, log, "", SIDE_TAIL_LINES) if side
+              else Result(name, rc, time.monotonic() - start, log))
     with lock:
         results.append(result)
-        kind = "" if name in SIDE else "molecule "
-        print(f"{kind}{name}: {'passed' if rc == 0 else f'FAILED (rc {rc})'} in {result.seconds:.0f}s "
+        print(f"{result.kind}{name}: {'passed' if rc == 0 else f'FAILED (rc {rc})'} in {result.seconds:.0f}s "
               f"(log: {log.relative_to(REPO) if log.is_relative_to(REPO) else log})", flush=True)
 
 
 def run_side(commands: list[tuple[str, list[str]]], logs: Path, results: list[Result], lock: threading.Lock) -> None:
     """The lane beside the molecule lanes: lint, then pytest (each runs whatever the one before it did)."""
     for name, argv in commands:
-        run_one(name, argv, logs / f"{name}.log", ENV, results, lock)
+        run_one(name, argv, logs / f"{name}.log", ENV, results, lock, side=True)
 
 
 def run_lane(names: list[str], logs: Path, env: dict[str, str], results: list[Result], lock: threading.Lock) -> None:
@@ -144,10 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         thread.join()
     failed = [r for r in results if r.rc != 0]
     for r in failed:
-        lines = PYTEST_TAIL_LINES if r.scenario in SIDE else TAIL_LINES
-        tail = r.log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
-        what = r.scenario if r.scenario in SIDE else f"molecule {r.scenario}"
-        print(f"\n===== {what} failed: last {len(tail)} lines of its log =====", flush=True)
+        tail = r.log.read_text(encoding="utf-8", errors="replace").splitlines()[-r.tail_lines:]
+        print(f"\n===== {r.kind}{r.scenario} failed: last {len(tail)} lines of its log =====", flush=True)
         print("\n".join(tail), flush=True)
     print(f"molecule_lanes: {len(results) - len(failed)} of {len(results)} passed in "
           f"{time.monotonic() - start:.0f}s with {len(plan)} molecule lane(s)"

@@ -79,9 +79,10 @@ def test_lint_then_pytest_run_in_the_side_lane(tmp_path: Path, monkeypatch: pyte
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     ran: list[tuple[str, list[str]]] = []
 
-    def fake(name, argv, log, env, results, lock):  # noqa: ANN001, ANN202 - run_one's signature
+    def fake(name, argv, log, env, results, lock, side=False):  # noqa: ANN001, ANN202 - run_one's signature
         ran.append((name, argv))
-        results.append(molecule_lanes.Result(name, 1 if name == "lint" else 0, 0.0, log))
+        assert side
+        results.append(molecule_lanes.Result(name, 1 if name == "lint" else 0, 0.0, log, "", 250))
         log.write_text(f"{name} output\n")
 
     monkeypatch.setattr(molecule_lanes, "run_one", fake)

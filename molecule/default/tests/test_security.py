@@ -15,6 +15,9 @@ SECRET_FILES = {"/etc/sglang/sglang.yaml", "/etc/sglang/sglang.env",
                 "/opt/sglang/models/.huggingface/token"}
 # (owner, group, mode) a file holding a secret may have: root only, or readable by the service.
 SECRET_MODES = {("root", "root", 0o600), ("root", "sglang", 0o640), ("sglang", "sglang", 0o600)}
+# The driver and CUDA roles (the provision scenario's) never read either secret: deploy.yml skips them here, as the
+# restart cases do, so the -vvv output is that of every role that handles a secret.
+SKIP = "driver,cuda"
 
 
 def test_systemd_exposure_is_at_most_2_5(host) -> None:
@@ -39,10 +42,8 @@ def test_canary_secret_appears_only_in_the_secret_files(host, inventory: Path, t
     plan = tmp_path / "plan"
     outputs = []
     try:
-        # The driver and CUDA roles (the provision scenario's) never read either secret: deploy.yml skips them here,
-        # as the restart cases do, so the -vvv output is that of every role that handles a secret.
         for playbook, extra in (("deploy.yml", {}), ("restart.yml", {}), ("validate.yml", {"render_dir": str(plan)})):
-            runner = play(inventory, tmp_path, playbook, verbosity=3, skip_tags="driver,cuda", **secrets, **extra)
+            runner = play(inventory, tmp_path, playbook, verbosity=3, skip_tags=SKIP, **secrets, **extra)
             assert runner.rc == 0, runner.stdout.read()[-3000:]
             outputs.append(runner.stdout.read())
         for output in outputs:
@@ -63,4 +64,4 @@ def test_canary_secret_appears_only_in_the_secret_files(host, inventory: Path, t
             secret_file = host.file(path)
             assert (secret_file.user, secret_file.group, secret_file.mode) in SECRET_MODES, path
     finally:
-        assert play(inventory, tmp_path, "deploy.yml", skip_tags="driver,cuda").rc == 0
+        assert play(inventory, tmp_path, "deploy.yml", skip_tags=SKIP).rc == 0
