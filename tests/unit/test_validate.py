@@ -1245,3 +1245,28 @@ def test_megamoe_runner_alias_is_an_a2a_backend() -> None:
     alias = validate_host(ref_host({"ep_dispatch_algorithm": "static", "moe_runner_backend": "megamoe"},
                                    drop=("quantization",), sglang_model_path=moe))
     assert not [p for p in alias.errors if p.source and p.source.endswith("parallel_hook.py:783")]
+
+
+@pytest.mark.parametrize(("version", "cc", "rule", "where"), [
+    ("0.5.23", "12.0", "moe.megamoe", "mega_moe_hook.py:43"),  # SGLang's own start-up check
+    ("0.5.21", "12.0", "moe.megamoe", "mega_moe_hook.py:43"),
+    ("0.5.20", "12.0", "sm12x.moe", "mega_moe.py:353-400"),  # no check yet: the kernels fail at run time (stricter)
+    ("0.5.20", "8.9", "sm8x.moe", "mega_moe.py:353-400"),
+])
+def test_megamoe_outside_sm90_sm100(version: str, cc: str, rule: str, where: str) -> None:
+    """moe_a2a_backend megamoe off SM90/SM100: SGLang 0.5.21+ refuses it at start-up (mega_moe_hook.py:43); 0.5.20
+    has no such check, so the refusal there is a hardware rule (STRICTER in tests/conformance/differential.py)."""
+    host = llama_host({"moe_a2a_backend": "megamoe", "tp_size": 2}, sglang_version=version,
+                      nvidia_gpu_compute_capability=cc)
+    problem = find(validate_host(host).errors, rule)
+    assert problem.variable == "sglang_args.moe_a2a_backend" and problem.source.endswith(where)
+    assert "moe.megamoe" not in rules(validate_host(host)) or rule == "moe.megamoe"
+
+
+@pytest.mark.parametrize("cc", ["9.0", "10.0"])
+def test_megamoe_on_sm90_sm100_is_not_refused_for_the_gpu(cc: str) -> None:
+    for version in ("0.5.20", "0.5.23"):
+        host = llama_host({"moe_a2a_backend": "megamoe", "tp_size": 2}, sglang_version=version,
+                          nvidia_gpu_compute_capability=cc)
+        assert not [p for p in validate_host(host).errors if "megamoe" in p.message and p.rule.endswith(".moe")]
+        assert "moe.megamoe" not in rules(validate_host(host))

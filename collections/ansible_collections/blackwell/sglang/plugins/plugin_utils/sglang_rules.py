@@ -2366,9 +2366,11 @@ def default_chunked_prefill_size(mib: int | None) -> int | None:
 # (sglang/srt/utils/common.py:818-829) and falls back to torch.cuda.mem_get_info()'s total (common.py:769-795),
 # which is the unified pool CUDA sees, about 121.7 GiB: between 90 and 160 GiB, so 8192
 # (sglang/srt/arg_groups/memory_hook.py:146-157). The facts carry no memory for it (gpu_memory_mib), hence this entry.
-# Thor (11.0) reports unified memory too and comes in 64 GB and 128 GB modules: not claimed.
+# Thor (11.0, Jetson AGX Thor) has unified memory too, 64 GB (T4000) or 128 GB (T5000) modules: the pool CUDA sees
+# is under 60 GiB or just over it on the 64 GB module (4096 or 8192) and about 120 GiB on the 128 GB one (8192), so
+# 4096 or 8192, never 16384.
 _CHUNK_DEFAULTS_BY_CC = {(8, None): (2048, 4096, 8192), (9, 0): (2048, 4096, 8192), (12, 0): (2048, 4096, 8192),
-                         (12, 1): (8192,), (10, 0): (16384,), (10, 3): (16384,)}
+                         (12, 1): (8192,), (11, 0): (4096, 8192), (10, 0): (16384,), (10, 3): (16384,)}
 
 
 def possible_default_chunked_prefill_sizes(ctx: Context) -> tuple[int, ...]:
@@ -2694,12 +2696,24 @@ def _megamoe(ctx: Context) -> None:
                   f"{' and '.join(overlap)} with it.", f"remove {' and '.join(ctx.var(d) for d in overlap)}",
                   "sglang/srt/arg_groups/mega_moe_hook.py:33")
     cc = ctx.compute_capability
-    if cc is not None and cc[0] not in (9, 10):  # is_sm90 / is_sm100 match the major only
+    if cc is None or cc[0] in (9, 10):  # is_sm90 / is_sm100 match the major only
+        return
+    fix = f"remove {ctx.var(via)}, or use moe_a2a_backend deepep (or none)"
+    if added_in(ctx, "0.5.21"):  # check_mega_moe_compat is new in 0.5.21
         ctx.error("moe.megamoe", via,
                   f"{via} megamoe needs an SM90 (Hopper) or SM100-class GPU; compute capability {_cc(ctx)} has "
-                  "none of its DeepGEMM kernels. SGLang refuses it at start-up.",
-                  f"remove {ctx.var(via)}, or use moe_a2a_backend deepep (or none)",
+                  "none of its DeepGEMM kernels. SGLang refuses it at start-up.", fix,
                   "sglang/srt/arg_groups/mega_moe_hook.py:43")
+        return
+    # Stricter than 0.5.20, whose mega_moe_hook.py only maps the alias: its mega-MoE path builds the experts'
+    # weights for DeepGEMM's SM90 / SM100 kernels (UTCCP-transposed scales, layers/moe/mega_moe.py:353-400) and
+    # fails in the first forward on any other GPU; 0.5.21 made that the start-up check above.
+    profile = arch_profile(ctx)
+    ctx.error(f"{profile.family}.moe" if profile else "arch.moe", via,
+              f"{via} megamoe runs DeepGEMM's mega-MoE kernels, which exist for SM90 (Hopper) and SM100-class GPUs "
+              f"only; on compute capability {_cc(ctx)} SGLang {ctx.version} starts and then fails in the first "
+              "forward pass (SGLang 0.5.21 and later refuse it at start-up).", fix,
+              "sglang/srt/layers/moe/mega_moe.py:353-400")
 
 
 # --- Checks of the launch-check catalog (tests/catalog/mapping-0.5.23.yml) --------------------------------------
