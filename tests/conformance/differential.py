@@ -22,7 +22,7 @@ Oracle: SGLang's ``prepare_server_args -> resolve_once() -> check_server_args()`
 A MISSED case is shrunk (arguments dropped one at a time while SGLang still rejects and we still accept) and
 printed as a ready cases.yaml entry, to be added to the conformance corpus with the rule that fixes it.
 
-    python tests/conformance/differential.py [--cases 10000] [--seed 0] [--report build/fuzz-sglang.md]
+    python tests/conformance/differential.py [--cases 10000] [--seed 0] [--jobs 2] [--report build/fuzz-sglang.md]
 
 ``make fuzz-sglang`` runs 10,000 cases; CI runs a fixed-seed sample (test_differential.py).
 """
@@ -34,6 +34,7 @@ import json
 import sys
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -198,19 +199,28 @@ def classify(sglang: dict[str, Any] | None, mine: Any, variant: dict[str, Any] |
     return "stricter" if documented_stricter(mine) else "STRICTER-UNEXPLAINED"
 
 
-def evaluate(cases: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, Any], dict[str, dict[str, Any]]]:
+def probe(payload: list[dict[str, Any]], jobs: int = 1) -> dict[str, dict[str, Any]]:
+    """SGLang's result per id: ``jobs`` probe processes side by side, each on every ``jobs``-th entry (a probe
+    forks per case in one process, so one probe keeps one core busy)."""
+    parts = [payload[i::jobs] for i in range(max(1, jobs)) if payload[i::jobs]]
+    with ThreadPoolExecutor(max_workers=len(parts) or 1) as pool:
+        answers = list(pool.map(lambda part: run_sglang_probe(part, timeout=7200)["results"], parts))
+    return {r["id"]: r for results in answers for r in results}
+
+
+def evaluate(cases: list[dict[str, Any]], jobs: int = 1) -> tuple[dict[str, str], dict[str, Any], dict[str, dict[str, Any]]]:
     """(verdict per id, our results, SGLang's results incl. the our-argv variants)."""
     mine = validate_cases(cases, load_cases()[1])
     payload = [_probe_input(c) for c in cases]
     payload += [_probe_input(c, id=c["id"] + OURS_ARGV_SUFFIX, argv=list(mine[c["id"]].argv))
                 for c in cases if not isinstance(mine[c["id"]], Exception) and mine[c["id"]].ok and mine[c["id"]].argv]
-    sglang = {r["id"]: r for r in run_sglang_probe(payload, timeout=7200)["results"]}
+    sglang = probe(payload, jobs)
     verdicts = {c["id"]: classify(sglang.get(c["id"]), mine[c["id"]], sglang.get(c["id"] + OURS_ARGV_SUFFIX))
                 for c in cases}
     return verdicts, mine, sglang
 
 
-def shrink(cases: list[dict[str, Any]], rounds: int = 8) -> list[dict[str, Any]]:
+def shrink(cases: list[dict[str, Any]], rounds: int = 8, jobs: int = 1) -> list[dict[str, Any]]:
     """Each MISSED case with as few arguments as still give MISSED (one probe run per round for all of them)."""
     current = {c["id"]: c for c in cases}
     for _ in range(rounds):
@@ -221,7 +231,7 @@ def shrink(cases: list[dict[str, Any]], rounds: int = 8) -> list[dict[str, Any]]
                                  "parent": cid})
         if not variants:
             break
-        verdicts, _, _ = evaluate(variants)
+        verdicts, _, _ = evaluate(variants, jobs)
         progressed = False
         for cid in list(current):
             smaller = next((v for v in variants if v["parent"] == cid and verdicts[v["id"]] == "MISSED"), None)
@@ -277,15 +287,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", type=Path, default=REPO / "build" / "fuzz-sglang.md")
     parser.add_argument("--no-shrink", action="store_true")
+    parser.add_argument("--jobs", type=int, default=1, help="probe processes side by side (one core each)")
     args = parser.parse_args(argv)
     start = time.monotonic()
     cases = generate(args.cases, args.seed)
-    verdicts, mine, sglang = evaluate(cases)
+    verdicts, mine, sglang = evaluate(cases, args.jobs)
     text = report(cases, verdicts, mine, sglang, time.monotonic() - start, args.seed)
     missed = [c for c in cases if verdicts[c["id"]] == "MISSED"]
     if missed and not args.no_shrink:
-        small = shrink(missed)
-        _, _, again = evaluate(small)
+        small = shrink(missed, jobs=args.jobs)
+        _, _, again = evaluate(small, args.jobs)
         text += "\n## Shrunk MISSED cases, as cases.yaml entries\n\n" + "\n".join(
             f"- {as_corpus_entry(c, again.get(c['id']) or {})}" for c in small) + "\n"
     args.report.parent.mkdir(parents=True, exist_ok=True)
