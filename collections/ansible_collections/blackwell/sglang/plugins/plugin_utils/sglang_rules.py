@@ -2559,11 +2559,11 @@ def _pplx(ctx: Context) -> None:
 # in the order sglang/srt/arg_groups/overrides.py:1144-1199 applies them; any other page becomes 64.
 # dsv4 forces no page by itself: DeepSeek V4's own override sets 256 (model_overrides/deepseek_v4.py:51-61), and V4
 # is not in the model table (its rules return early on an unknown family).
-# minicpm_flashattn / minicpm_flashinfer: only MiniCPM's own override reads them (model_overrides/minicpm.py:28-60, a
-# model the table does not know, so memory.chunked_page is silent for it); the page-size handling of
-# overrides.py:1146-1199 leaves them alone.
+# minicpm_flashattn / minicpm_flashinfer and qsa: only their models' own overrides read them (model_overrides/minicpm.py:
+# 28-60, qwen4_exp.py:70-90: models the table does not know, so memory.chunked_page is silent for them); the page-size
+# handling of overrides.py:1146-1199 leaves them alone.
 PAGE_NEUTRAL_BACKENDS = ("triton", "flashinfer", "fa3", "torch_native", "flex_attention", "dsv4", "minicpm_flashattn",
-                         "minicpm_flashinfer")
+                         "minicpm_flashinfer", "qsa")
 _ALL_DESTS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 PAGE_FORCING_BACKENDS = {
     "flashmla": (("attention_backend", "decode_attention_backend"), (64,)),
