@@ -2622,6 +2622,11 @@ def resolved_page_size(ctx: Context) -> int | None:
     if ctx.model.family == "deepseek-v3.2":
         return None  # DSA sets 64 x the index pool's width whatever the backend (model_overrides/deepseek_v2.py:161-173)
     resolved = {d: ctx.args.get(d) for d in (*_ALL_DESTS, "speculative_draft_attention_backend")}
+    if ctx.args.get("kv_cache_dtype") == "nvfp4":
+        # An NVFP4 KV cache decodes with trtllm_mha (kv_cache_hook.py:77-89; another decode backend is refused there),
+        # which forces its page size whatever the prefill side (flashinfer or trtllm_mha) is.
+        resolved["decode_attention_backend"] = "trtllm_mha"
+        resolved["prefill_attention_backend"] = resolved["prefill_attention_backend"] or "trtllm_mha"
     prefill, decode = resolved["prefill_attention_backend"], resolved["decode_attention_backend"]
     override = qwen35_sm100_backend(ctx)
     if override is not None:
