@@ -1270,3 +1270,12 @@ def test_megamoe_on_sm90_sm100_is_not_refused_for_the_gpu(cc: str) -> None:
                           nvidia_gpu_compute_capability=cc)
         assert not [p for p in validate_host(host).errors if "megamoe" in p.message and p.rule.endswith(".moe")]
         assert "moe.megamoe" not in rules(validate_host(host))
+
+
+@pytest.mark.parametrize(("version", "refused"), [("0.5.23", False), ("0.5.21", False), ("0.5.20", True)])
+def test_nvfp4_kv_cache_decode_backend_sets_the_page(version: str, refused: bool) -> None:
+    """From 0.5.21 an NVFP4 KV cache decodes with trtllm_mha (kv_cache_hook.py:77-89), which turns page 131072 into
+    64; 0.5.20 has no such hook, so its page stays 131072 and no default chunked_prefill_size is a multiple."""
+    host = llama_host({"kv_cache_dtype": "nvfp4", "page_size": 131072}, sglang_version=version,
+                      nvidia_gpu_compute_capability="12.1")
+    assert ("memory.chunked_page" in rules(validate_host(host))) is refused

@@ -2622,9 +2622,9 @@ def resolved_page_size(ctx: Context) -> int | None:
     if ctx.model.family == "deepseek-v3.2":
         return None  # DSA sets 64 x the index pool's width whatever the backend (model_overrides/deepseek_v2.py:161-173)
     resolved = {d: ctx.args.get(d) for d in (*_ALL_DESTS, "speculative_draft_attention_backend")}
-    if ctx.args.get("kv_cache_dtype") == "nvfp4":
-        # An NVFP4 KV cache decodes with trtllm_mha (kv_cache_hook.py:77-89; another decode backend is refused there),
-        # which forces its page size whatever the prefill side (flashinfer or trtllm_mha) is.
+    if ctx.args.get("kv_cache_dtype") == "nvfp4" and added_in(ctx, "0.5.21"):
+        # An NVFP4 KV cache decodes with trtllm_mha (kv_cache_hook.py:77-89, new in 0.5.21; another decode backend is
+        # refused there), which forces its page size whatever the prefill side (flashinfer or trtllm_mha) is.
         resolved["decode_attention_backend"] = "trtllm_mha"
         resolved["prefill_attention_backend"] = resolved["prefill_attention_backend"] or "trtllm_mha"
     prefill, decode = resolved["prefill_attention_backend"], resolved["decode_attention_backend"]
