@@ -1258,9 +1258,10 @@ def test_megamoe_outside_sm90_sm100(version: str, cc: str, rule: str, where: str
     has no such check, so the refusal there is a hardware rule (STRICTER in tests/conformance/differential.py)."""
     host = llama_host({"moe_a2a_backend": "megamoe", "tp_size": 2}, sglang_version=version,
                       nvidia_gpu_compute_capability=cc)
-    problem = find(validate_host(host).errors, rule)
+    result = validate_host(host)
+    problem = find(result.errors, rule)
     assert problem.variable == "sglang_args.moe_a2a_backend" and problem.source.endswith(where)
-    assert "moe.megamoe" not in rules(validate_host(host)) or rule == "moe.megamoe"
+    assert "moe.megamoe" not in rules(result) or rule == "moe.megamoe"
 
 
 @pytest.mark.parametrize("cc", ["9.0", "10.0"])
@@ -1268,8 +1269,9 @@ def test_megamoe_on_sm90_sm100_is_not_refused_for_the_gpu(cc: str) -> None:
     for version in ("0.5.20", "0.5.23"):
         host = llama_host({"moe_a2a_backend": "megamoe", "tp_size": 2}, sglang_version=version,
                           nvidia_gpu_compute_capability=cc)
-        assert not [p for p in validate_host(host).errors if "megamoe" in p.message and p.rule.endswith(".moe")]
-        assert "moe.megamoe" not in rules(validate_host(host))
+        result = validate_host(host)
+        assert not [p for p in result.errors if "megamoe" in p.message and p.rule.endswith(".moe")]
+        assert "moe.megamoe" not in rules(result)
 
 
 @pytest.mark.parametrize(("version", "refused"), [("0.5.23", False), ("0.5.21", False), ("0.5.20", True)])
