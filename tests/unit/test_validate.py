@@ -22,6 +22,8 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate i
     render_argv,
     validate_host,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from reference import INCIDENT, load_reference
 
 REPO = Path(__file__).resolve().parents[2]
@@ -1281,3 +1283,40 @@ def test_nvfp4_kv_cache_decode_backend_sets_the_page(version: str, refused: bool
     host = llama_host({"kv_cache_dtype": "nvfp4", "page_size": 131072}, sglang_version=version,
                       nvidia_gpu_compute_capability="12.1")
     assert ("memory.chunked_page" in rules(validate_host(host))) is refused
+
+
+def deepep_v2_host(args: dict[str, Any], capacity: int | None = None, **hostvars: Any) -> dict[str, Any]:
+    """DeepSeek-V3 with DeepEP v2 on the reference host (its buffer raised to ``capacity`` tokens per rank)."""
+    env = {} if capacity is None else {"SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK": str(capacity)}
+    return llama_host({"moe_a2a_backend": "deepep_v2", "cuda_graph_max_bs_decode": 32, **args},
+                      sglang_model_path="deepseek-ai/DeepSeek-V3", sglang_env=env, **hostvars)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(chunk=st.sampled_from([256, 1024, 2048, 4096, 8192]), tp=st.sampled_from([1, 2, 4, 8]),
+       capacity=st.integers(min_value=1, max_value=9000))
+def test_deepep_v2_prefill_budget(chunk: int, tp: int, capacity: int) -> None:
+    """moe_hook.py:641-653 and :688-695: a chunk scattered over tp_size ranks, against the buffer."""
+    host = deepep_v2_host({"tp_size": tp, "chunked_prefill_size": chunk}, capacity)
+    result = validate_host(host)
+    assert ("moe.deepep_v2" in rules(result)) is (-(-chunk // tp) > capacity)
+    if -(-chunk // tp) > capacity:
+        problem = find(result.errors, "moe.deepep_v2")
+        assert problem.source.startswith("sglang/srt/arg_groups/moe_hook.py:688")
+        assert f">= {-(-chunk // tp)}" in problem.fix
+
+
+def test_deepep_v2_prefill_budget_per_release_and_gpu() -> None:
+    """0.5.21 does not scatter the chunk (its moe_hook.py:547-556); a known GPU memory gives the exact default
+    (B200: 16384), an unknown one the smallest default of its architecture; prefill-free decode servers skip it."""
+    scattered = {"tp_size": 8, "chunked_prefill_size": 2048}
+    assert "moe.deepep_v2" not in rules(validate_host(deepep_v2_host(scattered, 256)))
+    old = validate_host(deepep_v2_host(scattered, 256, sglang_version="0.5.21"))
+    assert find(old.errors, "moe.deepep_v2").source.endswith("moe_hook.py:567-574")
+    b200 = {"nvidia_gpu_compute_capability": "10.0", "nvidia_gpu_memory_mib": 183359}
+    assert "moe.deepep_v2" not in rules(validate_host(deepep_v2_host({"tp_size": 8}, 2048, **b200)))
+    assert "moe.deepep_v2" in rules(validate_host(deepep_v2_host({"tp_size": 8}, 2047, **b200)))
+    assert "moe.deepep_v2" not in rules(validate_host(deepep_v2_host({"tp_size": 8}, 256)))  # 2048 / 8
+    assert "moe.deepep_v2" in rules(validate_host(deepep_v2_host({"tp_size": 8}, 255)))
+    decode = {"tp_size": 8, "disaggregation_mode": "decode"}
+    assert "moe.deepep_v2" not in rules(validate_host(deepep_v2_host(decode)))

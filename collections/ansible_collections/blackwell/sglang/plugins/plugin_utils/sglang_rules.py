@@ -2555,6 +2555,60 @@ def _pplx(ctx: Context) -> None:
                   "sglang/srt/arg_groups/moe_hook.py:611-619")
 
 
+DEEPEP_V2_ENV = "SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
+# Where each release raises the prefill-budget error (moe_hook.py), newest first.
+DEEPEP_V2_BUDGET_LINES = (("0.5.23", "688-695"), ("0.5.22", "612-619"), ("0.5.21", "567-574"), (None, "560-567"))
+
+
+@rule("moe.deepep_v2")
+def _deepep_v2_budget(ctx: Context) -> None:
+    """validate_deepep_v2_dispatch_token_budget's prefill half (sglang/srt/arg_groups/moe_hook.py:679-697; 0.5.20
+    moe_hook.py:549-567: DEEPEP_V2_BUDGET_LINES): the tokens one rank dispatches in a prefill chunk against the DeepEP v2 buffer
+    (SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK, 128 by default, environ.py:1441). The per-rank figure is
+    required_deepep_v2_prefill_tokens_per_rank (moe_hook.py:641-653): the prefill buffer ceiling
+    (max_prefill_buffer_tokens, overrides.py:1865-1884: chunked_prefill_size, or max_prefill_tokens when chunked
+    prefill is off) after attention DP divides the chunk (parallel_hook.py:326-331), split from 0.5.22 on over the
+    tp_size // attn_dp_size ranks a chunk is scattered across. The figure used here is a lower bound (SGLang's
+    smallest default chunk for the architecture's GPUs; PP dynamic chunking only grows it), so the rule never refuses
+    what SGLang accepts. SGLang's own models register no prefill sizing of their own (moe_model_registry.py:20-28), so
+    the rule keeps to them. The decode CUDA-graph half reads the batch size SGLang resolves from the GPU's memory:
+    the on-host preflight checks it."""
+    if moe_backends(ctx)[0] != "deepep_v2" or _a2a_may_change(ctx) or \
+            ctx.model.architecture not in deepep_v2_architectures(ctx) or \
+            str(ctx.get("disaggregation_mode", "null")) == "decode" or ctx.is_set("enable_mis"):
+        return
+    try:
+        capacity = int(ctx.env.get(DEEPEP_V2_ENV, 128))
+    except (TypeError, ValueError):
+        return
+    chunk = ctx.args.get("chunked_prefill_size")
+    if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool)):
+        return
+    width = attention_dp_width(ctx)
+    per_dp = (min(possible_default_chunked_prefill_sizes(ctx)) if chunk is None else chunk) // width
+    if per_dp > 0:
+        ceiling, what = per_dp, (f"chunked_prefill_size={chunk}" if chunk is not None else
+                                 f"SGLang's default chunked_prefill_size (at least {per_dp * width} on these GPUs)")
+        if width > 1:
+            what += f" per attention-DP rank (divided by {width})"
+    else:
+        ceiling = _num(ctx, "max_prefill_tokens")
+        ceiling = 16384 if ceiling is None else ceiling  # fields/schedule.py:71-81
+        what = f"max_prefill_tokens={ceiling} (chunked prefill is off)"
+    if not isinstance(ceiling, int) or ceiling <= 0:
+        return
+    scatter = max(1, _int(ctx, "tp_size", 1) // width) if added_in(ctx, "0.5.22") else 1
+    required = -(-ceiling // scatter)
+    if required > capacity:
+        spread = f", scattered over {scatter} ranks," if scatter > 1 else ""
+        ctx.error("moe.deepep_v2", "moe_a2a_backend",
+                  f"DeepEP v2 dispatches {required} prefill tokens per rank ({what}{spread}), more than "
+                  f"{DEEPEP_V2_ENV}={capacity}; SGLang refuses it at start-up.",
+                  f"set sglang_env.{DEEPEP_V2_ENV} >= {required}, or lower sglang_args.chunked_prefill_size",
+                  "sglang/srt/arg_groups/moe_hook.py:" + next(lines for version, lines in DEEPEP_V2_BUDGET_LINES
+                                                              if version is None or added_in(ctx, version)))
+
+
 # Attention backends that leave the page size alone, and those that force one: (dests it is read from, pages kept)
 # in the order sglang/srt/arg_groups/overrides.py:1144-1199 applies them; any other page becomes 64.
 # dsv4 forces no page by itself: DeepSeek V4's own override sets 256 (model_overrides/deepseek_v4.py:51-61), and V4
