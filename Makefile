@@ -86,7 +86,7 @@ FUZZ_SGLANG_CASES ?= 10000
 FUZZ_SGLANG_SEED ?= 0
 FUZZ_SGLANG_JOBS ?= $(shell nproc)
 fuzz-sglang: venv conformance-venv ## Differential fuzzing against SGLang itself, long: FUZZ_SGLANG_CASES (10000) generated cases on FUZZ_SGLANG_JOBS probes (every core), table in build/fuzz-sglang.md (CI runs a fixed-seed sample)
-	$(BIN)/python tests/conformance/differential.py --cases $(FUZZ_SGLANG_CASES) --seed $(FUZZ_SGLANG_SEED) --jobs $(FUZZ_SGLANG_JOBS) --report build/fuzz-sglang.md
+	$(BIN)/python tests/conformance/differential.py --cases $(FUZZ_SGLANG_CASES) --seed $(FUZZ_SGLANG_SEED) --jobs $(FUZZ_SGLANG_JOBS) --report build/fuzz-sglang.md --sglang-answers build/fuzz-sglang-answers.jsonl
 
 simhost: ## Build the simulated Blackwell host images, Debian 12 and 13 (cached by content hash)
 	tests/fixtures/simhost/ensure-docker.sh

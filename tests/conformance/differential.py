@@ -23,6 +23,7 @@ A MISSED case is shrunk (arguments dropped one at a time while SGLang still reje
 printed as a ready cases.yaml entry, to be added to the conformance corpus with the rule that fixes it.
 
     python tests/conformance/differential.py [--cases 10000] [--seed 0] [--jobs 2] [--report build/fuzz-sglang.md]
+        [--sglang-answers build/fuzz-sglang-answers.jsonl]
 
 ``make fuzz-sglang`` runs 10,000 cases; CI runs a fixed-seed sample (test_differential.py).
 """
@@ -208,13 +209,42 @@ def probe(payload: list[dict[str, Any]], jobs: int = 1) -> dict[str, dict[str, A
     return {r["id"]: r for results in answers for r in results}
 
 
-def evaluate(cases: list[dict[str, Any]], jobs: int = 1) -> tuple[dict[str, str], dict[str, Any], dict[str, dict[str, Any]]]:
+def probe_key(entry: dict[str, Any]) -> str:
+    """What SGLang's answer depends on: the release and the whole probe input but its id (model, GPUs, arguments
+    or argv, environment)."""
+    return json.dumps({"sglang": SGLANG_VERSION, **{k: v for k, v in entry.items() if k != "id"}}, sort_keys=True)
+
+
+def cached_probe(payload: list[dict[str, Any]], jobs: int, store: Path | None) -> dict[str, dict[str, Any]]:
+    """probe(), with SGLang's answers kept in ``store`` (JSON lines: the probe input and the answer). Entries the
+    store already answers are not probed again, so a run after a rule fix re-judges the same cases against the
+    same oracle in seconds; SGLang's answers do not depend on our rules, only on the probe input."""
+    known: dict[str, dict[str, Any]] = {}
+    if store is not None and store.exists():
+        for line in store.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                known[record["key"]] = record["answer"]
+    todo = [e for e in payload if probe_key(e) not in known]
+    fresh = probe(todo, jobs) if todo else {}
+    if store is not None and fresh:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        with store.open("a", encoding="utf-8") as out:
+            for entry in todo:
+                if entry["id"] in fresh and fresh[entry["id"]].get("status") in ("accepted", "rejected"):
+                    out.write(json.dumps({"key": probe_key(entry), "answer": fresh[entry["id"]]}, sort_keys=True) + "\n")
+    return {e["id"]: fresh[e["id"]] if e["id"] in fresh else {**known[probe_key(e)], "id": e["id"]}
+            for e in payload if e["id"] in fresh or probe_key(e) in known}
+
+
+def evaluate(cases: list[dict[str, Any]], jobs: int = 1,
+             store: Path | None = None) -> tuple[dict[str, str], dict[str, Any], dict[str, dict[str, Any]]]:
     """(verdict per id, our results, SGLang's results incl. the our-argv variants)."""
     mine = validate_cases(cases, load_cases()[1])
     payload = [_probe_input(c) for c in cases]
     payload += [_probe_input(c, id=c["id"] + OURS_ARGV_SUFFIX, argv=list(mine[c["id"]].argv))
                 for c in cases if not isinstance(mine[c["id"]], Exception) and mine[c["id"]].ok and mine[c["id"]].argv]
-    sglang = probe(payload, jobs)
+    sglang = cached_probe(payload, jobs, store)
     verdicts = {c["id"]: classify(sglang.get(c["id"]), mine[c["id"]], sglang.get(c["id"] + OURS_ARGV_SUFFIX))
                 for c in cases}
     return verdicts, mine, sglang
@@ -288,10 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=REPO / "build" / "fuzz-sglang.md")
     parser.add_argument("--no-shrink", action="store_true")
     parser.add_argument("--jobs", type=int, default=1, help="probe processes side by side (one core each)")
+    parser.add_argument("--sglang-answers", type=Path, default=None,
+                        help="keep SGLang's answers in this JSON-lines file and reuse them: a re-run after a rule fix "
+                             "re-judges the same cases without probing them again")
     args = parser.parse_args(argv)
     start = time.monotonic()
     cases = generate(args.cases, args.seed)
-    verdicts, mine, sglang = evaluate(cases, args.jobs)
+    verdicts, mine, sglang = evaluate(cases, args.jobs, args.sglang_answers)
     text = report(cases, verdicts, mine, sglang, time.monotonic() - start, args.seed)
     missed = [c for c in cases if verdicts[c["id"]] == "MISSED"]
     if missed and not args.no_shrink:
