@@ -1,4 +1,5 @@
-"""blackwell.sglang.gpu_facts: parsing of nvidia-smi and driver outputs, sysfs/dev scans, and the module end to end.
+"""blackwell.sglang.gpu_facts (module_utils/sglang_gpu_facts.py): parsing of nvidia-smi and driver outputs, sysfs/dev
+scans, and the module end to end.
 
 The samples under tests/fixtures/nvidia_outputs/ follow real outputs (see its README). The end-to-end tests run
 the module's main() with a fake nvidia-smi on PATH and the module's host paths pointed at fixture trees.
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_gpu_facts as gpu_facts
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -29,8 +31,8 @@ SIMHOST_SMI = REPO / "tests/fixtures/simhost/image/rootfs/usr/bin/nvidia-smi"
 
 _spec = importlib.util.spec_from_file_location(
     "gpu_facts", REPO / "collections/ansible_collections/blackwell/sglang/plugins/modules/gpu_facts.py")
-gpu_facts: ModuleType = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-_spec.loader.exec_module(gpu_facts)  # type: ignore[union-attr]
+gpu_facts_module: ModuleType = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(gpu_facts_module)  # type: ignore[union-attr]
 
 B200_BUS = ["0000:1b:00.0", "0000:43:00.0", "0000:52:00.0", "0000:61:00.0",
             "0000:9d:00.0", "0000:c3:00.0", "0000:d1:00.0", "0000:df:00.0"]
@@ -331,7 +333,7 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def run_module(capsys: pytest.CaptureFixture[str], **args: Any) -> dict[str, Any]:
     with patch_module_args(args), pytest.raises(SystemExit) as exit_:
-        gpu_facts.main()
+        gpu_facts_module.main()
     result = json.loads(capsys.readouterr().out)
     assert exit_.value.code == 0, result
     assert result["changed"] is False

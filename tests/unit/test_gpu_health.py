@@ -533,3 +533,18 @@ def test_role_documents_every_variable() -> None:
     tasks = (role / "tasks/main.yml").read_text()
     for option in ("fatal_xids", "xid_since", "require_persistence", "dcgm_diag_level", "ignore"):
         assert f"{option}: \"{{{{ gpu_health_{option} }}}}\"" in tasks
+
+
+def test_gather_facts_returns_what_gpu_facts_gathers(host: SimHost, capsys: pytest.CaptureFixture[str]) -> None:
+    """gather_facts: the gate's module run also returns nvidia_gpu_facts, the same mapping blackwell.sglang.gpu_facts
+    gathers on the same host (roles/gpu_health passes it so that a restart gathers them once); off, it returns none."""
+    assert "ansible_facts" not in host.run(capsys)
+    facts = host.run(capsys, gather_facts=True)["ansible_facts"]["nvidia_gpu_facts"]
+    spec = importlib.util.spec_from_file_location(
+        "gpu_facts", REPO / "collections/ansible_collections/blackwell/sglang/plugins/modules/gpu_facts.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    with patch_module_args({"nvidia_smi": str(host.smi)}), pytest.raises(SystemExit):
+        module.main()
+    assert facts == json.loads(capsys.readouterr().out)["ansible_facts"]["nvidia_gpu_facts"]
+    assert facts["driver_loaded"] is True and facts["gpu_count"] == 8

@@ -80,6 +80,14 @@ options:
     description: Seconds between the two samples of the clock slowdown reasons (a reason must be active in both).
     type: float
     default: 1.0
+  gather_facts:
+    description:
+      - >-
+        Also return the host's GPU facts, C(nvidia_gpu_facts), exactly as M(blackwell.sglang.gpu_facts) gathers them
+        (the same code, module_utils/sglang_gpu_facts.py, with its default C(python) and this C(nvidia_smi)), so that
+        a play that runs the gate need not spend a second module run on them.
+    type: bool
+    default: false
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """
@@ -142,6 +150,10 @@ query_fields:
   returned: always
   type: list
   elements: str
+ansible_facts:
+  description: C(nvidia_gpu_facts), as M(blackwell.sglang.gpu_facts) returns it.
+  returned: when gather_facts is true
+  type: dict
 """
 
 import json
@@ -152,6 +164,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_gpu_facts import DEFAULT_PYTHON, gather
 
 CHECKS = ("xid", "ecc", "retired_pages", "remapped_rows", "pcie_width", "pcie_gen", "clocks", "persistence",
           "recovery_action", "dcgm_diag")
@@ -713,10 +726,14 @@ def main() -> None:
             "dcgm_diag_level": {"type": "int", "default": 1, "choices": [0, 1, 2, 3, 4]},
             "ignore": {"type": "list", "elements": "str", "default": [], "choices": list(CHECKS)},
             "clock_resample_seconds": {"type": "float", "default": 1.0},
+            "gather_facts": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
-    module.exit_json(**Gate(module).run())
+    result = Gate(module).run()
+    if module.params["gather_facts"]:
+        result["ansible_facts"] = {"nvidia_gpu_facts": gather(module, DEFAULT_PYTHON, module.params["nvidia_smi"])}
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":
