@@ -1320,3 +1320,32 @@ def test_deepep_v2_prefill_budget_per_release_and_gpu() -> None:
     assert "moe.deepep_v2" in rules(validate_host(deepep_v2_host({"tp_size": 8}, 255)))
     decode = {"tp_size": 8, "disaggregation_mode": "decode"}
     assert "moe.deepep_v2" not in rules(validate_host(deepep_v2_host(decode)))
+
+
+def test_moe_kernel_quantization_is_what_sglang_compares() -> None:
+    """handle_moe_kernel_config (moe_hook.py:80-100) compares the host's --quantization, or none; where SGLang fills it
+    in first (the DeepSeek family on SM100, from the checkpoint) or a runner constraint acts first (mxfp8,
+    nvfp4_online), server.moe says nothing."""
+    def moe(args: dict[str, Any], **hostvars: Any) -> list[str]:
+        return [p.source for p in validate_host(llama_host(args, **hostvars)).errors if p.rule == "server.moe"]
+
+    assert moe({"moe_runner_backend": "flashinfer_cutlass", "quantization": "awq"}) == \
+        ["sglang/srt/arg_groups/moe_hook.py:81"]
+    assert moe({"moe_runner_backend": "flashinfer_cutlass", "quantization": "unquant"}) == []
+    assert moe({"moe_runner_backend": "flashinfer_cutlass", "quantization": "mxfp8"}) == []
+    deepseek = {"sglang_model_path": "deepseek-ai/DeepSeek-V3"}
+    assert moe({"moe_runner_backend": "flashinfer_cutedsl"}, nvidia_gpu_compute_capability="9.0", **deepseek) == \
+        ["sglang/srt/arg_groups/moe_hook.py:98"]
+    assert moe({"moe_runner_backend": "flashinfer_cutedsl"}, nvidia_gpu_compute_capability="10.0", **deepseek) == []
+
+
+@pytest.mark.parametrize(("version", "refused"), [("0.5.23", True), ("0.5.21", True), ("0.5.20", False)])
+def test_nvfp4_kv_cache_runs_the_draft_on_trtllm_mha(version: str, refused: bool) -> None:
+    """From 0.5.21 an NVFP4 KV cache decodes with trtllm_mha (kv_cache_hook.py:77-89), which runs an EAGLE-family
+    draft with topk 1 only (speculative_hook.py:1175-1179): NEXTN's own choice for Llama (topk 4) is refused, a chain
+    is not."""
+    host = llama_host({"kv_cache_dtype": "nvfp4", "speculative_algorithm": "NEXTN"}, sglang_version=version)
+    assert ("spec.backend" in rules(validate_host(host))) is refused
+    chain = llama_host({"kv_cache_dtype": "nvfp4", "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
+                        "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}, sglang_version=version)
+    assert "spec.backend" not in rules(validate_host(chain))

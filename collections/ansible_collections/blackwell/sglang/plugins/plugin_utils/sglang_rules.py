@@ -386,17 +386,37 @@ def _attention_backends(ctx: Context) -> list[tuple[str, str]]:
     return [(d, str(ctx.args[d])) for d in ATTENTION_DESTS if ctx.args.get(d) is not None and d in ctx.schema.arguments]
 
 
+def effective_eagle_topk(ctx: Context, algo: str) -> int | float | None:
+    """speculative_eagle_topk as an EAGLE-family algorithm runs it: the host's value, else, with none of the triple
+    set, _auto_choose_speculative_params' choice (speculative_hook.py:1430-1461; spec.triple) or 1 with
+    speculative_adaptive; None where the model is not known."""
+    topk = _num(ctx, "speculative_eagle_topk")
+    if topk is None and all(v is None for v in _spec_values(ctx)):
+        topk = 1 if ctx.is_set("speculative_adaptive") else (3, 1, 4)[1] if algo == "STANDALONE" else (
+            ctx.model.spec_auto[1] if ctx.model.known else None)
+    return topk
+
+
 @rule("spec.backend")
 def _spec_backend(ctx: Context) -> None:
+    """speculative_hook.py:1175-1179: trtllm_mha among the attention backends (explicit, or the decode backend of an
+    NVFP4 KV cache from 0.5.21: kv_cache_hook.py:77-89) runs an EAGLE-family draft with eagle_topk 1 only, the
+    host's topk or the one SGLang chooses for the model."""
     algo = str(ctx.args.get("speculative_algorithm") or "").upper()
-    topk = ctx.args.get("speculative_eagle_topk")
-    if algo in EAGLE_FAMILY and isinstance(topk, int) and topk > 1:
-        for dest, backend in _attention_backends(ctx):
-            if backend == "trtllm_mha" and dest != "speculative_draft_attention_backend":
-                ctx.error("spec.backend", dest,
-                          f"{dest} trtllm_mha supports speculative decoding with eagle_topk 1 only; eagle_topk is {topk}.",
-                          "set speculative_eagle_topk: 1, or use the triton or flashinfer attention backend",
-                          "sglang/srt/arg_groups/speculative_hook.py:1178")
+    topk = effective_eagle_topk(ctx, algo) if algo in EAGLE_FAMILY else None
+    where: list[tuple[str, str]] = []
+    if topk is not None and topk > 1:
+        where = [(dest, f"{dest} trtllm_mha") for dest, backend in _attention_backends(ctx)
+                 if backend == "trtllm_mha" and dest != "speculative_draft_attention_backend"]
+        if not where and ctx.args.get("kv_cache_dtype") == "nvfp4" and added_in(ctx, "0.5.21"):
+            where = [("kv_cache_dtype", "kv_cache_dtype nvfp4 decodes with trtllm_mha (kv_cache_hook.py:77-89), which")]
+    chosen = "" if ctx.args.get("speculative_eagle_topk") is not None else \
+        f" (SGLang's choice for {ctx.model.architecture}: speculative_eagle_topk is unset)"
+    for dest, what in where:
+        ctx.error("spec.backend", dest,
+                  f"{what} supports speculative decoding with eagle_topk 1 only; eagle_topk is {topk}{chosen}.",
+                  "set speculative_eagle_topk: 1 (with speculative_num_steps and speculative_num_draft_tokens), or "
+                  "use the triton or flashinfer attention backend", "sglang/srt/arg_groups/speculative_hook.py:1178")
     attn_dp = _int(ctx, "attn_dp_size", 1)
     if attn_dp > 1 and algo in ("NGRAM", "STANDALONE"):
         line = "1369" if algo == "NGRAM" else "1082"
@@ -998,9 +1018,11 @@ def _numeric(ctx: Context) -> None:
     # Qwen3.5 / Qwen3-Next on SM100 without an attention backend: SGLang's model override replaces the host's page
     # size (1 or 64, qwen35_sm100_backend), which memory.chunked_page checks instead. A disaggregation decode server
     # does no prefill: SGLang skips the check there (validation_hook.py:241-243, the same in 0.5.20-0.5.22).
+    # Likewise an attention backend that forces its page (PAGE_FORCING_BACKENDS: e.g. trtllm_mha, SGLang's default for
+    # Llama on SM100, turns page 17 into 64): SGLang checks the chunk against that page, and so does memory.chunked_page.
     decode = str(ctx.get("disaggregation_mode", "null")) == "decode"
     if (rank > 0 and isinstance(page, int) and page > 1 and rank % page and qwen35_sm100_backend(ctx) is None
-            and not decode):
+            and not decode and (ctx.model.family == "unknown" or resolved_page_size(ctx) in (None, page))):
         ctx.error("numeric.chunked_prefill_size", "chunked_prefill_size",
                   f"chunked_prefill_size={chunk} is not a multiple of page_size={page}." if width == 1 else
                   f"chunked_prefill_size={chunk} per attention-DP rank ({chunk} // {width} = {rank}) is not a multiple "
@@ -2148,9 +2170,10 @@ def _lora_moe_runner(ctx: Context, refuse: Callable[[str, str, str, str, str], N
         refuse("server.lora", "speculative_moe_runner_backend", f"speculative_moe_runner_backend {draft}: the draft "
                "model has no LoRA adapters.", f"remove {ctx.var('speculative_moe_runner_backend')}", f"{where}:192")
     runner = _choice(ctx, "moe_runner_backend", "auto")
-    if not runner.startswith("lora"):
-        return
     quant = _choice(ctx, "quantization", "")
+    if not runner.startswith("lora") or quant == "mxfp8":
+        # MXFP8 replaces a MoE runner it does not run (no LoRA runner) before this check (overrides.py:1484-1512).
+        return
     for bad, dest, why, line in (
         (not (ctx.is_set("enable_lora") or ctx.args.get("lora_paths")), "enable_lora", "needs enable_lora (or lora_paths)",
          201),
@@ -2431,7 +2454,8 @@ def default_attention_backend(ctx: Context) -> str | None:
 
     get_default_attn_backend (sglang/srt/arg_groups/model_override_base.py:277-351): MHA models get fa3 on Hopper
     (unless an explicit speculative_eagle_topk makes a tree, or topk 1 runs with pages), flashinfer elsewhere
-    except SM100 (trtllm_mha, claimed for Llama only: fa4 for asymmetric K/V heads and per-model overrides) and
+    except SM100 (trtllm_mha, claimed for Llama only: fa4 for asymmetric K/V heads and per-model overrides; a tree
+    topk gets flashinfer there too) and
     models with attention sinks (gpt-oss: not claimed); MLA models fa3 on Hopper, triton off Blackwell SM100,
     where DeepSeek V3 gets trtllm_mla (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:179-185).
     """
@@ -2440,11 +2464,15 @@ def default_attention_backend(ctx: Context) -> str | None:
         return None
     if ctx.model.mla:
         return {9: "fa3", 10: "trtllm_mla" if ctx.model.family == "deepseek-v3" else None}.get(cc[0], "triton")
+    # is_no_spec_infer_or_topk_one (sglang/srt/utils/common.py:3960-3966) asks mid-resolution, before the
+    # speculative defaults fill speculative_eagle_topk in: an unset topk counts as "no tree".
+    topk, page = ctx.args.get("speculative_eagle_topk"), ctx.args.get("page_size")
+    tree = not (topk is None or (topk == 1 and page in (None, 1)))
     if cc[0] == 9:
-        # is_no_spec_infer_or_topk_one (sglang/srt/utils/common.py:3960-3966) asks mid-resolution, before the
-        # speculative defaults fill speculative_eagle_topk in: an unset topk counts as "no tree".
-        topk, page = ctx.args.get("speculative_eagle_topk"), ctx.args.get("page_size")
-        return "fa3" if topk is None or (topk == 1 and page in (None, 1)) else "flashinfer"
+        return "flashinfer" if tree else "fa3"
+    if cc[0] == 10 and tree and not ctx.args.get("speculative_algorithm"):
+        # No trtllm_mha for a tree topk (model_override_base.py:310-323): flashinfer, which Llama has no sinks against.
+        return "flashinfer" if ctx.model.family == "llama" else None
     if cc[0] == 10 and ctx.args.get("speculative_algorithm"):
         return None
     if cc[0] == 10:  # Llama: symmetric K/V heads and no per-model override (others: fa4 or their own choice)
@@ -2616,8 +2644,11 @@ def _deepep_v2_budget(ctx: Context) -> None:
 # minicpm_flashattn / minicpm_flashinfer and qsa: only their models' own overrides read them (model_overrides/minicpm.py:
 # 28-60, qwen4_exp.py:70-90: models the table does not know, so memory.chunked_page is silent for them); the page-size
 # handling of overrides.py:1146-1199 leaves them alone.
+# dsa (and its deprecated alias nsa, choices.py:74-75): the DSA models' own override sets their page
+# (model_overrides/deepseek_v2.py:140-173; resolved_page_size returns None for them and for models it does not know);
+# on another model the backend leaves the page alone.
 PAGE_NEUTRAL_BACKENDS = ("triton", "flashinfer", "fa3", "torch_native", "flex_attention", "dsv4", "minicpm_flashattn",
-                         "minicpm_flashinfer", "qsa")
+                         "minicpm_flashinfer", "qsa", "dsa", "nsa")
 _ALL_DESTS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 PAGE_FORCING_BACKENDS = {
     "flashmla": (("attention_backend", "decode_attention_backend"), (64,)),
@@ -2699,7 +2730,8 @@ def resolved_page_size(ctx: Context) -> int | None:
         if resolved["attention_backend"] is None:
             return None
     used = {b for b in resolved.values() if b is not None}
-    if any(b not in PAGE_NEUTRAL_BACKENDS and b not in PAGE_FORCING_BACKENDS for b in used):
+    if any(b not in PAGE_NEUTRAL_BACKENDS and b not in PAGE_FORCING_BACKENDS for b in used) or (
+            not ctx.model.known and used & {"dsa", "nsa"}):
         return None
     for backend, (dests, kept) in PAGE_FORCING_BACKENDS.items():
         if any(resolved[d] == backend for d in dests) and page not in kept:
@@ -3006,6 +3038,34 @@ FLASHINFER_A2A_RUNNERS = ("flashinfer_cutlass", "flashinfer_cutedsl", "flashinfe
 NVFP4_ONLINE_RUNNERS = ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutedsl")  # overrides.py:1466-1470
 
 
+UNCERTAIN = "?"
+CUTLASS_MOE_QUANT = ("modelopt_fp4", "modelopt_fp8", "modelopt_mixed", None)  # moe_hook.py:80-87
+CUTEDSL_MOE_QUANT = ("modelopt_fp4", "modelopt_mixed", "nvfp4_online")  # moe_hook.py:95-100
+# _deepseek_moe_quant_resolution (overrides.py:745-809) fills an unset quantization in from the checkpoint on SM100.
+DEEPSEEK_FAMILY_ARCHS = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration",
+                         "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM",
+                         "Glm5NextForConditionalGeneration", "HYV4ForCausalLM", "HYV4ForCausalLMNextN",
+                         "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM")
+
+
+def moe_kernel_quantization(ctx: Context) -> str | None:
+    """The quantization handle_moe_kernel_config compares (view.quantization, moe_hook.py:78-100): the host's
+    --quantization (unquant: none, serving_hook.py:692-699), else none, except where SGLang fills it in first (the
+    DeepSeek family on SM100 from the checkpoint, a GGUF file) or the model is not known: UNCERTAIN. MXFP8 and
+    nvfp4_online are UNCERTAIN too: their runner constraints come first (overrides.py:1449-1512: MXFP8 replaces a runner
+    it does not run, nvfp4_online refuses one; server.moe and the hardware profiles report those)."""
+    quant = ctx.args.get("quantization")
+    if quant is not None and quant is not False:
+        quant = str(quant)
+        # mxfp8 and nvfp4_online: their runner constraints act first (overrides.py:1452-1512, which raise or replace).
+        return UNCERTAIN if quant in ("mxfp8", "nvfp4_online") else None if quant == "unquant" else quant
+    cc = ctx.compute_capability
+    if not ctx.model.known or cc is None or str(ctx.model.path or "").endswith(".gguf") or (
+            cc[0] == 10 and ctx.model.architecture in DEEPSEEK_FAMILY_ARCHS):
+        return UNCERTAIN
+    return None
+
+
 @rule("server.moe")
 def _moe_kernels(ctx: Context) -> None:
     """handle_moe_kernel_config, handle_a2a_moe's FlashInfer A2A checks, the nvfp4_online runner constraint,
@@ -3026,7 +3086,15 @@ def _moe_kernels(ctx: Context) -> None:
                f"set {ctx.var('moe_runner_backend')}: auto (or one of those)", "sglang/srt/arg_groups/overrides.py:1471")
     if _a2a_may_change(ctx):
         return
+    kernel_quant = moe_kernel_quantization(ctx)
     for bad, dest, why, line in (
+        (runner == "flashinfer_cutlass" and kernel_quant not in (UNCERTAIN, *CUTLASS_MOE_QUANT), "quantization",
+         f"moe_runner_backend flashinfer_cutlass runs quantization modelopt_fp4, modelopt_fp8, modelopt_mixed or none "
+         f"(bf16), not {kernel_quant}", 81),
+        (runner == "flashinfer_cutedsl" and kernel_quant not in (UNCERTAIN, *CUTEDSL_MOE_QUANT)
+         and ctx.model.quant_method is not None and "mixed" not in ctx.model.quant_method, "quantization",
+         f"moe_runner_backend flashinfer_cutedsl runs quantization modelopt_fp4, modelopt_mixed or nvfp4_online (or a "
+         f"hybrid NVFP4 checkpoint), not {kernel_quant or 'none'}", 98),
         (runner in ("flashinfer_cutlass", "flashinfer_cutedsl") and ep not in (1, tp), "ep_size",
          f"moe_runner_backend {runner} needs ep_size 1 or ep_size == tp_size ({tp}), not {ep}", 89 if runner ==
          "flashinfer_cutlass" else 102),
@@ -3185,10 +3253,7 @@ def _speculative_shapes(ctx: Context) -> None:
         _ngram_shapes(ctx, refuse, draft)
     if algo not in EAGLE_FAMILY:
         return
-    topk = _num(ctx, "speculative_eagle_topk")
-    if topk is None and all(v is None for v in _spec_values(ctx)):
-        topk = 1 if ctx.is_set("speculative_adaptive") else (3, 1, 4)[1] if algo == "STANDALONE" else (
-            ctx.model.spec_auto[1] if ctx.model.known else None)
+    topk = effective_eagle_topk(ctx, algo)
     page, backend = resolved_page_size(ctx), resolved_base_attention_backend(ctx)
     if topk is not None and topk > 1 and page is not None and page > 1 and backend is not None \
             and backend not in PAGE_TREE_SPEC_BACKENDS and backend != "trtllm_mha":  # trtllm_mha: spec.backend (:1178)
