@@ -1349,3 +1349,19 @@ def test_nvfp4_kv_cache_runs_the_draft_on_trtllm_mha(version: str, refused: bool
     chain = llama_host({"kv_cache_dtype": "nvfp4", "speculative_algorithm": "NEXTN", "speculative_num_steps": 3,
                         "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}, sglang_version=version)
     assert "spec.backend" not in rules(validate_host(chain))
+
+
+@pytest.mark.parametrize(("args", "backend"), [
+    ({}, "trtllm_mha"),
+    ({"speculative_eagle_topk": 4}, "flashinfer"),  # a tree (no algorithm: the triple is not checked)
+    ({"speculative_eagle_topk": 1, "page_size": 16}, "flashinfer"),  # topk 1 with pages counts as a tree
+    ({"speculative_algorithm": "NGRAM"}, "flashinfer"),  # speculative decoding, topk unset
+    ({"speculative_algorithm": "DFLASH"}, "trtllm_mha"),
+    ({"speculative_algorithm": "EAGLE", "speculative_eagle_topk": 1}, "trtllm_mha"),
+])
+def test_default_attention_backend_on_sm100(args: dict[str, Any], backend: str) -> None:
+    """get_default_attn_backend for Llama on SM100 (model_override_base.py:310-323), seen through an FP4 KV cache:
+    trtllm_mha runs it, flashinfer is refused (kv_cache_hook.py:313)."""
+    host = {"sglang_version": "0.5.23", "sglang_model_path": LLAMA, "nvidia_gpu_count": 1,
+            "nvidia_gpu_compute_capability": "10.0", "sglang_args": {"kv_cache_dtype": "fp4_mx_block16", **args}}
+    assert ("kv4.attention" in rules(validate_host(host))) is (backend == "flashinfer")

@@ -2470,13 +2470,14 @@ def default_attention_backend(ctx: Context) -> str | None:
     tree = not (topk is None or (topk == 1 and page in (None, 1)))
     if cc[0] == 9:
         return "flashinfer" if tree else "fa3"
-    if cc[0] == 10 and tree and not ctx.args.get("speculative_algorithm"):
-        # No trtllm_mha for a tree topk (model_override_base.py:310-323): flashinfer, which Llama has no sinks against.
-        return "flashinfer" if ctx.model.family == "llama" else None
-    if cc[0] == 10 and ctx.args.get("speculative_algorithm"):
-        return None
-    if cc[0] == 10:  # Llama: symmetric K/V heads and no per-model override (others: fa4 or their own choice)
-        return "trtllm_mha" if ctx.model.family == "llama" else None
+    if cc[0] == 10:
+        # trtllm_mha unless a tree topk, or speculative decoding with topk unset that is not DFLASH
+        # (model_override_base.py:310-323, the speculative hooks leave attention_backend alone); else flashinfer, which
+        # Llama has no attention sinks against. Claimed for Llama only: symmetric K/V heads and no per-model override
+        # (others: fa4 or their own choice).
+        algo = _choice(ctx, "speculative_algorithm", "").upper()
+        trtllm = not tree and (not algo or topk is not None or algo == "DFLASH")
+        return ("trtllm_mha" if trtllm else "flashinfer") if ctx.model.family == "llama" else None
     return "fa3" if cc[0] == 9 else "flashinfer"
 
 
@@ -2697,8 +2698,8 @@ def qwen35_sm100_backend(ctx: Context) -> str | None:
 def resolved_page_size(ctx: Context) -> int | None:
     """The page size SGLang settles on, where certain: the host's (1 when unset) unless a backend forces one.
 
-    None when an attention backend is neither page-neutral nor one of PAGE_FORCING_BACKENDS, when prefill and decode
-    backends differ without a base backend, or when SGLang's default backend is needed and not certain
+    None when an attention backend is neither page-neutral nor one of PAGE_FORCING_BACKENDS, or when SGLang's default
+    backend is needed (no attention_backend, and prefill and decode not one backend) and not certain
     (default_attention_backend).
     """
     page = ctx.args.get("page_size")
@@ -2723,9 +2724,8 @@ def resolved_page_size(ctx: Context) -> int | None:
     elif prefill is not None and prefill == decode:
         resolved["attention_backend"] = prefill  # sglang/srt/arg_groups/overrides.py:1127-1131
     elif resolved["attention_backend"] is None:
-        if prefill is not None and decode is not None:
-            return None
-        # The side not set falls back to the base backend, SGLang's default (overrides.py:1133-1138).
+        # The base backend is SGLang's default (overrides.py:1133-1138): a side not set falls back to it, and the page
+        # handling reads it even when both sides are set.
         resolved["attention_backend"] = default_attention_backend(ctx)
         if resolved["attention_backend"] is None:
             return None
