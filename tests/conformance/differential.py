@@ -221,20 +221,17 @@ def cached_probe(payload: list[dict[str, Any]], jobs: int, store: Path | None) -
     same oracle in seconds; SGLang's answers do not depend on our rules, only on the probe input."""
     known: dict[str, dict[str, Any]] = {}
     if store is not None and store.exists():
-        for line in store.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                record = json.loads(line)
-                known[record["key"]] = record["answer"]
-    todo = [e for e in payload if probe_key(e) not in known]
-    fresh = probe(todo, jobs) if todo else {}
-    if store is not None and fresh:
+        records = (json.loads(line) for line in store.read_text(encoding="utf-8").splitlines() if line.strip())
+        known = {r["key"]: r["answer"] for r in records}
+    keys = {e["id"]: probe_key(e) for e in payload}
+    fresh = probe([e for e in payload if keys[e["id"]] not in known], jobs)
+    answered = {cid: r for cid, r in fresh.items() if r.get("status") in ("accepted", "rejected")}
+    if store is not None and answered:
         store.parent.mkdir(parents=True, exist_ok=True)
         with store.open("a", encoding="utf-8") as out:
-            for entry in todo:
-                if entry["id"] in fresh and fresh[entry["id"]].get("status") in ("accepted", "rejected"):
-                    out.write(json.dumps({"key": probe_key(entry), "answer": fresh[entry["id"]]}, sort_keys=True) + "\n")
-    return {e["id"]: fresh[e["id"]] if e["id"] in fresh else {**known[probe_key(e)], "id": e["id"]}
-            for e in payload if e["id"] in fresh or probe_key(e) in known}
+            out.writelines(json.dumps({"key": keys[cid], "answer": r}, sort_keys=True) + "\n" for cid, r in answered.items())
+    return {cid: fresh[cid] if cid in fresh else {**known[key], "id": cid}
+            for cid, key in keys.items() if cid in fresh or key in known}
 
 
 def evaluate(cases: list[dict[str, Any]], jobs: int = 1,

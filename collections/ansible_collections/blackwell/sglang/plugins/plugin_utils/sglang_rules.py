@@ -335,7 +335,7 @@ def _spec_triple(ctx: Context) -> None:
     if algo not in EAGLE_FAMILY or ctx.is_set("speculative_adaptive"):
         return
     steps, topk, draft = _spec_values(ctx)
-    auto = (3, 1, 4) if algo == "STANDALONE" else ctx.model.spec_auto
+    auto = auto_spec_triple(ctx, algo)
     model = ctx.model.architecture or "this model"
     if steps is None and (topk is not None or draft is not None):
         given = [ctx.var(d) for d, v in zip(SPEC_TRIPLE, (steps, topk, draft), strict=True) if v is not None]
@@ -386,14 +386,25 @@ def _attention_backends(ctx: Context) -> list[tuple[str, str]]:
     return [(d, str(ctx.args[d])) for d in ATTENTION_DESTS if ctx.args.get(d) is not None and d in ctx.schema.arguments]
 
 
+def nvfp4_kv_decodes_with_trtllm_mha(ctx: Context) -> bool:
+    """handle_nvfp4_prefill_kv_dequant_dtype (kv_cache_hook.py:77-89, new in 0.5.21): an NVFP4 KV cache decodes with
+    trtllm_mha (server.kv_cache refuses another decode backend)."""
+    return ctx.args.get("kv_cache_dtype") == "nvfp4" and added_in(ctx, "0.5.21")
+
+
+def auto_spec_triple(ctx: Context, algo: str) -> tuple[int, int, int]:
+    """_auto_choose_speculative_params (speculative_hook.py:1430-1461): (num_steps, eagle_topk, num_draft_tokens)
+    SGLang picks when none of the three is set."""
+    return (3, 1, 4) if algo == "STANDALONE" else ctx.model.spec_auto
+
+
 def effective_eagle_topk(ctx: Context, algo: str) -> int | float | None:
     """speculative_eagle_topk as an EAGLE-family algorithm runs it: the host's value, else, with none of the triple
-    set, _auto_choose_speculative_params' choice (speculative_hook.py:1430-1461; spec.triple) or 1 with
-    speculative_adaptive; None where the model is not known."""
+    set, SGLang's choice (auto_spec_triple) or 1 with speculative_adaptive; None where the model is not known."""
     topk = _num(ctx, "speculative_eagle_topk")
     if topk is None and all(v is None for v in _spec_values(ctx)):
-        topk = 1 if ctx.is_set("speculative_adaptive") else (3, 1, 4)[1] if algo == "STANDALONE" else (
-            ctx.model.spec_auto[1] if ctx.model.known else None)
+        topk = 1 if ctx.is_set("speculative_adaptive") else auto_spec_triple(ctx, algo)[1] if (
+            algo == "STANDALONE" or ctx.model.known) else None
     return topk
 
 
@@ -408,7 +419,7 @@ def _spec_backend(ctx: Context) -> None:
     if topk is not None and topk > 1:
         where = [(dest, f"{dest} trtllm_mha") for dest, backend in _attention_backends(ctx)
                  if backend == "trtllm_mha" and dest != "speculative_draft_attention_backend"]
-        if not where and ctx.args.get("kv_cache_dtype") == "nvfp4" and added_in(ctx, "0.5.21"):
+        if not where and nvfp4_kv_decodes_with_trtllm_mha(ctx):
             where = [("kv_cache_dtype", "kv_cache_dtype nvfp4 decodes with trtllm_mha (kv_cache_hook.py:77-89), which")]
     chosen = "" if ctx.args.get("speculative_eagle_topk") is not None else \
         f" (SGLang's choice for {ctx.model.architecture}: speculative_eagle_topk is unset)"
@@ -2464,21 +2475,30 @@ def default_attention_backend(ctx: Context) -> str | None:
         return None
     if ctx.model.mla:
         return {9: "fa3", 10: "trtllm_mla" if ctx.model.family == "deepseek-v3" else None}.get(cc[0], "triton")
-    # is_no_spec_infer_or_topk_one (sglang/srt/utils/common.py:3960-3966) asks mid-resolution, before the
-    # speculative defaults fill speculative_eagle_topk in: an unset topk counts as "no tree".
-    topk, page = ctx.args.get("speculative_eagle_topk"), ctx.args.get("page_size")
-    tree = not (topk is None or (topk == 1 and page in (None, 1)))
     if cc[0] == 9:
-        return "flashinfer" if tree else "fa3"
+        return "fa3" if no_spec_or_topk_one(ctx) else "flashinfer"
     if cc[0] == 10:
-        # trtllm_mha unless a tree topk, or speculative decoding with topk unset that is not DFLASH
-        # (model_override_base.py:310-323, the speculative hooks leave attention_backend alone); else flashinfer, which
-        # Llama has no attention sinks against. Claimed for Llama only: symmetric K/V heads and no per-model override
-        # (others: fa4 or their own choice).
-        algo = _choice(ctx, "speculative_algorithm", "").upper()
-        trtllm = not tree and (not algo or topk is not None or algo == "DFLASH")
-        return ("trtllm_mha" if trtllm else "flashinfer") if ctx.model.family == "llama" else None
-    return "fa3" if cc[0] == 9 else "flashinfer"
+        # Else flashinfer, which Llama has no attention sinks against. Claimed for Llama only: symmetric K/V heads and
+        # no per-model override (others: fa4 or their own choice).
+        return ("trtllm_mha" if sm100_default_is_trtllm_mha(ctx) else "flashinfer") if ctx.model.family == "llama" else None
+    return "flashinfer"
+
+
+def no_spec_or_topk_one(ctx: Context) -> bool:
+    """is_no_spec_infer_or_topk_one (sglang/srt/utils/common.py:3960-3966), which get_default_attn_backend asks
+    mid-resolution, before the speculative defaults fill speculative_eagle_topk in: an unset topk counts as "no tree",
+    topk 1 only without pages."""
+    topk, page = ctx.args.get("speculative_eagle_topk"), ctx.args.get("page_size")
+    return topk is None or (topk == 1 and page in (None, 1))
+
+
+def sm100_default_is_trtllm_mha(ctx: Context) -> bool:
+    """Whether get_default_attn_backend picks trtllm_mha for an MHA model with symmetric K/V heads on SM100
+    (model_override_base.py:310-323): no tree topk, and no speculative decoding with topk unset unless DFLASH (the
+    speculative hooks leave attention_backend alone)."""
+    algo = _choice(ctx, "speculative_algorithm", "").upper()
+    return no_spec_or_topk_one(ctx) and (not algo or ctx.args.get("speculative_eagle_topk") is not None
+                                         or algo == "DFLASH")
 
 
 # _mla_kv_cache_dtype_checks (sglang/srt/arg_groups/overrides.py:1203-1218): TRTLLM MLA runs fp8_e4m3, bf16 or auto
@@ -2622,9 +2642,10 @@ def _deepep_v2_budget(ctx: Context) -> None:
             what += f" per attention-DP rank (divided by {width})"
     else:
         ceiling = _num(ctx, "max_prefill_tokens")
-        ceiling = 16384 if ceiling is None else ceiling  # fields/schedule.py:71-81
+        if ceiling is None:
+            ceiling = ctx.schema.default("max_prefill_tokens")  # the release's default (16384 in 0.5.23)
         what = f"max_prefill_tokens={ceiling} (chunked prefill is off)"
-    if not isinstance(ceiling, int) or ceiling <= 0:
+    if not isinstance(ceiling, int) or isinstance(ceiling, bool) or ceiling <= 0:
         return
     scatter = max(1, _int(ctx, "tp_size", 1) // width) if added_in(ctx, "0.5.22") else 1
     required = -(-ceiling // scatter)
@@ -2686,13 +2707,9 @@ def qwen35_sm100_backend(ctx: Context) -> str | None:
     if (ctx.model.architecture not in QWEN35_OVERRIDE_ARCHS or cc is None or cc[0] != 10
             or _choice(ctx, "attention_backend", "")):
         return None
-    algo = _choice(ctx, "speculative_algorithm", "")
-    topk, page = ctx.args.get("speculative_eagle_topk"), ctx.args.get("page_size")
-    no_tree = topk is None or (topk == 1 and page in (None, 1))  # is_no_spec_infer_or_topk_one (common.py:3960-3966)
-    default_trtllm = no_tree and (not algo or topk is not None or algo.upper() == "DFLASH")
     wanted = (_choice(ctx, "mamba_radix_cache_strategy", "auto") in MAMBA_EXTRA_BUFFER
-              or ctx.is_set("disable_radix_cache") or bool(algo))
-    return "trtllm_mha" if default_trtllm and wanted else "triton"
+              or ctx.is_set("disable_radix_cache") or bool(_choice(ctx, "speculative_algorithm", "")))
+    return "trtllm_mha" if sm100_default_is_trtllm_mha(ctx) and wanted else "triton"
 
 
 def resolved_page_size(ctx: Context) -> int | None:
@@ -2708,9 +2725,8 @@ def resolved_page_size(ctx: Context) -> int | None:
     if ctx.model.family == "deepseek-v3.2":
         return None  # DSA sets 64 x the index pool's width whatever the backend (model_overrides/deepseek_v2.py:161-173)
     resolved = {d: ctx.args.get(d) for d in (*_ALL_DESTS, "speculative_draft_attention_backend")}
-    if ctx.args.get("kv_cache_dtype") == "nvfp4" and added_in(ctx, "0.5.21"):
-        # An NVFP4 KV cache decodes with trtllm_mha (kv_cache_hook.py:77-89, new in 0.5.21; another decode backend is
-        # refused there), which forces its page size whatever the prefill side (flashinfer or trtllm_mha) is.
+    if nvfp4_kv_decodes_with_trtllm_mha(ctx):
+        # trtllm_mha forces its page size whatever the prefill side (flashinfer or trtllm_mha) is.
         resolved["decode_attention_backend"] = "trtllm_mha"
         resolved["prefill_attention_backend"] = resolved["prefill_attention_backend"] or "trtllm_mha"
     prefill, decode = resolved["prefill_attention_backend"], resolved["decode_attention_backend"]
