@@ -119,7 +119,7 @@ demo: venv simhost wheelhouse provision-fixtures ## Deploy to a local simulated 
 demo-down: ## Remove the demo's simulated host
 	tests/fixtures/simhost/simhost.sh down bsa-demo-01
 
-bench: venv simhost wheelhouse provision-fixtures ## All six benchmarks (bench/run_all.py) and one table: validation at scale, time to reject, restart overhead, no-op deploy, fleet rollout, model fan-out
+bench: venv simhost wheelhouse provision-fixtures ## Every benchmark (bench/run_all.py) and one table: validation at scale, time to reject, restart overhead, no-op deploy, fleet rollout, model fan-out, the per-task floor
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 COLLECTION := collections/ansible_collections/blackwell/sglang

@@ -12,14 +12,17 @@ Runs, one after another, each printing its own table as it goes and writing its 
                              stock settings, with the profile_tasks top 10;
 5. bench/fleet_rollout.py    rollout.yml on 4 simulated hosts, batches of 2 against batches of 1;
 6. bench/model_fanout.py     deploy.yml --tags model on 4 simulated hosts and a rate-limited stand-in Hub:
-                             bytes from the Hub and wall time, the fan-out against per-host Hub downloads.
+                             bytes from the Hub and wall time, the fan-out against per-host Hub downloads;
+7. bench/task_floor.py       what one task costs (a module run, a controller-side task, a skipped task) on
+                             1 and 4 simulated hosts, the project's ansible.cfg against stock settings: the
+                             floor under the restart and no-op figures.
 
 Every baseline is measured in the same run as what it is compared with. The machine (CPUs, CPU
 model, load average) is printed first: the figures depend on it. Ratio = baseline / ours, so above 1
 means ours is faster. Timings are reported, never asserted: a benchmark fails only when it cannot
 run (its exit status is then that of this script).
 
-Usage: bench/run_all.py [--only validate,restart,noop,rollout,fanout] [--runs N] [--validate-sizes 10,100,1000,5000]
+Usage: bench/run_all.py [--only validate,restart,noop,rollout,fanout,floor] [--runs N] [--validate-sizes 10,100,1000,5000]
                         [--validate-baseline-max 100] [--json FILE]
 Needs: make venv simhost wheelhouse provision-fixtures (`make bench` does it).
 """
@@ -157,9 +160,20 @@ def fanout_rows(data: dict[str, Any]) -> list[Row]:
     ]
 
 
+def floor_rows(data: dict[str, Any]) -> list[Row]:
+    what = {"module": "a module run (ping, become)", "controller": "a controller-side task (set_fact)",
+            "skipped": "a skipped task"}
+    return [(f"per task, {r['hosts']} host{'s' if r['hosts'] > 1 else ''}: {what[kind]}, ansible.cfg / stock",
+             f"{r['project'][f'{kind}_per_task_s']:.3f} s",
+             f"{r['stock'][f'{kind}_per_task_s']:.3f} s",
+             ratio(r["stock"][f"{kind}_per_task_s"], r["project"][f"{kind}_per_task_s"]), "-")
+            for r in data["rows"] for kind in what]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="validate,restart,noop,rollout,fanout", help="benchmarks to run, comma-separated")
+    parser.add_argument("--only", default="validate,restart,noop,rollout,fanout,floor",
+                        help="benchmarks to run, comma-separated")
     parser.add_argument("--runs", type=int, help="runs per measurement of restart, noop and rollout (default: each script's)")
     parser.add_argument("--validate-sizes", default="10,100,1000,5000")
     parser.add_argument("--validate-baseline-max", type=int, default=1000,
@@ -174,6 +188,7 @@ def main() -> int:
         "noop": ("noop_deploy.py", runs, noop_rows),
         "rollout": ("fleet_rollout.py", runs, rollout_rows),
         "fanout": ("model_fanout.py", runs, fanout_rows),
+        "floor": ("task_floor.py", runs, floor_rows),
     }
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in benchmarks]

@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import fleet_rollout  # noqa: E402
 import noop_deploy  # noqa: E402
 import restart_overhead  # noqa: E402
-from simfleet import ansible_env  # noqa: E402
+from simfleet import ansible_env, write_hosts  # noqa: E402
 
 
 def _rollout(tmp: Path) -> Path:
@@ -44,3 +44,19 @@ def test_the_bench_inventory_validates(bench: str, tmp_path: Path) -> None:
                           env=ansible_env(ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts")),
                           cwd=REPO, text=True, capture_output=True, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("setting", ["project", "stock"])
+def test_the_task_floor_playbooks_parse_and_list_their_tasks(setting: str, tmp_path: Path) -> None:
+    """bench/task_floor.py's generated playbooks: valid YAML plays with the asked number of tasks of each kind."""
+    import task_floor  # noqa: PLC0415 (bench/ is on the path only for this module)
+
+    inv = write_hosts(tmp_path / "inventory", [f"{task_floor.PREFIX}1"])
+    env = ansible_env(task_floor.stock_config(tmp_path)) if setting == "stock" else ansible_env()
+    for kind, body in {"empty": "", **task_floor.KINDS}.items():
+        book = task_floor.play(tmp_path / f"{kind}.yml", body, 3 if body else 0)
+        done = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), str(book),
+                               "--list-tasks"], env=env, cwd=REPO, text=True, capture_output=True, check=False)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        listed = [line for line in done.stdout.splitlines() if line.startswith("      ")]
+        assert len(listed) == (3 if body else 0), (kind, done.stdout)
