@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simfleet import REPO, ansible_env, down, fail, playbook, serve_fixtures, up, write_hosts
+from simfleet import REPO, ansible_env, down, fail, playbook, serve_fixtures, stock_config, up, write_hosts
 
 PREFIX = "bsa-bench-noop-"
 PROFILE_CALLBACK = "ansible.posix.profile_tasks"
@@ -46,14 +46,6 @@ def inventory(tmp: Path, hosts: list[str]) -> Path:
     inv = tmp / "inventory"
     shutil.copytree(REPO / "inventory" / "sim" / "group_vars", inv / "group_vars")
     return write_hosts(inv, hosts)
-
-
-def stock_config(tmp: Path) -> Path:
-    """An ansible.cfg with only what finds the project's roles and collection: Ansible's defaults otherwise."""
-    cfg = tmp / "stock" / "ansible.cfg"
-    cfg.parent.mkdir()
-    cfg.write_text(f"[defaults]\nroles_path = {REPO / 'roles'}\ncollections_path = {REPO / 'collections'}\n")
-    return cfg
 
 
 def recap(output: str) -> dict[str, dict[str, int]]:

@@ -55,6 +55,17 @@ def ansible_env(config: Path = PROJECT_CONFIG, **extra: str) -> dict[str, str]:
     return {**env, "ANSIBLE_CONFIG": str(config), **extra}
 
 
+def stock_config(tmp: Path) -> Path:
+    """``tmp``/stock/ansible.cfg: only what finds the project's roles and collection, Ansible's defaults otherwise.
+
+    The "stock settings" the project's ansible.cfg is compared with (bench/noop_deploy.py, bench/task_floor.py).
+    """
+    cfg = tmp / "stock" / "ansible.cfg"
+    cfg.parent.mkdir(exist_ok=True)
+    cfg.write_text(f"[defaults]\nroles_path = {REPO / 'roles'}\ncollections_path = {REPO / 'collections'}\n")
+    return cfg
+
+
 def playbook(inv: Path, path: str, env: dict[str, str], log: Path | None = None, *extra: str) -> tuple[float, int, str]:
     """(wall seconds, exit status, output) of one ansible-playbook run of ``path`` (relative to the repository)."""
     start = time.monotonic()

@@ -4,7 +4,7 @@
 Times, on HOSTS simulated hosts (tests/fixtures/simhost, named bsa-bench-floor-N) reached through the
 docker connection, playbooks made of TASKS tasks of one kind, against an empty play (the start-up of
 ansible-playbook, the inventory and the play), with the project's ansible.cfg and with the stock
-settings of bench/noop_deploy.py (only roles_path and collections_path), interleaved:
+settings of simfleet.stock_config (only roles_path and collections_path), interleaved:
 
 * module: ``ansible.builtin.ping`` with become, the cheapest module run (a round trip, Python's start-up
   on the host and the module's imports; pipelining makes it one ``docker exec`` instead of about five);
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simfleet import REPO, ansible_env, down, fail, playbook, up, write_hosts
+from simfleet import ansible_env, down, fail, playbook, stock_config, up, write_hosts
 
 PREFIX = "bsa-bench-floor-"
 KINDS = {
@@ -49,14 +49,6 @@ def play(path: Path, body: str, tasks: int) -> Path:
     head = "- hosts: sglang_servers\n  gather_facts: false\n  become: true\n"
     path.write_text(head + ("  tasks:\n" + "".join(body.format(i=i) for i in range(tasks)) if tasks else "  tasks: []\n"))
     return path
-
-
-def stock_config(tmp: Path) -> Path:
-    """The stock settings of bench/noop_deploy.py: only what finds the project's roles and collection."""
-    cfg = tmp / "stock" / "ansible.cfg"
-    cfg.parent.mkdir(exist_ok=True)
-    cfg.write_text(f"[defaults]\nroles_path = {REPO / 'roles'}\ncollections_path = {REPO / 'collections'}\n")
-    return cfg
 
 
 def measure(hosts: list[str], tasks: int, runs: int, tmp: Path) -> dict[str, Any]:

@@ -20,7 +20,8 @@ sys.path.insert(0, str(REPO / "bench"))
 import fleet_rollout  # noqa: E402
 import noop_deploy  # noqa: E402
 import restart_overhead  # noqa: E402
-from simfleet import ansible_env, write_hosts  # noqa: E402
+import task_floor  # noqa: E402
+from simfleet import ansible_env, stock_config, write_hosts  # noqa: E402
 
 
 def _rollout(tmp: Path) -> Path:
@@ -49,10 +50,8 @@ def test_the_bench_inventory_validates(bench: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("setting", ["project", "stock"])
 def test_the_task_floor_playbooks_parse_and_list_their_tasks(setting: str, tmp_path: Path) -> None:
     """bench/task_floor.py's generated playbooks: valid YAML plays with the asked number of tasks of each kind."""
-    import task_floor  # noqa: PLC0415 (bench/ is on the path only for this module)
-
     inv = write_hosts(tmp_path / "inventory", [f"{task_floor.PREFIX}1"])
-    env = ansible_env(task_floor.stock_config(tmp_path)) if setting == "stock" else ansible_env()
+    env = ansible_env(stock_config(tmp_path)) if setting == "stock" else ansible_env()
     for kind, body in {"empty": "", **task_floor.KINDS}.items():
         book = task_floor.play(tmp_path / f"{kind}.yml", body, 3 if body else 0)
         done = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), str(book),
