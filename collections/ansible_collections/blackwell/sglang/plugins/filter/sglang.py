@@ -7,11 +7,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_gateway as _gateway
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import fanout_plan
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import model_key as _model_key
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import model_state as _model_state
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import peer_config as _peer_config
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import peer_url as _peer_url
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_gateway import address_problem, connect_address, is_loopback
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_gateway import file_problem as gateway_file_problem
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import HostPlan, plan_host, read_host_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import staged_models as _staged_models
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import (
@@ -78,22 +81,27 @@ def _url(address: str, scheme: str, port: Any) -> str:
 ROUTER_SETTINGS = ("host", "port", "tls_cert_file", "tls_key_file", "ca_file", "api_key", "control_plane_api_key",
                    "allow_unauthenticated")
 _ROUTER_SECRETS = ("api_key", "control_plane_api_key")
-_LOOPBACK = re.compile(r"127[.][0-9.]+|::1|localhost")
+# Listen addresses that mean "every address", reached over loopback (any spelling: sglang_gateway.connect_address).
 _ANY = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 _TRUTHY = {"true", "yes", "on", "1"}
 
 
 def _router_problems(cfg: Mapping[str, Any]) -> list[str]:
-    """``"sglang_router_<key>: why"`` for each router setting that cannot be used as given."""
+    """``"sglang_router_<key>: why"`` for each router setting that cannot be used as given.
+
+    The address is parsed (``sglang_gateway.address_problem``) and loopback decided by ``is_loopback`` (127.0.0.0/8,
+    ::1 or exactly ``localhost``), never by a prefix: ``localhost.attacker.example`` listens beyond loopback.
+    """
     out = []
     host = cfg["host"]
-    if not isinstance(host, str) or not host or text_problem(host) or host.startswith("-") or any(c.isspace() for c in host):
-        out.append(f"sglang_router_host {host!r}: it must be an address or host name (e.g. 127.0.0.1 or 0.0.0.0)")
-    if not re.fullmatch(r"[1-9][0-9]{0,4}", str(cfg["port"])) or int(cfg["port"]) > 65535:
+    if address_problem(host):
+        out.append(f"sglang_router_host {host!r}: it must be an address or host name (e.g. 127.0.0.1 or 0.0.0.0): "
+                   f"{address_problem(host)}")
+    if not re.fullmatch(r"[1-9][0-9]{0,4}", str(cfg["port"])) or int(cfg["port"]) > 65535 or isinstance(cfg["port"], bool):
         out.append(f"sglang_router_port {cfg['port']!r}: it must be a TCP port, 1-65535")
     for key in ("tls_cert_file", "tls_key_file", "ca_file"):
         if cfg[key]:
-            why = path_problem(cfg[key])
+            why = path_problem(cfg[key]) or gateway_file_problem(cfg[key])
             if why:
                 out.append(f"sglang_router_{key} {cfg[key]!r}: {why}")
     if bool(cfg["tls_cert_file"]) != bool(cfg["tls_key_file"]):
@@ -105,7 +113,7 @@ def _router_problems(cfg: Mapping[str, Any]) -> list[str]:
         elif value and not all("!" <= c <= "~" for c in value):
             out.append(f"sglang_router_{key}: an API key travels in an HTTP Authorization header, which carries "
                        "printable ASCII without spaces (value not shown)")
-    open_port = not (isinstance(host, str) and _LOOPBACK.fullmatch(host))
+    open_port = not is_loopback(host)
     if open_port and not cfg["allow_unauthenticated"] and not (cfg["api_key"] and cfg["control_plane_api_key"]):
         missing = " and ".join(f"sglang_router_{k}" for k in _ROUTER_SECRETS if not cfg[k])
         out.append(f"sglang_router_host {host!r} listens beyond loopback without {missing}: anyone who reaches the "
@@ -132,7 +140,7 @@ def router_endpoint(settings: Mapping[str, Any], defaults: Mapping[str, Any] | N
     cfg["allow_unauthenticated"] = str(cfg["allow_unauthenticated"]).strip().lower() in _TRUTHY
     problems = _router_problems(cfg)
     host = str(cfg["host"])
-    connect = _ANY.get(host, host)
+    connect = _ANY.get(host) or connect_address(host)
     tls = bool(cfg["tls_cert_file"])
     key = cfg["control_plane_api_key"] if isinstance(cfg["control_plane_api_key"], str) else ""
     return {
@@ -353,4 +361,25 @@ class FilterModule:
             "secret_host_vars": secret_host_vars,
             "input_problems": input_problems,
             "sglang_lock_name": sglang_lock_name,
+            "gateway_problems": gateway_problems,
         }
+
+
+def gateway_problems(values: Mapping[str, Any], workers: Mapping[str, Any] | None = None,
+                     urls: Mapping[str, Any] | None = None, strict: bool = False) -> list[str]:
+    """Every problem of a gateway's ``sglang_router_*`` variables and of its workers, one line each (no secret).
+
+    ``values``: the gateway host's role variables (missing ones at the role's defaults); ``workers``: GPU host
+    name -> its hostvars (worker URL or address, each instance's API key against the gateway's); ``urls``:
+    ``{label: url}`` of URLs about to be rendered (only those are checked when ``values`` is empty).
+    ``strict``: raise, listing the problems, instead of returning them (a template that must not render).
+    Usage: ``__sglang_router_inputs | blackwell.sglang.gateway_problems(__sglang_router_workers)``.
+    """
+    found = _gateway.gateway_problems(values or {}, workers or {}) if values else []
+    if not values and workers:
+        found += [p for host in workers for p in _gateway.worker_problems(str(host), workers[host] or {})]
+    found += _gateway.url_problems(urls or {})
+    lines = [_gateway.format_problem(p) for p in found]
+    if strict and lines:
+        raise AnsibleFilterError("gateway configuration refused:\n" + "\n".join(lines))
+    return lines
