@@ -35,7 +35,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode 
     host_layout,
     hostvars_getter,
 )
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import secret_host_vars
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema, secret_host_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema_diff import committed_versions, upgrade_findings
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import (
     FACTS_VAR,
@@ -101,8 +101,20 @@ INSTANCE_FIELDS = {
 INSTANCE_MERGED = {"args": "sglang_args", "env": "sglang_env"}
 INSTANCE_OTHER = ("name", "port")
 INSTANCE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
-# Arguments that open a TCP port of their own; two instances of a host must not share one.
-_PORT_ARGS = ("port",)
+# Arguments that open a TCP port of their own when set (each is also opened under the conditions of
+# instance_ports); two instances of a host must not share one. SGLang 0.5.23 (sglang/srt/...):
+_PORT_ARGS = (
+    "port",  # the HTTP server (entrypoints/http_server.py)
+    "grpc_port",  # the native gRPC server, alongside HTTP (arg_groups/fields/serving.py, serving_hook.py:360-366)
+    "smg_http_sidecar_port",  # legacy SMG mode's sidecar (entrypoints/grpc_server.py:176-182)
+    "nccl_port",  # NCCL setup, bound by the scheduler (server_args.py:771-775; a random free port when unset)
+    "gated_launch_port",  # the gate server of the first rank (distributed/bootstrap.py:200-202)
+    "engine_info_bootstrap_port",  # with a transfer-engine seed, node 0 (entrypoints/engine.py:1187-1198)
+    "disaggregation_bootstrap_port",  # a prefill (or role-switching) server (managers/disagg_service.py:28-48)
+    "encoder_bootstrap_port",  # a language-only server (managers/tokenizer_manager.py:812-826)
+)
+ZMQ_TCP_PORT_DELTA = 233  # sglang/srt/server_args.py:728
+DP_DERIVED_PORTS = 6  # sglang/srt/server_args.py:835 (without SGLANG_RUST_SERVER)
 
 
 @dataclass
@@ -187,6 +199,64 @@ except ImportError:  # pragma: no cover (older ansible-core)
     _LAZY = ()  # type: ignore[assignment]
 
 
+# Bounds of one host variable's value, checked before anything else walks it (templating, copying, the memo's JSON
+# text, the report): YAML aliases let a few hundred bytes of host_vars stand for billions of values (an "alias
+# bomb"); a shared reference counts each time it is reached, as every later walk would reach it.
+MAX_VALUE_NODES = 100_000
+MAX_VALUE_DEPTH = 32
+MAX_VALUE_TEXT = 1 << 20  # characters of all its strings (keys included)
+
+
+class ValueTooLarge(Exception):
+    """A host variable's value is over the bounds: the plan names ``variable`` and shows nothing of the value."""
+
+    def __init__(self, variable: str, why: str) -> None:
+        super().__init__(f"{variable}: {why}")
+        self.variable, self.why = variable, why
+
+
+def value_bound_problem(value: Any) -> str | None:
+    """Why ``value`` is over the bounds (too many values, too deep, too much text), or None.
+
+    Walks at most MAX_VALUE_NODES values, without templating anything (a lazily templated container is read as the
+    dict or list it is) and without following a shared reference more than its uses: it stops at the first bound hit.
+    """
+    nodes = text = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_VALUE_NODES:
+            return (f"it holds more than {MAX_VALUE_NODES:,} values (YAML aliases count once per use: an alias chain "
+                    "expands to that many)")
+        if depth > MAX_VALUE_DEPTH:
+            return f"it is nested more than {MAX_VALUE_DEPTH} levels deep"
+        if isinstance(item, (str, bytes)):
+            text += len(item)
+            if text > MAX_VALUE_TEXT:
+                return f"its text is over {MAX_VALUE_TEXT // (1 << 20)} MiB"
+        elif isinstance(item, dict):
+            for key, sub in dict.items(item):
+                stack.append((key, depth + 1))
+                stack.append((sub, depth + 1))
+        elif isinstance(item, Mapping):
+            for key, sub in item.items():
+                stack.append((key, depth + 1))
+                stack.append((sub, depth + 1))
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend((sub, depth + 1) for sub in (list.__iter__(item) if isinstance(item, list) else iter(item)))
+    return None
+
+
+def check_bounds(name: str, value: Any) -> Any:
+    """``value``, or ValueTooLarge naming ``name`` when it is over the bounds."""
+    if isinstance(value, (dict, list, tuple, set, frozenset, Mapping)) or (isinstance(value, str) and len(value) > 4096):
+        why = value_bound_problem(value)
+        if why:
+            raise ValueTooLarge(name, why)
+    return value
+
+
 def _plain(value: Any) -> bool:
     """True for data that templates to itself: scalars, and dicts and lists of them, with no ``{`` in a string."""
     if value is None or isinstance(value, (bool, int, float)):
@@ -220,7 +290,7 @@ class _RawHostVars(Mapping):
         self._view: Any = None
 
     def __getitem__(self, key: str) -> Any:
-        value = self._raw[key]
+        value = check_bounds(key, self._raw[key])  # before any walk of it, templating included
         if _plain(value):
             return _copy_plain(value)
         if self._view is None:
@@ -230,7 +300,7 @@ class _RawHostVars(Mapping):
                 self._view = HostVarsVars(self._raw, loader=self._loader, host=self._host)
             except TypeError:  # pragma: no cover (ansible-core < 2.19: no host argument)
                 self._view = HostVarsVars(self._raw, loader=self._loader)  # pylint: disable=no-value-for-parameter
-        return self._view[key]
+        return check_bounds(key, self._view[key])  # what a template made of it (a Jinja loop can multiply too)
 
     def __contains__(self, key: object) -> bool:
         return key in self._raw
@@ -377,7 +447,7 @@ def read_host_vars(hostvars: Any, host: str) -> dict[str, Any]:
     A ``sglang_server_model_path`` set in the inventory is the directory the server loads from.
     """
     host_vars = hostvars[host]
-    raw = {name: host_vars[name] for name in HOST_VARS if name in host_vars}
+    raw = {name: check_bounds(name, host_vars[name]) for name in HOST_VARS if name in host_vars}
     if "sglang_server_model_path" in raw:
         raw["sglang_model_local_path"] = raw.pop("sglang_server_model_path")
     return raw
@@ -436,6 +506,23 @@ def staged_models(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+_INDEX = re.compile(r"[0-9]{1,10}")
+MAX_GPU_INDEX = 2**31  # device minors and CUDA ordinals are C ints
+
+
+def declared_gpu_count(value: Any) -> int | None:
+    """``nvidia_gpu_count`` as a whole number (8, 8.0, "8", "8.0", as the validator reads it), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,10}(\.0*)?", value.strip()):
+        return int(float(value))
+    return None
+
+
 def _gpu_list(value: Any) -> tuple[list[int] | None, str | None]:
     """The GPU indices of ``gpus`` / ``sglang_gpus``, or why they are not a list of distinct GPU indices."""
     if value is None:
@@ -444,8 +531,11 @@ def _gpu_list(value: Any) -> tuple[list[int] | None, str | None]:
         return None, "it must be a non-empty list of GPU indices (nvidia-smi -L), e.g. [0, 1, 2, 3]"
     out = []
     for item in value:
-        if isinstance(item, bool) or not (isinstance(item, int) or (isinstance(item, str) and item.strip().isdigit())):
+        # ASCII digits only: str.isdigit() is true of "²", which int() refuses.
+        if isinstance(item, bool) or not (isinstance(item, int) or (isinstance(item, str) and _INDEX.fullmatch(item.strip()))):
             return None, f"{item!r} is not a GPU index (a whole number from nvidia-smi -L)"
+        if not 0 <= int(item) < MAX_GPU_INDEX:
+            return None, f"{item!r} is not a GPU index (0 to {MAX_GPU_INDEX - 1}, as nvidia-smi -L numbers them)"
         out.append(int(item))
     if len(set(out)) != len(out):
         return None, "a GPU is listed twice"
@@ -462,17 +552,24 @@ def plan_host(host: str, hostvars: Any, groups: Any, spec: str | None = None, ge
     the inventory's). Problems of the variables themselves (a Jinja error, a misdeclared group) become errors.
     """
     plan = HostPlan(host)
+    raw: dict[str, Any] | None = None
+    unknown = [name for name in (role_vars or {}) if name not in ROLE_VARS]
+    if unknown:  # a caller's mistake, not the inventory's
+        raise KeyError(f"{unknown[0]} is not a role variable of the plan")
     try:
         raw = read_host_vars(hostvars, host)
         for name, value in (role_vars or {}).items():
-            if name not in ROLE_VARS:
-                raise KeyError(f"{name} is not a role variable of the plan")
             if value is not None:
-                raw["sglang_model_local_path" if name == "sglang_server_model_path" else name] = value
+                raw["sglang_model_local_path" if name == "sglang_server_model_path" else name] = check_bounds(name, value)
         plan.layout = host_layout(host, get or hostvars_getter(hostvars), groups)
         if plan.layout is not None:
             raw["sglang_multinode"] = plan.layout.as_dict()
-        _plan_instances(plan, raw, spec)
+        _plan_raw(plan, raw, spec)
+    except ValueTooLarge as exc:
+        plan.instances = []
+        plan.problems = [Problem("input.bounds", exc.variable, None,
+                                 f"{exc.variable}: {exc.why}; refused before it is read (value not shown).",
+                                 f"write {exc.variable} out plainly: a few values, no chains of YAML aliases (&a / *a)")]
     except LayoutError as exc:
         plan.instances = []
         plan.problems = [Problem("multinode.layout", exc.variable, exc.value, exc.message, exc.fix)]
@@ -480,7 +577,54 @@ def plan_host(host: str, hostvars: Any, groups: Any, spec: str | None = None, ge
         plan.instances = []
         plan.problems = [Problem("host.template", "host variables", None, to_text(exc).splitlines()[0],
                                  "fix the variable's Jinja expression or define what it uses")]
+    except Exception as exc:  # pylint: disable=broad-exception-caught
+        # Any other failure of the planner is a value it does not expect: a problem naming that variable.
+        plan.instances = []
+        plan.problems = [_crash_problem(host, raw, spec, exc)]
     return plan
+
+
+def _plan_raw(plan: HostPlan, raw: dict[str, Any], spec: str | None) -> None:
+    _plan_instances(plan, raw, spec)
+
+
+def _crashes(host: str, raw: dict[str, Any], spec: str | None) -> bool:
+    try:
+        _plan_raw(HostPlan(host), raw, spec)
+    except Exception:  # pylint: disable=broad-exception-caught
+        return True
+    return False
+
+
+# Variables that are mappings of their own keys: a failure is named down to the key.
+_MAPPING_VARS = ("sglang_args", "sglang_env", "sglang_secret_env", FACTS_VAR)
+
+
+def _crash_problem(host: str, raw: dict[str, Any] | None, spec: str | None, exc: Exception) -> Problem:
+    """The problem of a planner failure, naming the variable (down to the key) without which the host plans:
+    each variable read is left out in turn (only on this path, so the cost of the search does not matter)."""
+    variable = "host variables"
+    if raw is not None:
+        for name in list(raw):
+            if not _crashes(host, {k: v for k, v in raw.items() if k != name}, spec):
+                variable = name
+                value = raw[name]
+                subs: list[tuple[str, dict[str, Any]]] = []
+                if name in _MAPPING_VARS and isinstance(value, Mapping):
+                    subs = [(f"{name}.{k}", {**raw, name: {a: b for a, b in value.items() if a != k}}) for k in value]
+                elif name == INSTANCES_VAR and isinstance(value, (list, tuple)):
+                    for i, entry in enumerate(value):
+                        if isinstance(entry, Mapping):
+                            subs += [(f"{name}[{i}].{k}", {**raw, name: [*value[:i], {a: b for a, b in entry.items() if a != k},
+                                                                          *value[i + 1:]]}) for k in entry if k != "name"]
+                for sub, without in subs:
+                    if not _crashes(host, without, spec):
+                        variable = sub
+                        break
+                break
+    return Problem("input.unreadable", variable, None,
+                   f"{variable}: the validator cannot read this value ({type(exc).__name__}: value not shown).",
+                   f"check {variable} against the README's input contract (its type and form)")
 
 
 def _plan_instances(plan: HostPlan, raw: dict[str, Any], spec: str | None) -> None:
@@ -570,7 +714,7 @@ def _instance_vars(plan: HostPlan, raw: dict[str, Any], entry: Any, index: int,
             out[var] = mine  # validate_host names the wrong type
         else:
             out[var] = {**base, **mine}
-    if "port" in entry:
+    if "port" in entry and isinstance(out.get("sglang_args") or {}, Mapping):  # else validate_host names the type
         args = dict(out.get("sglang_args") or {})
         spelled = [k for k in args if str(k).lstrip("-").replace("-", "_") == "port"]
         if spelled:
@@ -617,10 +761,12 @@ def _plan_one(plan: HostPlan, raw: dict[str, Any], index: int | None, name: str,
         early.append(Problem("instances.gpus", gpus_var, raw.get(GPUS_VAR), f"{gpus_var}: {why}.",
                              "list the GPUs this instance uses, e.g. gpus: [4, 5, 6, 7]"))
     elif gpus is not None:
-        try:
-            count = int(declared)
-        except (TypeError, ValueError):
-            count = None
+        count = declared_gpu_count(declared)
+        if declared not in (None, "") and (count is None or count < 1):
+            # The instance is validated with len(gpus) as its count: the host's own declaration is checked here.
+            early.append(Problem("host.hardware", "nvidia_gpu_count", declared if isinstance(declared, (str, int, float)) else None,
+                                 f"nvidia_gpu_count must be a positive whole number of GPUs, got {declared!r}"[:300] + ".",
+                                 "set nvidia_gpu_count: 8 (the number of GPUs nvidia-smi -L lists)"))
         outside = [g for g in gpus if count is not None and not 0 <= g < count]
         if outside:
             early.append(Problem("instances.gpus", gpus_var, gpus,
@@ -717,15 +863,12 @@ def _check_across(plan: HostPlan, raw: Mapping[str, Any]) -> None:
     """
     facts = raw.get(FACTS_VAR)
     declared = raw.get("nvidia_gpu_count")
-    try:
-        count = int(float(str(declared).strip()))
-    except ValueError:
-        count = None  # the validator reports the declaration itself
+    count = declared_gpu_count(declared)  # None: the validator reports the declaration itself
     listed = raw.get(INSTANCES_VAR) is not None or raw.get(GPUS_VAR) is not None
     if listed and count is not None and facts_usable(facts) and count != facts.get("gpu_count"):
         plan.problems.append(gpu_count_problem(declared, facts))
     owner: dict[int, str] = {}
-    ports: dict[int, str] = {}
+    ports: dict[int, tuple[str, str]] = {}  # port -> (instance, what opens it)
     for inst in plan.instances:
         if not inst.result.ok:
             continue
@@ -739,16 +882,97 @@ def _check_across(plan: HostPlan, raw: Mapping[str, Any]) -> None:
                 "give each instance its own GPUs (gpus: [...], or base_gpu_id in args)"))
         for g in inst.gpus:
             owner.setdefault(g, inst.name)
-        for dest in _PORT_ARGS:
-            value = inst.result.endpoint.get("port") if dest == "port" else inst.result.args.get(dest)
-            if value is None:
-                continue
-            if int(value) in ports:
+        mine: dict[int, str] = {}
+        for value, what in instance_ports(inst.result):
+            if value in mine and mine[value] != what:
                 plan.problems.append(Problem(
-                    "instances.port", f"{where}.port", value,
-                    f"instance {inst.name} listens on port {value}, as instance {ports[int(value)]} does.",
-                    "give each instance its own port (port: 30001 ...)"))
-            ports.setdefault(int(value), inst.name)
+                    "instances.port", _port_variable(inst, what), value,
+                    f"instance {inst.name} opens port {value} twice: for {mine[value]} and for {what}.",
+                    "give each of its ports its own number"))
+                continue
+            mine.setdefault(value, what)
+            if value in ports and ports[value][0] != inst.name:
+                other, used = ports[value]
+                plan.problems.append(Problem(
+                    "instances.port", _port_variable(inst, what), value,
+                    f"instance {inst.name} opens port {value} for {what}, which instance {other} opens for {used}: "
+                    "the second to start fails to bind it.",
+                    "give each instance its own ports (port: 30001 ..., and its own grpc_port, nccl_port, "
+                    "dist_init_addr ... in args)"))
+            ports.setdefault(value, (inst.name, what))
+
+
+def _port_variable(inst: Instance, what: str) -> str:
+    """The variable that sets a port of ``instance_ports``: an argument of the instance, else its port."""
+    where = INSTANCES_VAR if inst.index is None else f"{INSTANCES_VAR}[{inst.index}]"
+    args_var = "sglang_args" if inst.index is None else f"{where}.args"
+    dest = what.split(" ")[0].removesuffix("'s")
+    if (dest in _PORT_ARGS[1:] and dest in inst.result.args) or dest == "dist_init_addr":
+        return f"{args_var}.{dest}"
+    return f"{where}.port"  # the port, or one SGLang derives from it
+
+
+def _addr_port(addr: Any) -> int | None:
+    """The port of a ``host:port`` / ``[v6]:port`` address, or None."""
+    text = str(addr or "")
+    port = text.rsplit(":", 1)[-1] if ":" in text else ""
+    return int(port) if port.isascii() and port.isdigit() else None
+
+
+def instance_ports(result: Result) -> list[tuple[int, str]]:
+    """Every TCP port an instance binds on its host (``(port, what opens it)``), from its typed arguments, with the
+    ports SGLang 0.5.23 derives from ``--port`` when they are not given. A port SGLang picks at random is not listed.
+    """
+    try:
+        schema = load_schema(result.version or "0.5.23")
+    except (KeyError, ValueError):
+        schema = None
+    # The effective arguments: the instance's, else SGLang's defaults (a bootstrap server's port has one).
+    args = {**({d: schema.default(d) for d in _PORT_ARGS} if schema is not None else {}),
+            **{k: v for k, v in result.args.items() if v is not None}}
+
+    def on(dest: str) -> bool:
+        return args.get(dest) not in (None, False)
+
+    port = result.endpoint.get("port")
+    port = port if isinstance(port, int) and not isinstance(port, bool) else None
+    out: list[tuple[int, str]] = []
+    if port is not None:
+        out.append((port, "port"))
+    legacy_grpc = on("smg_grpc_mode") or on("grpc_mode")
+    explicit = {dest: args[dest] for dest in _PORT_ARGS[1:] if isinstance(args.get(dest), int)
+                and not isinstance(args.get(dest), bool)}
+    conditional = {
+        "engine_info_bootstrap_port": on("remote_instance_weight_loader_start_seed_via_transfer_engine")
+        and not args.get("node_rank"),
+        "disaggregation_bootstrap_port": args.get("disaggregation_mode") == "prefill"
+        or (on("enable_pd_role_switch") and args.get("disaggregation_mode") not in (None, "null")),
+        "encoder_bootstrap_port": on("language_only"),
+    }
+    for dest, value in explicit.items():
+        if conditional.get(dest, True):
+            out.append((value, dest))
+    if port is not None and legacy_grpc:
+        if "grpc_port" not in explicit:  # --port + 10000: sglang/srt/arg_groups/serving_hook.py:368-376
+            out.append((port + 10000, "grpc_port (--port + 10000)"))
+        if "smg_http_sidecar_port" not in explicit:  # --port + 1: sglang/srt/entrypoints/grpc_server.py:178-182
+            out.append((port + 1, "smg_http_sidecar_port (--port + 1)"))
+    dist = _addr_port(args.get("dist_init_addr"))
+    if dist is not None and not args.get("node_rank"):  # the rendezvous (TCP store) of node 0
+        out.append((dist, "dist_init_addr's port"))
+    # DP attention: attn_dp_size > 1 (sglang/srt/runtime_context.py:191-199), enable_dp_attention before it.
+    dp_attention = on("enable_dp_attention") or (isinstance(args.get("attn_dp_size"), int) and args["attn_dp_size"] > 1)
+    if dp_attention and port is not None:
+        # DP attention talks over TCP: on dist_init_addr's port, else --port + 233 (server_args.py:819-822), and the
+        # DP_DERIVED_PORTS ports after it (port_base = dist_init_port + 1 ...: server_args.py:835-848).
+        base = dist
+        if base is None and (args.get("nnodes") or 1) == 1:
+            base = port + ZMQ_TCP_PORT_DELTA if port + ZMQ_TCP_PORT_DELTA <= 65535 else port - ZMQ_TCP_PORT_DELTA
+            out.append((base, "the DP attention rendezvous (--port + 233)"))
+        if base is not None:
+            first = base + 1 if base + DP_DERIVED_PORTS <= 65535 else base - DP_DERIVED_PORTS - 1
+            out += [(first + k, "DP attention's ZMQ ports (after the rendezvous port)") for k in range(DP_DERIVED_PORTS)]
+    return out
 
 
 def check_manual_multinode(host: str, raw: dict[str, Any], outcome: Result) -> None:

@@ -1,0 +1,192 @@
+"""The validator's trust boundary (issue 30): bounded host-variable values, no crash on any value, distinct ports,
+no internals from outside, a checked render_dir, and no secret in plans or reports."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import (
+    HOST_VARS,
+    INSTANCE_FIELDS,
+    INSTANCE_MERGED,
+    INSTANCE_OTHER,
+    MAX_VALUE_DEPTH,
+    MAX_VALUE_NODES,
+    instance_ports,
+    plan_host,
+    value_bound_problem,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+from reference import host_with
+
+HOST = "blackwell-01"
+
+
+def plan(hostvars: dict[str, Any]) -> Any:
+    return plan_host(HOST, {HOST: hostvars}, {"all": [HOST]})
+
+
+def problems(hostvars: dict[str, Any]) -> list[Any]:
+    return plan(hostvars).result().errors
+
+
+def two(first: dict[str, Any] | None = None, second: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    """The reference host running two tp-4 instances on GPUs 0-3 and 4-7, ports 30001 and 30002, plus args."""
+    host = host_with({"tp_size": 4}, **extra)
+    host["sglang_instances"] = [
+        {"name": "chat", "gpus": [0, 1, 2, 3], "port": 30001, "args": dict(first or {})},
+        {"name": "code", "gpus": [4, 5, 6, 7], "port": 30002, "args": dict(second or {})},
+    ]
+    return host
+
+
+# --- (10) Control node: bounded values ------------------------------------------------------------------------
+
+
+def alias_bomb(levels: int = 8, width: int = 9) -> list[Any]:
+    """What YAML builds from a chain of aliases: each level is ``width`` references to the one below (shared)."""
+    value: Any = ["lol"] * width
+    for _ in range(levels - 1):
+        value = [value] * width
+    return value
+
+
+def nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+@pytest.mark.parametrize("where", ["sglang_args", "sglang_env", "sglang_instances", "nvidia_gpu_facts", "sglang_model_path"])
+@pytest.mark.parametrize("kind", ["aliases", "depth", "text"])
+def test_an_oversized_value_is_refused_at_once_naming_the_variable_and_showing_none_of_it(where: str, kind: str) -> None:
+    bomb = {"aliases": alias_bomb(), "depth": nested(MAX_VALUE_DEPTH + 5), "text": ["y" * 4096] * 300}[kind]
+    host = host_with()
+    if where == "sglang_args":
+        host["sglang_args"]["served_model_name"] = bomb
+    elif where == "sglang_env":
+        host["sglang_env"] = {"NCCL_DEBUG": bomb}
+    else:
+        host[where] = bomb
+    start = time.monotonic()
+    result = plan(host)
+    assert time.monotonic() - start < 1.0
+    [problem] = result.result().errors
+    assert (problem.rule, problem.variable, problem.value) == ("input.bounds", where, None)
+    text = json.dumps(result.as_dict(), default=str)
+    assert "lol" not in text and "yyyy" not in text and len(text) < 20_000
+
+
+@given(st.integers(min_value=1, max_value=12), st.integers(min_value=2, max_value=12))
+def test_the_bound_counts_each_use_of_a_shared_value(levels: int, width: int) -> None:
+    expanded = sum(width**k for k in range(1, levels + 1)) + 1  # every list and string once per use
+    assert (value_bound_problem(alias_bomb(levels, width)) is None) == (expanded <= MAX_VALUE_NODES)
+
+
+def test_the_reference_host_is_within_the_bounds() -> None:
+    assert all(value_bound_problem(v) is None for v in host_with().values())
+    assert plan(host_with()).ok
+
+
+# --- (10) Control node: no value crashes the validator ---------------------------------------------------------
+
+_LEAVES = (st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+           | st.sampled_from(["²", "٣", "8.0", "-1", "1e3", "nan", "inf", "0x10", "30000", "127.0.0.1:5000"]))
+VALUES = st.recursive(_LEAVES, lambda inner: st.lists(inner, max_size=4)
+                      | st.dictionaries(st.text(max_size=6) | st.integers(), inner, max_size=4), max_leaves=10)
+INSTANCE_KEYS = sorted({*INSTANCE_FIELDS, *INSTANCE_MERGED, *INSTANCE_OTHER, "api_key", "admin_api_key"})
+
+
+@pytest.mark.parametrize("variable", HOST_VARS)
+@given(value=VALUES)
+def test_no_value_of_a_host_variable_escapes_as_an_exception(variable: str, value: Any) -> None:
+    host = host_with()
+    host[variable] = value
+    result = plan(host)  # must not raise
+    for problem in result.result().errors:
+        assert problem.variable  # every problem names a variable
+        if problem.rule == "input.unreadable":
+            assert problem.variable.split(".")[0].split("[")[0] == variable
+
+
+@pytest.mark.parametrize("key", INSTANCE_KEYS)
+@given(value=VALUES)
+def test_no_value_of_an_instance_key_escapes_as_an_exception(key: str, value: Any) -> None:
+    host = two()
+    host["sglang_instances"][0][key] = value
+    result = plan(host)
+    for problem in result.result().errors:
+        if problem.rule == "input.unreadable":
+            assert problem.variable.startswith("sglang_instances[0]")
+
+
+@pytest.mark.parametrize("gpus", [["²"], ["٣"], [-1], ["-1"], [2**31], [True], [1.5], ["0x1"]])
+@pytest.mark.parametrize("count", [8, "8.0", "8", None])
+def test_gpu_indices_are_ascii_whole_numbers_below_2_31(gpus: list[Any], count: Any) -> None:
+    host = host_with(sglang_gpus=gpus, nvidia_gpu_count=count)
+    result = plan(host)
+    assert not result.ok
+    assert "sglang_gpus" in [p.variable for p in result.result().errors]
+    assert not any("/dev/nvidia-" in str(i.binding) for i in result.instances)
+
+
+@pytest.mark.parametrize("count", ["8.5", "eight", "-8", [8], {"n": 8}, True])
+def test_a_listed_gpu_needs_a_whole_declared_gpu_count(count: Any) -> None:
+    host = host_with(sglang_gpus=[0, 1, 2, 3, 4, 5, 6, 7], nvidia_gpu_count=count)
+    assert "nvidia_gpu_count" in [p.variable for p in problems(host)]
+
+
+# --- (7) Ports: every port an instance binds is its own on the host ---------------------------------------------
+
+# (args of the first instance, args of the second): each pair binds one port twice on the host.
+_PORT_CLASHES = {
+    "nccl_port": ({"nccl_port": 31000}, {"nccl_port": 31000}),
+    "grpc_port = other's port": ({"grpc_port": 30002}, {}),
+    "grpc_port": ({"grpc_port": 40000}, {"grpc_port": 40000}),
+    "legacy grpc derived": ({"grpc_mode": True}, {"grpc_port": 40001}),
+    "sidecar derived = other's port": ({"smg_grpc_mode": True, "grpc_port": 41000}, {"port": 30002}),
+    "gated_launch_port": ({"gated_launch_port": 32000}, {"gated_launch_port": 32000}),
+    "dist_init_addr": ({"dist_init_addr": "127.0.0.1:25000"}, {"nccl_port": 25000}),
+    "dp attention derived": ({"enable_dp_attention": True, "dp_size": 2}, {"nccl_port": 30001 + 233}),
+    "dp attention zmq ports": ({"enable_dp_attention": True, "dp_size": 2}, {"nccl_port": 30001 + 233 + 3}),
+    "engine info bootstrap": ({"remote_instance_weight_loader_start_seed_via_transfer_engine": True},
+                              {"remote_instance_weight_loader_start_seed_via_transfer_engine": True}),
+}
+
+
+@pytest.mark.parametrize("first, second", list(_PORT_CLASHES.values()), ids=list(_PORT_CLASHES))
+def test_two_instances_cannot_bind_one_port(first: dict[str, Any], second: dict[str, Any]) -> None:
+    second = {k: v for k, v in second.items() if k != "port"}
+    host = two(first, second)
+    assert plan(two()).ok
+    found = [p for p in plan(host).problems if p.rule == "instances.port"]
+    if not found:  # the arguments themselves may be refused by the validator: then they are not planned at all
+        assert not plan(host).ok, "a shared port passed"
+    else:
+        assert found[0].variable.startswith("sglang_instances[1]")
+
+
+@given(st.sampled_from(["port", "nccl_port", "grpc_port", "gated_launch_port"]),
+       st.sampled_from(["port", "nccl_port", "grpc_port", "gated_launch_port"]), st.integers(20000, 60000))
+def test_any_two_port_arguments_of_two_instances_must_differ(one: str, other: str, port: int) -> None:
+    host = two()
+    for index, dest in ((0, one), (1, other)):
+        entry = host["sglang_instances"][index]
+        if dest == "port":
+            entry["port"] = port
+        else:
+            entry["args"][dest] = port
+    result = plan(host)
+    if result.instances and all(i.result.ok for i in result.instances):
+        assert [p for p in result.problems if p.rule == "instances.port"], (one, other, port)
+
+
+def test_the_ports_sglang_derives_from_port_are_listed() -> None:
+    [inst] = plan(host_with({"grpc_mode": True, "port": 30000})).instances
+    ports = dict(instance_ports(inst.result))
+    assert ports[30000] == "port" and 40000 in ports and 30001 in ports
