@@ -190,3 +190,82 @@ def test_the_ports_sglang_derives_from_port_are_listed() -> None:
     [inst] = plan(host_with({"grpc_mode": True, "port": 30000})).instances
     ports = dict(instance_ports(inst.result))
     assert ports[30000] == "port" and 40000 in ports and 30001 in ports
+
+
+# --- (9) Secrets: sglang_secret_env, name heuristics, no secret in any report -------------------------------------
+
+SECRET = "s3kr1t-VALUE-42"
+
+
+def shown(result: Any) -> str:
+    """Everything a plan, a report and -vvv show of a host."""
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import format_report
+
+    return json.dumps(result.as_dict(), default=str) + format_report(HOST, result.result())
+
+
+@pytest.mark.parametrize("name", ["DB_PASS", "API_KEYS", "REDIS_PWD", "SMTP_PASSWORD", "MY_AUTH", "AWS_CREDENTIALS",
+                                  "GCP_CREDENTIAL", "TLS_PRIVATE_KEY", "SESSION_COOKIE", "WEBHOOK_SIGNATURE",
+                                  "AWS_SECRET_ACCESS_KEY", "PASSWORD_FILE", "OPENAI_API_KEY", "HF_TOKEN", "db_passwd"])
+def test_secret_named_env_entries_stay_out_of_the_plan(name: str) -> None:
+    result = plan(host_with(sglang_env={name: SECRET, "NCCL_DEBUG": "INFO"}))
+    [inst] = result.instances
+    assert inst.full()["secret_env"][name] == SECRET and name not in inst.public()["env"]
+    assert SECRET not in shown(result)
+
+
+@pytest.mark.parametrize("name", ["TOKENIZERS_PARALLELISM", "NCCL_IB_DISABLE", "CUDA_DEVICE_MAX_CONNECTIONS",
+                                  "PYTORCH_CUDA_ALLOC_CONF", "NCCL_SOCKET_IFNAME", "OMP_NUM_THREADS"])
+def test_ordinary_env_entries_stay_in_the_plan(name: str) -> None:
+    [inst] = plan(host_with(sglang_env={name: "1"})).instances
+    assert inst.public()["env"][name] == "1"
+
+
+@given(st.from_regex(r"[A-Z][A-Z0-9_]{0,20}", fullmatch=True), st.text(min_size=6, max_size=20).filter(str.isprintable))
+def test_every_sglang_secret_env_entry_is_secret_whatever_its_name(name: str, value: str) -> None:
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import MANAGED_ENV
+
+    value = "Z" + value.replace("\\", "").replace('"', "") + "Q"
+    result = plan(host_with(sglang_secret_env={name: value}))
+    if name in MANAGED_ENV or name.startswith("HF_"):
+        return
+    [inst] = result.instances
+    assert inst.full()["secret_env"].get(name) == value, result.result().errors
+    assert name not in inst.public()["env"]
+
+
+@pytest.mark.parametrize("bad", [[SECRET], {"k": SECRET}, None, True])
+def test_a_refused_secret_env_entry_never_shows_its_value(bad: Any) -> None:
+    result = plan(host_with(sglang_secret_env={"VAULT_X": bad, "OTHER": SECRET}, sglang_env={"DB_PASS": [SECRET]}))
+    assert not result.ok and SECRET not in shown(result)
+
+
+def test_sglang_secret_env_is_a_mapping_and_an_instance_key() -> None:
+    assert [p.variable for p in problems(host_with(sglang_secret_env=[SECRET]))] == ["sglang_secret_env"]
+    assert SECRET not in shown(plan(host_with(sglang_secret_env=[SECRET])))
+    host = two()
+    host["sglang_secret_env"] = {"SHARED_X": "a"}
+    host["sglang_instances"][0]["secret_env"] = {"MINE_X": SECRET}
+    result = plan(host)
+    assert result.ok, result.result().errors
+    assert result.instances[0].full()["secret_env"] == {"SHARED_X": "a", "MINE_X": SECRET}
+    assert result.instances[1].full()["secret_env"] == {"SHARED_X": "a"}
+    assert SECRET not in json.dumps(result.as_dict(), default=str)
+    host["sglang_env"] = {"MINE_X": "b"}
+    assert "sglang_env.MINE_X" in [p.variable for p in problems(host)]
+
+
+@pytest.mark.parametrize("args", [
+    {"watermark_config": json.dumps({"key": SECRET, "bogus": 1})},
+    {"watermark_config": {"key": SECRET}},
+    {"watermark-config": [SECRET]},
+    {"enable_watermark": True, "watermark_config": json.dumps({"key": SECRET, "mixing_probability": 7})},
+    {"enable_watermark": True, "watermark_config": json.dumps({"key": SECRET})},
+])
+def test_an_argument_that_carries_a_key_is_shown_nowhere(args: dict[str, Any]) -> None:
+    result = plan(host_with(args))
+    assert SECRET not in shown(result)
+    for inst in result.instances:
+        assert not any(SECRET in a for a in inst.public()["argv"])
+        if inst.result.ok:
+            assert SECRET in inst.full()["config"]["watermark-config"]  # SGLang still gets it, through --config

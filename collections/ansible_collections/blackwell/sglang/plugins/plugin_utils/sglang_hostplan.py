@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -35,7 +36,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode 
     host_layout,
     hostvars_getter,
 )
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema, secret_host_vars
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema, normalize_key, secret_host_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema_diff import committed_versions, upgrade_findings
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import (
     FACTS_VAR,
@@ -45,6 +46,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate i
     Result,
     facts_usable,
     gpu_count_problem,
+    render_argv,
     validate_host,
 )
 
@@ -60,6 +62,7 @@ HOST_VARS = (
     "sglang_model_path",
     "sglang_args",
     "sglang_env",
+    "sglang_secret_env",
     "nvidia_gpu_count",
     "nvidia_gpu_compute_capability",
     "sglang_model_architecture",
@@ -98,7 +101,7 @@ INSTANCE_FIELDS = {
 }
 # Keys that add to the host's mappings (the instance wins key by key), keys with their own meaning,
 # and keys other roles read (roles/sglang stages each instance's model at its revision).
-INSTANCE_MERGED = {"args": "sglang_args", "env": "sglang_env"}
+INSTANCE_MERGED = {"args": "sglang_args", "env": "sglang_env", "secret_env": "sglang_secret_env"}
 INSTANCE_OTHER = ("name", "port")
 INSTANCE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?")
 # Arguments that open a TCP port of their own when set (each is also opened under the conditions of
@@ -778,6 +781,7 @@ def _plan_one(plan: HostPlan, raw: dict[str, Any], index: int | None, name: str,
     if gpus is not None and facts_usable(facts):
         raw = {**raw, FACTS_VAR: visible_facts(facts, gpus)}  # the instance sees its GPUs as CUDA numbers them
     result = validate_memo(raw, spec)
+    _hide_secret_bearing(result, raw)
     check_manual_multinode(plan.host, raw, result)
     result.errors = early + result.errors
     if gpus is not None:
@@ -796,6 +800,64 @@ def _plan_one(plan: HostPlan, raw: dict[str, Any], index: int | None, name: str,
         result.warnings = [_rename(p, index, name, entry or {}) for p in result.warnings]
     plan.instances.append(Instance(name, service, result, physical, index, raw.get("sglang_model_path"),
                                    (entry or {}).get("model_revision"), binding))
+
+
+# Arguments that are no secret themselves but carry one in their value: a JSON configuration with a key field
+# (watermark_config: "an inline JSON object with optional key, key_b, ...", sglang/srt/arg_groups/fields/exec_.py:78),
+# found by their help text in every release's schema.
+_BEARING_HELP = re.compile(r"\b(key|key_b|api_key|password|passwd|secret|token|credentials?)\b\s*[,:)]", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=16)
+def secret_bearing_args(version: str) -> frozenset[str]:
+    """The arguments of SGLang ``version`` whose value may hold a secret (a JSON configuration with a key field)."""
+    try:
+        schema = load_schema(version)
+    except KeyError:
+        return frozenset()
+    return frozenset(d for d, a in schema.arguments.items() if d not in schema.secrets and not a.is_switch
+                     and a.type in (None, "str", "json.loads") and ("config" in d or "json" in a.help.lower())
+                     and _BEARING_HELP.search(a.help))
+
+
+def _hide_secret_bearing(result: Result, raw: Mapping[str, Any]) -> None:
+    """A secret-bearing argument is handled as a secret one: out of the command line (into the --config file, 0640),
+    its value masked in the public plan, and neither its value nor its text in any problem."""
+    bearing = secret_bearing_args(result.version)
+    if not bearing:
+        return
+    given = raw.get("sglang_args")
+    texts = set()
+    if isinstance(given, Mapping):
+        for key, value in given.items():
+            if isinstance(key, str) and normalize_key(key) in bearing and value not in (None, "", False, True):
+                texts |= {str(value), repr(value)}
+                try:
+                    texts.add(json.dumps(value))
+                except (TypeError, ValueError):
+                    pass
+    texts.discard("")
+
+    def scrub(text: str) -> str:
+        for secret in sorted(texts, key=len, reverse=True):
+            text = text.replace(secret, SECRET_MARKER)
+        return text
+
+    def masked(problem: Problem) -> Problem:
+        dest = normalize_key(problem.variable.rsplit(".", 1)[-1])
+        value = SECRET_MARKER if dest in bearing and problem.value is not None else problem.value
+        if value is problem.value and not texts:
+            return problem
+        return dataclasses.replace(problem, value=value, message=scrub(problem.message), fix=scrub(problem.fix))
+
+    result.errors = [masked(p) for p in result.errors]
+    result.warnings = [masked(p) for p in result.warnings]
+    present = {d for d in bearing if result.args.get(d) is not None}
+    if present:
+        schema = load_schema(result.version)
+        result.secrets = result.secrets | present
+        result.argv = render_argv(schema, {k: v for k, v in result.args.items() if k not in result.secrets})
+        result.config = {**result.config, **{schema.arguments[d].flag[2:]: result.args[d] for d in sorted(present)}}
 
 
 def visible_facts(facts: Mapping[str, Any], gpus: list[int]) -> dict[str, Any]:

@@ -37,7 +37,14 @@ NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 # Environment variable names systemd and the shell accept.
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Environment names that hold secrets: kept out of plans, Ansible output and the journal.
-SECRET_ENV_NAME = re.compile(r"(^|_)(TOKEN|KEY|PASSWORD|PASSWD|SECRET|CREDENTIALS?)$", re.IGNORECASE)
+# A safety net under sglang_secret_env (the explicit way): the last word of the name says secret (DB_PASS, API_KEYS,
+# REDIS_PWD, *_AUTH, *_COOKIE, *_SIGNATURE ...), or a word that only secrets carry is anywhere in it (AWS_SECRET_ID,
+# PASSWORD_FILE, *_PRIVATE_KEY_PEM). Not TOKEN anywhere: TOKENIZERS_PARALLELISM is no secret.
+SECRET_ENV_NAME = re.compile(
+    r"(^|_)(TOKENS?|KEYS?|API_?KEYS?|PASS|PASSWORDS?|PASSWDS?|PWDS?|PASSPHRASES?|SECRETS?|CREDENTIALS?|CREDS?|AUTH"
+    r"|AUTHORIZATION|COOKIES?|SIGNATURES?|SIGNING_KEY|DSN|SAS|PSK|HMAC)$"
+    r"|PASSWORD|PASSWD|PASSPHRASE|SECRET|CREDENTIAL|API_?KEY|PRIVATE_?KEY|ACCESS_?KEY|AUTH_?TOKEN|BEARER|COOKIE",
+    re.IGNORECASE)
 # Argument dests (from SGLang's schema) that hold secrets: their last word, or a help text that says so.
 _SECRET_DEST_WORDS = {"key", "password", "passwd", "token", "secret"}
 _SECRET_HELP = re.compile(r"\b(password|passphrase|api key|secret)\b", re.IGNORECASE)
@@ -237,7 +244,8 @@ def secret_var(dest: str) -> str:
 
 
 def is_secret_env(name: str) -> bool:
-    """True when an environment variable's name says it holds a secret (``*_TOKEN``, ``*_KEY`` ...)."""
+    """True when an environment variable's name says it holds a secret (``*_TOKEN``, ``*_KEY``, ``*_PASS``,
+    ``*_PWD``, ``*_AUTH``, ``*_CREDENTIALS``, anything with PASSWORD, SECRET or PRIVATE_KEY in it ...)."""
     return bool(SECRET_ENV_NAME.search(name))
 
 

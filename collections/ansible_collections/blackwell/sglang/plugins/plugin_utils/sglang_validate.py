@@ -688,7 +688,7 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | N
     )
     _read_host_facts(ctx, hostvars)
     _read_role_vars(ctx, hostvars)
-    result.env, result.secret_env = _read_env(ctx, env, hostvars.get("hf_token"))
+    result.env, result.secret_env = _read_env(ctx, env, hostvars.get("hf_token"), hostvars.get(SECRET_ENV_VAR))
     if raw_host_spec is False:
         ctx.warn("spec.mode", "sglang_spec", "sglang_spec is the YAML boolean false (an unquoted off), read as the mode 'off'.",
                  'quote the mode: sglang_spec: "off"')
@@ -871,34 +871,54 @@ def _read_role_vars(ctx: Context, hostvars: Mapping[str, Any]) -> None:
         ctx.error("input.role_var", var, f"{var} {value!r}: {problem}.", f"set {var} to {kind}", value=value)
 
 
-def _read_env(ctx: Context, env: Mapping[str, Any], hf_token: Any) -> tuple[dict[str, str], dict[str, str]]:
-    """Type-check sglang_env (and hf_token); returns the public and the secret environment of the server.
+SECRET_ENV_VAR = "sglang_secret_env"
 
-    ``ctx.env`` gets every valid entry as text, for the rules.  Names that say they hold a secret
-    (``*_TOKEN``, ``*_KEY``, ``*_PASSWORD`` ...) go to the secret environment, which plans and Ansible's
-    output never show and the launcher redacts from the journal.
+
+def _read_env(ctx: Context, env: Mapping[str, Any], hf_token: Any,
+              secret_env: Any = None) -> tuple[dict[str, str], dict[str, str]]:
+    """Type-check sglang_env, sglang_secret_env (and hf_token); returns the public and the secret environment.
+
+    ``ctx.env`` gets every valid entry as text, for the rules.  Every entry of ``sglang_secret_env`` (the explicit
+    way, e.g. from Ansible Vault), and each of sglang_env whose name says it holds a secret (``*_TOKEN``, ``*_KEY``,
+    ``*_PASS`` ...: inputs.is_secret_env, a safety net), go to the secret environment, which plans and Ansible's
+    output never show and the launcher redacts from the journal. No problem shows a secret entry's value.
     """
     public: dict[str, str] = {}
     secret: dict[str, str] = {}
-    for name, value in env.items():
-        var = f"sglang_env.{name}"
+    if secret_env in (None, ""):
+        secret_env = {}
+    if not isinstance(secret_env, Mapping):
+        ctx.error("host.env", SECRET_ENV_VAR, f"{SECRET_ENV_VAR} must be a mapping of environment variable names to "
+                  "values (value not shown).", f"write {SECRET_ENV_VAR} as a YAML mapping, e.g. {{DB_PASSWORD: ...}} from Vault")
+        secret_env = {}
+    entries = [("sglang_env", name, value) for name, value in env.items()]
+    entries += [(SECRET_ENV_VAR, name, value) for name, value in secret_env.items()]
+    for source, name, value in entries:
+        var = f"{source}.{name}"
+        shown = name if isinstance(name, str) and len(name) <= 200 else None
         if not isinstance(name, str) or not inputs.ENV_NAME.fullmatch(name):
-            ctx.error("host.env", var, f"{name!r} is not an environment variable name.",
+            ctx.error("host.env", f"{source}.{str(name)[:64]}", f"{shown!r} is not an environment variable name.",
                       "use letters, digits and _ (not starting with a digit)")
             continue
         if name in MANAGED_ENV:
             ctx.error("host.env", var, f"{name} is set by the role ({MANAGED_ENV[name]}).", f"remove {var}")
             continue
-        is_secret = inputs.is_secret_env(name)
+        if source == "sglang_env" and name in secret_env:
+            ctx.error("host.env", var, f"{name} is set both in sglang_env and in {SECRET_ENV_VAR}.",
+                      f"keep it in {SECRET_ENV_VAR} only")
+            continue
+        is_secret = source == SECRET_ENV_VAR or inputs.is_secret_env(name)
         try:
             text = inputs.env_value(value)
         except ValueError as exc:
-            ctx.error("host.env", var, f"{var}: {exc}.", f"write {var} as a quoted string, e.g. {name}: '1'",
-                      value=None if is_secret else value)
+            ctx.error("host.env", var, f"{var}: {exc}" + (" (value not shown)." if is_secret else "."),
+                      f"write {var} as a quoted string, e.g. {name}: '1'", value=None if is_secret else value)
             continue
         if name in HF_TOKEN_ENV:
-            ctx.warn("host.env_secret", var, f"{name} in sglang_env is the Hugging Face token; hf_token also gives it to the "
-                     "weights download and keeps it out of plans and logs.", f"remove {var} and set hf_token (from Ansible Vault)")
+            if source == "sglang_env":
+                ctx.warn("host.env_secret", var, f"{name} in sglang_env is the Hugging Face token; hf_token also gives it to "
+                         "the weights download and keeps it out of plans and logs.",
+                         f"remove {var} and set hf_token (from Ansible Vault)")
             if hf_token not in (None, ""):
                 ctx.error("host.env", var, f"{name} is set both here and by hf_token.", f"remove {var}")
                 continue
