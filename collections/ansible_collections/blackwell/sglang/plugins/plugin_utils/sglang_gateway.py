@@ -226,6 +226,8 @@ def address_problem(value: Any, *, brackets: bool = False) -> str | None:
         return problem
     if any(c.isspace() for c in value):
         return "an address holds no white space"
+    if "%" in value:
+        return "an IPv6 zone id ('%') has no place here"
     if value.startswith("["):
         if not brackets or not value.endswith("]"):
             return "write an IPv6 address without brackets here" if not brackets else "an unterminated IPv6 bracket"
@@ -247,8 +249,6 @@ def address_problem(value: Any, *, brackets: bool = False) -> str | None:
 
 def worker_host_problem(value: Any) -> str | None:
     """Why ``value`` (a worker's ``ansible_host`` or inventory name) cannot be the host of its worker URL, or None."""
-    if isinstance(value, str) and ("%" in value):
-        return "an IPv6 zone id ('%') has no place in a worker URL"
     return address_problem(value)
 
 
@@ -312,6 +312,9 @@ def router_extra_args_problems(args: Any) -> list[str]:
         problem = text_problem(word)
         if problem:
             out.append(f"{where}: {problem}")
+            continue
+        if not word.strip():
+            out.append(f"{where}: an empty or blank word is no argument of sglang-router (leave it out)")
             continue
         if _URL_USERINFO.search(word):
             out.append(f"{where}: it carries a user name or password in a URL (value not shown): the unit file and the "
@@ -445,7 +448,8 @@ def endpoint_problems(values: Mapping[str, Any]) -> list[Problem]:
             _add(out, "gateway.path", var, _shown(cfg[var]), file_problem(cfg[var]),
                  "an absolute, normalised path of a PEM file on the gateway, outside /home, /root and /run/user")
     if bool(cfg["sglang_router_tls_cert_file"]) != bool(cfg["sglang_router_tls_key_file"]):
-        out.append(Problem("gateway.tls", "sglang_router_tls_cert_file", None,
+        missing = "sglang_router_tls_key_file" if cfg["sglang_router_tls_cert_file"] else "sglang_router_tls_cert_file"
+        out.append(Problem("gateway.tls", missing, None,
                            "sglang_router_tls_cert_file and sglang_router_tls_key_file: set both (TLS) or neither",
                            "set both files, or neither"))
     for var in SECRET_VARS:
