@@ -269,3 +269,45 @@ def test_an_argument_that_carries_a_key_is_shown_nowhere(args: dict[str, Any]) -
         assert not any(SECRET in a for a in inst.public()["argv"])
         if inst.result.ok:
             assert SECRET in inst.full()["config"]["watermark-config"]  # SGLang still gets it, through --config
+
+
+# --- (11) Switches: a canary that is the whole run, or more than a batch, is asked for explicitly -----------------
+
+
+def rollout(n_hosts: int, canary: Any, serial: Any, all_at_once: Any = False) -> dict[str, Any]:
+    from ansible_collections.blackwell.sglang.plugins.filter.sglang import rollout_plan
+
+    hosts = [f"gpu-{i:02d}" for i in range(n_hosts)]
+    return rollout_plan(hosts, {h: {} for h in hosts}, {"all": hosts, "sglang_servers": hosts}, canary=canary,
+                        serial=serial, all_at_once=all_at_once)
+
+
+@given(st.integers(1, 40), st.integers(1, 45), st.sampled_from([["25%"], "25%", 1, 2, "50%", [1, "25%"], ["100%"], 5]))
+def test_a_canary_that_restarts_more_than_a_batch_at_once_is_refused_unless_asked(n_hosts: int, canary: int,
+                                                                                    serial: Any) -> None:
+    from ansible.errors import AnsibleFilterError
+
+    allowed = rollout(n_hosts, canary, serial, all_at_once=True)
+    assert len(allowed["canary"]) == min(canary, n_hosts)
+    unbatched = canary > 1 and (not allowed["rest"] or len(allowed["canary"]) > allowed["batches"][0])
+    if unbatched:
+        with pytest.raises(AnsibleFilterError, match=r"rollout_canary=\d+: .*rollout_all_at_once=true"):
+            rollout(n_hosts, canary, serial)
+        assert rollout(n_hosts, canary, serial, all_at_once="true") == allowed
+    else:
+        assert rollout(n_hosts, canary, serial) == allowed
+
+
+@pytest.mark.parametrize("n_hosts, canary, serial, refused", [
+    (9, 1, ["25%"], False), (1, 1, ["25%"], False), (4, 2, 2, False),  # the defaults and what holds today
+    (4, 4, ["25%"], True), (4, 9, ["25%"], True), (9, 3, ["25%"], True), (2, 2, 1, True),
+    (4, 4, "100%", False),  # exactly 100% is all at once by definition
+])
+def test_canary_examples(n_hosts: int, canary: int, serial: Any, refused: bool) -> None:
+    from ansible.errors import AnsibleFilterError
+
+    if refused:
+        with pytest.raises(AnsibleFilterError):
+            rollout(n_hosts, canary, serial)
+    else:
+        rollout(n_hosts, canary, serial)

@@ -277,18 +277,42 @@ def multinode_layout(host: str, hostvars: Any, groups: Mapping[str, Any]) -> dic
 
 
 def rollout_plan(hosts: list[str], hostvars: Any, groups: Mapping[str, Any], canary: Any = 1, serial: Any = 1,
-                 within: list[str] | None = None) -> dict[str, Any]:
+                 within: list[str] | None = None, all_at_once: Any = False) -> dict[str, Any]:
     """Canary hosts, remaining hosts and batch sizes that keep each multi-node instance in one batch.
 
     ``within``: only these hosts take part (the run's --limit); the order stays that of ``hosts``.
+    A canary of more than one unit that takes every host, or more hosts than the first batch after it, is refused
+    unless ``all_at_once`` (the run's -e rollout_all_at_once=true) or ``serial`` "100%" says that is meant: it would
+    restart them unbatched.
     Usage: ``groups.sglang_servers | blackwell.sglang.rollout_plan(hostvars, groups, canary=1, serial=[1, "25%"])``.
     """
     keep = None if within is None else {str(h) for h in within}
     ordered = [str(h) for h in hosts if keep is None or str(h) in keep]
     try:
-        return _rollout_plan(ordered, hostvars_getter(hostvars), groups, canary, serial)
-    except ValueError as exc:
+        plan = _rollout_plan(ordered, hostvars_getter(hostvars), groups, canary, serial)
+    except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(str(exc)) from None
+    # serial exactly "100%" is all at once by definition (playbooks/vars/rollout.yml): the canary joins the rest.
+    if str(all_at_once).strip().lower() not in _TRUTHY and str(serial).strip() != "100%":
+        problem = canary_problem(plan, canary)
+        if problem:
+            raise AnsibleFilterError(problem)
+    return plan
+
+
+def canary_problem(plan: Mapping[str, Any], canary: Any) -> str | None:
+    """Why the canary of a rollout plan defeats the batching (None when it does not): more than one unit that
+    is every host of the run, or more hosts than the first batch after it."""
+    units = int(canary)
+    taken, rest, batches = len(plan["canary"]), len(plan["rest"]), list(plan["batches"])
+    if units <= 1 or not taken:
+        return None
+    if rest and taken <= batches[0]:
+        return None
+    why = (f"it takes all {taken} host(s) of the run" if not rest
+           else f"its {taken} host(s) are more than the first batch after it ({batches[0]} host(s))")
+    return (f"rollout_canary={canary}: {why}, so they would all restart at once, unbatched. Lower rollout_canary "
+            "(default 1) or raise rollout_serial; to restart them all at once on purpose, add -e rollout_all_at_once=true.")
 
 
 def systemd_quote(word: Any) -> str:
