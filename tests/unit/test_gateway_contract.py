@@ -389,6 +389,12 @@ def test_worker_url_injection_is_refused(url: str, why: str) -> None:
         render(workers={GPU: {**_GPU_BASE, "sglang_router_worker_url": url}})
 
 
+def test_the_env_template_uses_its_check() -> None:
+    """Ansible 2.19 raises a filter's error where its value is used: the strict check's result must feed the line."""
+    assert "{% set refused = {} | blackwell.sglang.gateway_problems({}, urls=labelled, strict=true) %}" in ENV_FILE
+    assert "(urls if refused | length == 0 else [])" in ENV_FILE
+
+
 @pytest.mark.parametrize("url", ["http://10.0.0.9:30000", "https://gpu-01.example:30443/", "http://[2001:db8::5]:30000",
                                  "https://GPU-01.Example"])
 def test_plain_worker_urls_pass(url: str) -> None:

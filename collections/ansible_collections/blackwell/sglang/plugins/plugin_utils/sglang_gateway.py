@@ -569,8 +569,9 @@ def gateway_problems(values: Mapping[str, Any], workers: Mapping[str, Mapping[st
             out.append(Problem("gateway.group", var, _shown(cfg[var]),
                                f"{var} must be an inventory group name (letters, digits, '_')", "e.g. sglang_servers"))
     for message in router_extra_args_problems(cfg.get("sglang_router_extra_args")):
-        variable = re.match(r"sglang_router_extra_args(?:\[[0-9]+\])?", message)
-        out.append(Problem("gateway.extra_args", variable[0] if variable else "sglang_router_extra_args", None, message,
+        where = re.match(r"sglang_router_extra_args(?:\[[0-9]+\])?:? ?", message)
+        variable = where[0].rstrip(": ") if where else "sglang_router_extra_args"
+        out.append(Problem("gateway.extra_args", variable, None, message[len(where[0]):] if where else message,
                            "leave the role's options to its variables; put no secret on the command line"))
     out.extend(_pip_problems(cfg))
     if workers:
@@ -614,7 +615,7 @@ def _pip_problems(cfg: Mapping[str, Any]) -> list[Problem]:
 
 def url_problems(urls: Mapping[str, Any]) -> list[Problem]:
     """The problems of rendered URLs (``{label: url}``), e.g. the worker list of the router's environment file."""
-    return [Problem("gateway.worker_url", str(label), _shown(url), f"{label}: {why}",
+    return [Problem("gateway.worker_url", str(label), _shown(url), why,
                     "give the GPU host a plain address (ansible_host) or sglang_router_worker_url")
             for label, url in urls.items() if (why := worker_url_problem(url))]
 
