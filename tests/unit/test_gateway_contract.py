@@ -423,7 +423,8 @@ def test_unit_names_outside_the_gateways_namespace_are_refused(name: str) -> Non
     ("sglang_router_config_dir", "/etc/ssl/private"), ("sglang_router_venvs_dir", "/opt"),
     ("sglang_router_venvs_dir", "/opt/other"), ("sglang_router_tls_key_file", "/root/sglang.key"),
     ("sglang_router_ca_file", "/home/u/ca.pem"), ("sglang_router_ca_file", "/run/user/0/ca.pem"),
-    ("sglang_router_ca_file", "relative/ca.pem"),
+    ("sglang_router_ca_file", "relative/ca.pem"), ("sglang_router_config_dir", "/etc/sglang"),
+    ("sglang_router_venvs_dir", "/opt/sglang/router"), ("sglang_router_config_dir", "/var/lib/sglang"),
 ])
 def test_paths_the_system_owns_or_the_sandbox_hides_are_refused(var: str, path: str) -> None:
     overrides = {**(GOOD_TLS if var.startswith("sglang_router_tls") else {}), var: path}

@@ -4,7 +4,12 @@ no internals from outside, a checked render_dir, and no secret in plans or repor
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -311,3 +316,60 @@ def test_canary_examples(n_hosts: int, canary: int, serial: Any, refused: bool) 
             rollout(n_hosts, canary, serial)
     else:
         rollout(n_hosts, canary, serial)
+
+
+# --- (11) Internals: '__' variables cannot be set from outside -------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "inventory" / "sample"
+
+
+INTERNALS = ["__sglang_validation", "__sglang_server_render_only", "__nvidia_gpu_facts_fresh", "__rollout_canary_hosts",
+             "__sglang_server_plans"]
+
+
+@pytest.mark.parametrize("name", INTERNALS)
+def test_the_inventory_internals_of_a_host_are_its_prefixed_names(name: str) -> None:
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import HostVarsCache
+
+    assert HostVarsCache({HOST: host_with(**{name: True, "_sglang_x": 1, "sglang__x": 2})}).inventory_internals(HOST) == [name]
+
+
+def inventory_copy(tmp_path: Path, **host_vars: Any) -> Path:
+    inv = tmp_path / "inventory"
+    shutil.copytree(SAMPLE, inv)
+    path = inv / "host_vars" / f"{HOST}.yml"
+    path.write_text(path.read_text() + "".join(f"{k}: {json.dumps(v)}\n" for k, v in host_vars.items()))
+    return inv
+
+
+def playbook(tmp_path: Path, inv: Path, book: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), str(book), *args],
+                          capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+                          env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")})
+
+
+def test_an_extra_var_cannot_forge_the_verdict(tmp_path: Path) -> None:
+    inv = inventory_copy(tmp_path, sglang_args={"tp_size": 7})  # a broken host
+    forged = json.dumps({"__sglang_validation": {"report": "", "invalid_hosts": [], "msg": "ok"}})
+    proc = playbook(tmp_path, inv, REPO / "playbooks" / "validate.yml", "-e", forged)
+    assert proc.returncode != 0
+    assert "__sglang_validation is internal" in proc.stdout + proc.stderr
+
+
+def test_internal_variables_from_the_inventory_are_refused_naming_each(tmp_path: Path) -> None:
+    inv = inventory_copy(tmp_path, **{name: True for name in INTERNALS})
+    proc = playbook(tmp_path, inv, REPO / "playbooks" / "validate.yml")
+    assert proc.returncode != 0
+    for name in INTERNALS:
+        assert f"ERROR {name}  [input.internal]" in proc.stdout
+
+
+def test_what_the_run_itself_sets_is_not_refused(tmp_path: Path) -> None:
+    inv = inventory_copy(tmp_path)
+    book = tmp_path / "book.yml"
+    book.write_text(json.dumps([{"hosts": "sglang_servers", "gather_facts": False, "tasks": [
+        {"ansible.builtin.set_fact": {"__nvidia_gpu_facts_fresh": True}},
+        {"blackwell.sglang.validate": {}}]}]))
+    proc = playbook(tmp_path, inv, book)
+    assert proc.returncode == 0, proc.stdout[-2000:]

@@ -22,10 +22,12 @@ from ansible.plugins.loader import connection_loader
 from ansible.utils.collection_loader._collection_finder import _get_collection_role_path
 from ansible.utils.display import Display
 from ansible.utils.path import unfrackpath
+from ansible.utils.vars import load_extra_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import (  # noqa: F401 (re-exported)
     HOST_VARS,
     HostPlan,
     HostVarsCache,
+    internal_problem,
     plan_host,
     read_host_vars,
     upgrade_problems,
@@ -104,6 +106,12 @@ class ActionModule(ActionBase):
                 "render_role": {"type": "str", "default": "sglang_server"},
             },
         )
+        # A '__' extra var overrides what the roles and playbooks set and register (extra vars win over everything),
+        # this task's own result included: the run stops here, whatever fail_on_error says.
+        forged = sorted(str(n) for n in load_extra_vars(self._loader) if str(n).startswith("__"))
+        if forged:
+            raise AnsibleActionFail("; ".join(internal_problem(n, "the run's extra vars (-e)").message for n in forged)
+                                    + f" Remove {', '.join(forged)} from -e. Nothing was validated or changed.")
         hosts = list(dict.fromkeys(args["hosts"] if args["hosts"] is not None else task_vars.get("ansible_play_hosts_all", [])))
         hostvars = HostVarsCache(task_vars["hostvars"])  # each host's variables gathered once
         groups = task_vars.get("groups", {})
@@ -120,6 +128,7 @@ class ActionModule(ActionBase):
                 continue
             plans[host] = plan_host(host, hostvars, groups, args["spec"], get)
             outcomes[host] = plans[host].result()
+            outcomes[host].errors += [internal_problem(n, "the inventory") for n in hostvars.inventory_internals(host)]
             # -e sglang_version=T on hosts whose inventory pins another release: what the upgrade renames, removes,
             # narrows or re-defaults among their arguments (nothing when the versions match).
             for problem in upgrade_problems(host, hostvars, outcomes[host].version, outcomes[host]):

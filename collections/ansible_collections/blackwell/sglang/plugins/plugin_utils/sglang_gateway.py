@@ -160,6 +160,10 @@ _FORBIDDEN_ROOTS = ("/bin", "/boot", "/dev", "/etc/systemd", "/etc/sudoers.d", "
                     "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run", "/sbin", "/sys", "/tmp", "/usr/bin",
                     "/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/sbin", "/usr/share", "/usr/include", "/var/lib/dpkg",
                     "/var/lib/apt", "/var/log", "/var/tmp", "/var/spool", "/var/mail")
+# The other roles' directories (their defaults): the server's venvs, models, configuration, state, caches and libexec,
+# the bundles. The router's configuration directory holds its keys; its mode would also change theirs.
+_PROJECT_DIRS = ("/opt/sglang", "/etc/sglang", "/var/lib/sglang", "/var/cache/sglang", "/usr/local/libexec/sglang",
+                 "/srv/sglang-bundle", "/var/cache/sglang-uv")
 # RFC 1123 host name labels; the last label is not all digits (it would read as an IPv4 address: 127.1).
 _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 _PORT_TEXT = re.compile(r"[1-9][0-9]{0,4}")
@@ -369,6 +373,9 @@ def _dir_problem(value: Any) -> str | None:
     under = next((root for root in _FORBIDDEN_ROOTS if value == root or value.startswith(root + "/")), None)
     if under:
         return f"it is under {under}, which the system, systemd or the distribution owns (use e.g. /opt/sglang-router)"
+    other = next((root for root in _PROJECT_DIRS if value == root or value.startswith(root + "/")), None)
+    if other:
+        return f"{other} is another role's directory of the project (the server's or the bundles'): use the router's own"
     if "sglang" not in value.rsplit("/", 1)[-1]:
         return "the role's own directory names the project: its last component contains 'sglang' (e.g. /opt/sglang-router)"
     return None

@@ -13,6 +13,7 @@ against the one the validate task reported. Controller-only: modules never impor
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import functools
@@ -315,6 +316,24 @@ class _RawHostVars(Mapping):
         return len(self._raw)
 
 
+# The roles' internal variables: set by the roles and playbooks themselves, never by an inventory or -e.
+INTERNAL_PREFIXES = ("__sglang", "__nvidia", "__rollout")
+
+
+def internal_problem(variable: str, source: str) -> Problem:
+    """The error of an internal variable set from outside (``source``: the inventory, or -e)."""
+    return Problem("input.internal", variable, None,
+                   f"{variable} is internal to the roles and playbooks (a '__' name); {source} may not set it: it "
+                   "would forge their state or verdicts.", f"remove {variable} from {source}")
+
+
+class _NoFacts:
+    """A fact cache with no host in it (what the variable manager reads: ``get(host)``)."""
+
+    def get(self, _host: str, default: Any = None) -> dict[str, Any]:
+        return {} if default is None else default
+
+
 class HostVarsCache(Mapping):
     """``hostvars`` for a pass over many hosts: each host's variables are gathered once (Ansible's
     ``hostvars[host]`` runs the variable manager, vars plugins included, on every access)."""
@@ -353,6 +372,25 @@ class HostVarsCache(Mapping):
         if name not in raw:
             return False, None
         return True, _RawHostVars(raw, loader, host)[name]
+
+    def inventory_internals(self, host: str) -> list[str]:
+        """The roles' internal variables (``__sglang*``, ``__nvidia*``, ``__rollout*``) that the inventory sets for
+        ``host`` (inventory file, group_vars, host_vars, vars plugins); those the run itself set (set_fact, register,
+        include_vars, cached facts) do not count. For a plain mapping (tests) every such name counts."""
+        names = sorted(n for n in self.raw(host) if isinstance(n, str) and n.startswith(INTERNAL_PREFIXES))
+        manager = getattr(self._hostvars, "_variable_manager", None)
+        inventory = getattr(self._hostvars, "_inventory", None)
+        if not names or manager is None or inventory is None:
+            return names
+        # The same variable manager with what this run set emptied: a shallow clone, so the run's manager is untouched.
+        clone = object.__new__(type(manager))
+        clone.__dict__.update(manager.__dict__)
+        clone._extra_vars = {}  # pylint: disable=protected-access
+        clone._fact_cache = _NoFacts()  # pylint: disable=protected-access
+        clone._nonpersistent_fact_cache = collections.defaultdict(dict)  # pylint: disable=protected-access
+        clone._vars_cache = collections.defaultdict(dict)  # pylint: disable=protected-access
+        inventory_vars = clone.get_vars(host=inventory.get_host(host), include_hostvars=False)
+        return [n for n in names if n in inventory_vars]
 
     def raw(self, host: str) -> Mapping[str, Any]:
         """The host's variables as Ansible keeps them, before templating (what a task's variables are built from)."""
