@@ -377,7 +377,7 @@ class HostVarsCache(Mapping):
         """The roles' internal variables (``__sglang*``, ``__nvidia*``, ``__rollout*``) that the inventory sets for
         ``host`` (inventory file, group_vars, host_vars, vars plugins); those the run itself set (set_fact, register,
         include_vars, cached facts) do not count. For a plain mapping (tests) every such name counts."""
-        names = sorted(n for n in self.raw(host) if isinstance(n, str) and n.startswith(INTERNAL_PREFIXES))
+        names = sorted(n for n in self[host] if isinstance(n, str) and n.startswith(INTERNAL_PREFIXES))  # names only
         manager = getattr(self._hostvars, "_variable_manager", None)
         inventory = getattr(self._hostvars, "_inventory", None)
         if not names or manager is None or inventory is None:
