@@ -515,3 +515,30 @@ def test_systemd_analyze_verifies_the_rendered_unit(tmp_path: Path) -> None:
     path.write_text(unit, encoding="utf-8")
     proc = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0 and "sglang-router.service" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+# --- any value of any variable: a problem naming it, never a crash, never a key --------------------------------------
+
+ANY_VALUE = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), TEXT),
+                         lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(TEXT, inner, max_size=3)),
+                         max_leaves=6)
+
+
+@pytest.mark.parametrize("var", sorted(VARS["__sglang_router_inputs"]))
+@given(value=ANY_VALUE)
+def test_any_value_of_any_variable_is_a_problem_or_accepted(var: str, value: Any) -> None:
+    found = gw.gateway_problems({var: value}, {GPU: {"ansible_host": "10.0.0.5"}})
+    assert all(isinstance(p, gw.Problem) and p.variable for p in found)
+    lines = [gw.format_problem(p) for p in found]
+    if var in gw.SECRET_VARS and isinstance(value, str) and len(value) > 3:
+        assert all(value not in line for line in lines), "a key was echoed"
+
+
+@given(hostvars=st.one_of(ANY_VALUE, st.fixed_dictionaries({}, optional={
+    "ansible_host": ANY_VALUE, "sglang_router_worker_url": ANY_VALUE, "sglang_api_key": ANY_VALUE,
+    "sglang_instances": st.one_of(ANY_VALUE, st.lists(st.dictionaries(st.sampled_from(["name", "api_key"]), ANY_VALUE),
+                                                      max_size=3))})))
+def test_any_worker_hostvars_are_a_problem_or_accepted(hostvars: Any) -> None:
+    found = gw.gateway_problems({"sglang_router_api_key": CANARY + "fleet"}, {GPU: hostvars})
+    assert all(p.source == GPU for p in found)
+    assert all(CANARY not in gw.format_problem(p) for p in found if p.variable != "ansible_host")

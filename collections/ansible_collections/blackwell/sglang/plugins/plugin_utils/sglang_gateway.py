@@ -513,6 +513,9 @@ def worker_problems(host: str, hostvars: Mapping[str, Any], router_key: str | No
     ``sglang_router_worker_url``, else its ``ansible_host``, else its inventory name) and, with ``router_key``
     (the gateway's data-plane key), each instance's key."""
     out: list[Problem] = []
+    if not isinstance(hostvars, Mapping):
+        return [Problem("gateway.worker", "hostvars", None, f"GPU host {host}: its variables are not a mapping",
+                        "check the inventory of the GPU host", host)]
     url = hostvars.get("sglang_router_worker_url")
     if url is not None:
         why = worker_url_problem(url)
@@ -585,7 +588,7 @@ def gateway_problems(values: Mapping[str, Any], workers: Mapping[str, Mapping[st
         router_key = cfg["sglang_router_api_key"]
         key = _text_of(router_key) if isinstance(router_key, str) or router_key is None else None
         for host in workers:
-            out.extend(worker_problems(str(host), workers[host] or {}, key))
+            out.extend(worker_problems(str(host), {} if workers[host] is None else workers[host], key))
     return out
 
 
