@@ -217,7 +217,7 @@ def test_the_validate_task_renders_what_the_role_renders(tmp_path: Path) -> None
                   "sglang_env": {"WANDB_API_KEY": canary + "-env", "NCCL_IB_DISABLE": "1"}},
         "gpu-b": {}, "gpu-c": {},
         "gpu-i": {"sglang_instances": instances, "hf_token": canary + "-hf2"},
-        "gpu-u": {"sglang_server_user": "llm", "sglang_server_group": "llm", "sglang_server_service_name": "llm",
+        "gpu-u": {"sglang_server_user": "llm", "sglang_server_group": "llm", "sglang_server_service_name": "sglang-llm",
                   "base_etc": "/etc", "sglang_server_config_dir": "{{ base_etc }}/llm", "sglang_server_drain_timeout": 300},
         "gpu-m1": {"sglang_args": {"tp_size": 16}, "ansible_host": "10.1.2.3"}, "gpu-m2": {"sglang_args": {"tp_size": 16}},
     })
@@ -241,16 +241,16 @@ def test_the_validate_task_renders_what_the_role_renders(tmp_path: Path) -> None
                                        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
     assert role.rc == 0, role.stdout.read()
 
-    def tree(root: Path) -> dict[str, tuple[int, bytes]]:
+    def tree(root: Path) -> dict[str, tuple[int, bytes]]:  # the validate task also marks its render_dir as its own
         return {str(p.relative_to(root)): (p.stat().st_mode & 0o777, p.read_bytes() if p.is_file() else b"")
-                for p in sorted(root.rglob("*"))}
+                for p in sorted(root.rglob("*")) if p.name != ".blackwell-sglang-plan"}
 
     mine, role_files = tree(ours), tree(theirs)
     assert mine == role_files
     assert ours.stat().st_mode & 0o777 == theirs.stat().st_mode & 0o777 == 0o700
-    assert {"gpu-i/sglang-chat.service", "gpu-i/sglang-code.yaml", "gpu-u/llm.env", "gpu-m2/sglang.service"} <= set(mine)
-    assert "User=llm" in (ours / "gpu-u" / "llm.service").read_text()
-    assert "EnvironmentFile=/etc/llm/llm.env" in (ours / "gpu-u" / "llm.service").read_text()
+    assert {"gpu-i/sglang-chat.service", "gpu-i/sglang-code.yaml", "gpu-u/sglang-llm.env", "gpu-m2/sglang.service"} <= set(mine)
+    assert "User=llm" in (ours / "gpu-u" / "sglang-llm.service").read_text()
+    assert "EnvironmentFile=/etc/llm/sglang-llm.env" in (ours / "gpu-u" / "sglang-llm.service").read_text()
     assert "<secret" in (ours / "gpu-i" / "sglang-code.yaml").read_text()
     for _, (_, data) in mine.items():
         assert canary.encode() not in data

@@ -63,9 +63,9 @@ def test_the_shorthand_is_one_instance_named_after_the_service() -> None:
     [one] = plan(host_with()).instances
     assert (one.name, one.service, one.index) == ("sglang", "sglang", None)
     assert one.gpus == list(range(8)) and one.binding["cuda_visible_devices"] == "0,1,2,3,4,5,6,7"
-    [one] = plan(host_with({"tp_size": 4}, sglang_server_service_name="llm", sglang_gpus=[4, 5, 6, 7])).instances
+    [one] = plan(host_with({"tp_size": 4}, sglang_server_service_name="sglang-llm", sglang_gpus=[4, 5, 6, 7])).instances
     assert one.result.ok, one.result.errors
-    assert one.service == "llm" and one.gpus == [4, 5, 6, 7] and one.binding["cuda_visible_devices"] == "4,5,6,7"
+    assert one.service == "sglang-llm" and one.gpus == [4, 5, 6, 7] and one.binding["cuda_visible_devices"] == "4,5,6,7"
 
 
 @pytest.mark.parametrize(("change", "expected"), [
@@ -317,7 +317,8 @@ def test_an_instance_never_takes_a_reserved_unit_name(pair: tuple[str, str]) -> 
     if unit in RESERVED_SERVICE_NAMES:
         assert ("sglang_instances[1].name", "instances.name") in found, found
         assert unit not in [i.service for i in plan(host).instances]
-    elif service in RESERVED_SERVICE_NAMES:  # prometheus-node-exporter's split: the service name is refused itself
+    elif service in RESERVED_SERVICE_NAMES or not service.startswith("sglang"):
+        # prometheus-node-exporter's split, or a name outside the project's namespace: the service name is refused itself
         assert ("sglang_server_service_name", "input.role_var") in found, found
     elif name != "chat":
         assert not found, found

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import yaml
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
@@ -23,6 +24,7 @@ from ansible.utils.collection_loader._collection_finder import _get_collection_r
 from ansible.utils.display import Display
 from ansible.utils.path import unfrackpath
 from ansible.utils.vars import load_extra_vars
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_deployment as deployment
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import (  # noqa: F401 (re-exported)
     HOST_VARS,
     HostPlan,
@@ -33,7 +35,12 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan i
     upgrade_problems,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import GROUP_VAR, Getter, Layout, hostvars_getter
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import RoleRenderer, private_dir, write_plan
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import (
+    PlanDir,
+    PlanDirError,
+    RoleRenderer,
+    host_component_problem,
+)
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Problem, Result, format_report
 
 display = Display()
@@ -116,6 +123,10 @@ class ActionModule(ActionBase):
         hostvars = HostVarsCache(task_vars["hostvars"])  # each host's variables gathered once
         groups = task_vars.get("groups", {})
         get = hostvars_getter(hostvars)
+        # The GPU hosts are planned; every host (gateways, monitoring hosts ...) gets the input contract.
+        # An inventory without the group (a single ad-hoc host list): every host is a GPU host, as before.
+        servers = set(hosts) if args["hosts"] is not None or deployment.SERVERS_GROUP not in groups \
+            else set(groups[deployment.SERVERS_GROUP] or [])
         per_host: dict[str, dict[str, Any]] = {}
         warnings = 0
         outcomes: dict[str, Result] = {}
@@ -126,8 +137,26 @@ class ActionModule(ActionBase):
                 outcomes[host] = Result(errors=[Problem("host.unknown", "hosts", host, f"{host!r} is not in the inventory.",
                                                         "check the host name (ansible-inventory --list)")])
                 continue
+            # Every variable of the input contract the inventory sets, for every host of every group; a value too big
+            # to read stops the host's checks before anything (the planner included) walks it.
+            view = hostvars[host]
+            raw = view.raw if isinstance(getattr(view, "raw", None), Mapping) else view  # before templating, where it can
+            too_big = deployment.oversized(raw)
+            if too_big:
+                outcomes[host] = Result(errors=too_big)
+                continue
+            planned = host in servers
+            checked = deployment.contract_problems(host, raw, view.__getitem__, HOST_VARS if planned else ())
+            if not planned:
+                outcomes[host] = Result(errors=checked + deployment.port_problems(
+                    host, _groups_of(host, groups), hostvars[host], self._port_defaults()))
+                continue
             plans[host] = plan_host(host, hostvars, groups, args["spec"], get)
             outcomes[host] = plans[host].result()
+            outcomes[host].errors += checked
+            if outcomes[host].ok:
+                outcomes[host].errors += deployment.port_problems(
+                    host, _groups_of(host, groups), hostvars[host], self._port_defaults(), _instance_ports(plans[host]))
             outcomes[host].errors += [internal_problem(n, "the inventory") for n in hostvars.inventory_internals(host)]
             # -e sglang_version=T on hosts whose inventory pins another release: what the upgrade renames, removes,
             # narrows or re-defaults among their arguments (nothing when the versions match).
@@ -164,6 +193,22 @@ class ActionModule(ActionBase):
             del result["report"]
         return result
 
+    def _port_defaults(self) -> dict[str, Any]:
+        """The default of each port the roles bind (deployment.GROUP_PORTS), from the roles' own defaults files."""
+        if self._ports is None:
+            self._ports = {}
+            for role in deployment.PORT_ROLES if self._loader is not None else ():
+                try:
+                    path = os.path.join(self._role_dir(role), "defaults", "main.yml")
+                    with open(path, encoding="utf-8") as handle:
+                        data = yaml.safe_load(handle) or {}
+                except (AnsibleActionFail, OSError, yaml.YAMLError):
+                    continue  # a role not installed here: its port is checked where it is set
+                self._ports.update({k: v for k, v in data.items() if k.endswith("_port") and isinstance(v, int)})
+        return self._ports
+
+    _ports: dict[str, Any] | None = None
+
     def _role_dir(self, name: str) -> str:
         """Where the role ``name`` is, searched as include_role would (a path; the play's collections; its roles/
         directory, the roles path, its own directory): the collection's own role when the playbook runs by FQCN."""
@@ -193,10 +238,25 @@ class ActionModule(ActionBase):
         start = time.monotonic()
         renderer = RoleRenderer(self._role_dir(args["render_role"]), self._loader)
         root = Path(os.path.realpath(os.path.expanduser(args["render_dir"])))
-        private_dir(root)
+        # Host names become directory names: all of them are checked before anything is written.
+        unsafe = [f"{host!r} ({why})" for host in plans if (why := host_component_problem(host))]
+        if unsafe:
+            raise AnsibleActionFail(f"render_dir: inventory host name(s) {', '.join(unsafe[:5])} cannot name a plan "
+                                    "directory. Nothing was rendered.")
+        try:
+            with PlanDir(root) as plan_dir:
+                files = self._render_into(plan_dir, renderer, args, hostvars, groups, get, plans)
+        except PlanDirError as exc:
+            raise AnsibleActionFail(f"{exc} Nothing more was rendered.") from None
+        return {"dir": str(root), "role": str(renderer.role_dir), "hosts": len(plans), "files": files,
+                "seconds": round(time.monotonic() - start, 3)}
+
+    def _render_into(self, plan_dir: PlanDir, renderer: RoleRenderer, args: dict[str, Any], hostvars: HostVarsCache,
+                     groups: Any, get: Getter, plans: dict[str, HostPlan]) -> int:
         files = 0
         for host, validated in plans.items():
-            raw = hostvars.raw(host)
+            view = hostvars[host]
+            raw = view.raw if isinstance(getattr(view, "raw", None), Mapping) else view  # before templating, where it can
             twin = renderer.twin_key(raw)
             variables = renderer.variables(raw)
             plan = plan_host(host, hostvars, groups, args["spec"], get, renderer.role_plan_vars(variables, twin))
@@ -208,10 +268,9 @@ class ActionModule(ActionBase):
                     "directories) differ between the play and the inventory: set them in the inventory (group_vars / "
                     "host_vars), where the validation reads them. Nothing was rendered for it.")
             rendered = renderer.render(host, variables, [i.full() for i in plan.instances], twin)
-            write_plan(root / host, rendered)
+            plan_dir.write(host, rendered)
             files += len(rendered)
-        return {"dir": str(root), "role": str(renderer.role_dir), "hosts": len(plans), "files": files,
-                "seconds": round(time.monotonic() - start, 3)}
+        return files
 
 
 @contextmanager
@@ -265,6 +324,21 @@ def _connection_plugins_listed_once() -> Iterator[None]:
             del loader.all
         else:
             loader.all = shadowed
+
+
+def _groups_of(host: str, groups: Mapping[str, Any]) -> list[str]:
+    """The deployment groups ``host`` is in (those whose roles bind ports), in a fixed order."""
+    return [g for g in deployment.GROUP_PORTS if host in (groups.get(g) or [])]
+
+
+def _instance_ports(plan: HostPlan) -> dict[int, str]:
+    """Port -> the instance that listens on it, from a host's plan."""
+    out: dict[int, str] = {}
+    for inst in plan.instances:
+        port = inst.result.endpoint.get("port") if inst.result.ok else None
+        if isinstance(port, int):
+            out.setdefault(port, f"SGLang instance {inst.name}")
+    return out
 
 
 def _names(hosts: list[str], shown: int = 5) -> str:

@@ -293,6 +293,11 @@ class _RawHostVars(Mapping):
         self._raw, self._loader, self._host = raw, loader, host
         self._view: Any = None
 
+    @property
+    def raw(self) -> Mapping[str, Any]:
+        """The host's variables before templating (for checks that must not expand a value, e.g. its size)."""
+        return self._raw
+
     def __getitem__(self, key: str) -> Any:
         value = check_bounds(key, self._raw[key])  # before any walk of it, templating included
         if _plain(value):

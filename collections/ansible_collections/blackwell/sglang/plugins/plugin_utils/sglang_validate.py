@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_inputs as inputs
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ModelFacts, lookup_model
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import MAX_GPUS_PER_HOST, RENAMED, RULES, gpu_ids, run_rules
@@ -73,7 +74,7 @@ ROLE_DIRS = (
 )
 # Secrets that clients send in an HTTP header (Authorization: Bearer <key>), not only write to a file.
 HEADER_SECRETS = frozenset(("api_key", "admin_api_key"))
-ROLE_VARS = (*ROLE_NAMES, *ROLE_DIRS, "sglang_server_model_path")
+ROLE_VARS = (*ROLE_NAMES, *ROLE_DIRS, "sglang_server_model_path", contract.SERVICE_ROOTS_VAR)
 # Arguments the roles manage themselves.
 MANAGED_ARGS = {
     "model_path": "sglang_model_path",
@@ -842,31 +843,22 @@ def _read_secrets(ctx: Context, hostvars: Mapping[str, Any]) -> None:
 
 
 def role_var_problems(values: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
-    """(variable, value, why) for each role variable in ``values`` that is not a plain name or path.
+    """(variable, value, why) for each role variable in ``values`` that breaks the input contract
+    (sglang_contract.CONTRACT: names, service accounts, directories under the allowed roots).
 
     Role variables reach the unit, file names and the directories the roles create and hand to the
-    service user; unset ones (None) are the roles' defaults and are not checked.
+    service user; unset ones (None) are the roles' defaults and are not checked. ``values`` may carry
+    ``sglang_service_roots`` and ``sglang_models_dir``, the roots service directories are checked against.
     """
-    out = []
-    for var, value in values.items():
-        if value is None:
-            continue
-        if var in ROLE_NAMES:
-            problem = ROLE_NAMES[var](value)
-        elif var in ROLE_DIRS:
-            problem = inputs.path_problem(value, service_owned=True)
-        elif var in ("sglang_model_path", "sglang_server_model_path"):
-            problem = inputs.model_path_problem(value)
-        else:
-            raise KeyError(var)
-        if problem:
-            out.append((var, value, problem))
-    return out
+    unknown = [var for var in values if var not in contract.CONTRACT]
+    if unknown:
+        raise KeyError(unknown[0])
+    return [(f.variable, values[f.variable], f.why) for f in contract.check(values)]
 
 
 def _read_role_vars(ctx: Context, hostvars: Mapping[str, Any]) -> None:
     """Role variables that reach the unit, a path or a file name: names and plain absolute paths only."""
-    for var, value, problem in role_var_problems({v: hostvars.get(v) for v in (*ROLE_NAMES, *ROLE_DIRS)}):
+    for var, value, problem in role_var_problems({v: hostvars.get(v) for v in (*ROLE_NAMES, *ROLE_DIRS, contract.SERVICE_ROOTS_VAR)}):
         kind = "a plain name, e.g. sglang" if var in ROLE_NAMES else "a plain absolute directory of its own, e.g. its default"
         ctx.error("input.role_var", var, f"{var} {value!r}: {problem}.", f"set {var} to {kind}", value=value)
 

@@ -1,0 +1,69 @@
+"""Action plugin: a role's own variables against the input contract, at the role's entry, before anything changes.
+
+Documented by the docs-only module ``plugins/modules/check_inputs.py``, where ansible-doc and ansible-test read it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import yaml
+from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.module_utils.common.text.converters import to_text
+from ansible.plugins.action import ActionBase
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_contract import CONTRACT, check, size_problem
+
+
+def entry_options(role_path: str, entry: str) -> list[str]:
+    """The variables of entry point ``entry`` of the role at ``role_path``, from its ``meta/argument_specs.yml``."""
+    path = os.path.join(role_path, "meta", "argument_specs.yml")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            specs = yaml.safe_load(handle) or {}
+    except OSError as exc:
+        raise AnsibleActionFail(f"check_inputs: cannot read {path}: {exc}") from None
+    entry_spec = (specs.get("argument_specs") or {}).get(entry)
+    if not isinstance(entry_spec, dict):
+        raise AnsibleActionFail(f"check_inputs: {path} has no entry point {entry!r}")
+    return list((entry_spec.get("options") or {}).keys())
+
+
+class ActionModule(ActionBase):
+    """Check the role's variables (those of its argument spec that the play defines); never contacts a host."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS = frozenset(("role_path", "entry", "extra"))
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        _, args = self.validate_argument_spec(argument_spec={
+            "role_path": {"type": "path", "required": True},
+            "entry": {"type": "str", "default": "main"},
+            "extra": {"type": "list", "elements": "str", "default": []},
+        })
+        names = [n for n in [*entry_options(args["role_path"], args["entry"]), *args["extra"]] if n in CONTRACT]
+        values: dict[str, Any] = {}
+        problems: list[str] = []
+        for name in dict.fromkeys(names):
+            if name not in task_vars:
+                continue
+            raw = task_vars[name]
+            too_big = size_problem(raw)  # before templating walks it (a YAML alias chain)
+            if too_big:
+                problems.append(f"{name}: {too_big}.")
+                continue
+            try:
+                values[name] = self._templar.template(raw)
+            except AnsibleError as exc:
+                problems.append(f"{name}: does not template: {to_text(exc).splitlines()[0]}")
+        problems += [f"{f.message()} Fix: {f.fix()}." for f in check(values)]
+        result.update(changed=False, checked=sorted(values), problems=problems)
+        if problems:
+            result["failed"] = True
+            result["msg"] = "Input contract: " + " | ".join(problems)
+        else:
+            result["msg"] = f"{len(values)} variable(s) match the input contract"
+        return result

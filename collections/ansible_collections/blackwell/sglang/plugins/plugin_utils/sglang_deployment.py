@@ -1,0 +1,100 @@
+"""The input contract over the whole deployment: every host of every group, before any host changes.
+
+The validate action plans the GPU hosts (sglang_hostplan); this module checks what the planner does not read:
+every variable of :data:`sglang_contract.CONTRACT` that the inventory sets for any host (gateways, monitoring
+hosts, the GPU hosts' other roles), the size of every such value before anything walks it (a YAML alias chain is
+refused, not expanded), and the ports each host binds across the roles that run on it. Values come from the
+inventory only; the roles' defaults are the project's own and are read from their ``defaults/main.yml`` where a
+check needs the effective value (ports).
+
+Controller-only; used by ``plugins/action/validate.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Problem
+
+SERVERS_GROUP = "sglang_servers"
+ROUTERS_GROUP = "sglang_routers"
+MONITORING_GROUP = "sglang_monitoring"
+
+# The ports each group's roles bind on a host, by the variable that sets them (the roles' plays: deploy.yml,
+# monitoring.yml). The model peer listens only while a fan-out copies weights, but on the same host.
+GROUP_PORTS = {
+    SERVERS_GROUP: ("sglang_model_peer_port", "node_exporter_port", "dcgm_exporter_port"),
+    ROUTERS_GROUP: ("sglang_router_port", "sglang_router_prometheus_port", "node_exporter_port"),
+    MONITORING_GROUP: ("sglang_monitoring_port",),
+}
+# The roles whose defaults hold the default of each such port.
+PORT_ROLES = ("sglang", "node_exporter", "dcgm_exporter", "sglang_router", "sglang_monitoring")
+
+
+def oversized(raw: Mapping[str, Any]) -> list[Problem]:
+    """A problem for each contract or launch variable whose value is too big or deep to read, found without
+    expanding it; the caller reads none of the host's variables when there is one."""
+    out = []
+    for name in list(raw):
+        if not isinstance(name, str) or not name.startswith(("sglang", "nvidia", "hf_", "cuda", "dcgm", "node_", "gpu_")):
+            continue
+        try:
+            value = raw[name]
+        except Exception:  # noqa: BLE001 (a value that does not template: the planner names it)
+            continue
+        why = contract.size_problem(value)
+        if why:
+            out.append(Problem("input.size", name, None, f"{name}: {why}; nothing of it was read.",
+                               f"write {name} out plainly (no chains of YAML aliases), within the bounds"))
+    return out
+
+
+def contract_problems(host: str, raw: Mapping[str, Any], read: Callable[[str], Any],
+                      skip: Iterable[str] = ()) -> list[Problem]:
+    """The contract's problems of the variables ``host``'s inventory sets (``raw``: its variables as Ansible keeps
+    them), each read with ``read`` (templated); ``skip``: variables another check reads (the planner's)."""
+    present = set(raw) - set(skip)  # names only: a Mapping's "in" would read (template) the value
+    values: dict[str, Any] = {}
+    problems: list[Problem] = []
+    for name in contract.CONTRACT:
+        if name not in present:
+            continue
+        try:
+            values[name] = read(name)
+        except Exception as exc:  # noqa: BLE001 (a variable that does not template: named, never a crash)
+            problems.append(Problem("host.template", name, None, f"{name} does not template: {str(exc).splitlines()[0]}",
+                                    "fix the variable's Jinja expression or define what it uses"))
+    context = contract.context_of({k: v for k, v in values.items() if k in (contract.SERVICE_ROOTS_VAR,
+                                                                          contract.MODELS_DIR_VAR)})
+    for finding in contract.check(values, context=context):
+        problems.append(Problem("input.contract", finding.variable, finding.value,
+                                f"{host}: {finding.message()}", finding.fix()))
+    return problems
+
+
+def port_problems(host: str, groups_of_host: Iterable[str], values: Mapping[str, Any], defaults: Mapping[str, Any],
+                  instance_ports: Mapping[int, str] | None = None) -> list[Problem]:
+    """Two things on one host bind one port: each role's listener (by the groups the host is in) and the
+    SGLang instances' ports (``instance_ports``: port -> what binds it, from the plan)."""
+    taken: dict[int, str] = dict(instance_ports or {})
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for group in groups_of_host:
+        for var in GROUP_PORTS.get(group, ()):
+            if var in seen:
+                continue
+            seen.add(var)
+            value = values.get(var, defaults.get(var))
+            try:
+                port = int(value)
+            except (TypeError, ValueError):
+                continue  # the contract names a port that is not one
+            if port in taken:
+                problems.append(Problem("host.port", var, port,
+                                        f"{host}: {var} {port} is also the port of {taken[port]} on this host.",
+                                        f"give {var} a port of its own on {host}"))
+            else:
+                taken[port] = var
+    return problems
