@@ -373,3 +373,120 @@ def test_what_the_run_itself_sets_is_not_refused(tmp_path: Path) -> None:
         {"blackwell.sglang.validate": {}}]}]))
     proc = playbook(tmp_path, inv, book)
     assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+# --- (12) render_dir: a new or project-marked directory, no symbolic link followed, host names checked -----------
+
+
+def plan_dir(root: Path) -> Any:
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import PlanDir
+
+    return PlanDir(root)
+
+
+FILES = {"sglang.service": "[Unit]\n", "sglang.env": "A=1\n"}
+
+
+def test_a_new_render_dir_is_created_private_and_marked(tmp_path: Path) -> None:
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import MARKER
+
+    root = tmp_path / "a" / "plan"
+    with plan_dir(root) as out:
+        out.write("gpu-01", FILES)
+    assert root.stat().st_mode & 0o777 == 0o700 and (root / MARKER).stat().st_mode & 0o777 == 0o600
+    assert (root / "gpu-01").stat().st_mode & 0o777 == 0o700
+    assert (root / "gpu-01" / "sglang.env").read_text() == "A=1\n"
+    with plan_dir(root) as out:  # marked: rendered into again
+        out.write("gpu-01", {"sglang.env": "B=2\n"})
+    assert (root / "gpu-01" / "sglang.env").read_text() == "B=2\n"
+
+
+@pytest.mark.parametrize("existing", ["/etc", "home", "file"])
+def test_an_existing_unmarked_directory_is_refused_and_left_as_it_is(tmp_path: Path, existing: str) -> None:
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import PlanDirError
+
+    if existing == "/etc":
+        root = Path("/etc")
+    else:
+        root = tmp_path / existing
+        root.mkdir(mode=0o755)
+        root.chmod(0o755)
+        (root / ("notes.txt" if existing == "home" else "x")).write_text("mine")
+    before = {p.name: p.stat().st_mtime_ns for p in root.iterdir()} if existing != "/etc" else None
+    mode = root.stat().st_mode
+    with pytest.raises(PlanDirError, match="no .blackwell-sglang-plan"):
+        plan_dir(root)
+    assert root.stat().st_mode == mode
+    if before is not None:
+        assert {p.name: p.stat().st_mtime_ns for p in root.iterdir()} == before
+
+
+def test_an_empty_existing_directory_is_adopted_without_a_chmod(tmp_path: Path) -> None:
+    root = tmp_path / "empty"
+    root.mkdir(mode=0o750)
+    root.chmod(0o750)
+    with plan_dir(root) as out:
+        out.write("gpu-01", FILES)
+    assert root.stat().st_mode & 0o777 == 0o750 and (root / "gpu-01" / "sglang.env").is_file()
+
+
+@pytest.mark.parametrize("trap", ["file symlink", "host dir symlink", "hard link", "root symlink"])
+def test_no_symbolic_or_hard_link_is_followed(tmp_path: Path, trap: str) -> None:
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import PlanDirError
+
+    root = tmp_path / "plan"
+    with plan_dir(root) as out:
+        out.write("gpu-01", FILES)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "victim"
+    target.write_text("precious")
+    if trap == "file symlink":
+        (root / "gpu-01" / "sglang.env").unlink()
+        (root / "gpu-01" / "sglang.env").symlink_to(target)
+    elif trap == "host dir symlink":
+        (root / "gpu-02").symlink_to(outside)
+    elif trap == "hard link":
+        (root / "gpu-01" / "sglang.env").unlink()
+        os.link(target, root / "gpu-01" / "sglang.env")
+    else:
+        link = tmp_path / "link"
+        link.symlink_to(root)
+        root = link
+    with pytest.raises(PlanDirError):
+        with plan_dir(root) as out:
+            out.write("gpu-02" if trap == "host dir symlink" else "gpu-01", {"sglang.env": "pwned", "victim": "pwned"})
+    assert target.read_text() == "precious" and sorted(p.name for p in outside.iterdir()) == ["victim"]
+
+
+@given(st.text(min_size=1, max_size=30))
+def test_a_host_name_is_a_directory_name_only_when_it_is_safe(host: str) -> None:
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import host_component_problem
+
+    if host_component_problem(host) is None:
+        assert "/" not in host and ".." not in host and not host.startswith(".") and host.isascii()
+        assert os.path.basename(host) == host and os.path.normpath(host) == host
+
+
+@pytest.mark.parametrize("host", ["../../x", "..", ".", ".hidden", "a/b", "/abs", "a\nb", "é", "a..b", ""])
+def test_an_unsafe_host_name_is_refused_naming_the_host(tmp_path: Path, host: str) -> None:
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import PlanDirError
+
+    with plan_dir(tmp_path / "plan") as out, pytest.raises(PlanDirError, match="inventory host"):
+        out.write(host, FILES)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan"]
+
+
+def test_validate_refuses_a_host_name_that_would_leave_render_dir(tmp_path: Path) -> None:
+    import yaml
+
+    inv = tmp_path / "inventory"
+    shutil.copytree(SAMPLE / "group_vars", inv / "group_vars")
+    host_vars = yaml.safe_load((SAMPLE / "host_vars" / f"{HOST}.yml").read_text())
+    (inv / "hosts.yml").write_text(json.dumps({"all": {"children": {"sglang_servers": {"hosts": {
+        "../../x": host_vars, "good-01": host_vars}}}}}))
+    out = tmp_path / "a" / "b" / "plan"
+    proc = playbook(tmp_path, inv, REPO / "playbooks" / "validate.yml", "-e", f"render_dir={out}")
+    assert proc.returncode != 0
+    assert "'../../x'" in proc.stdout and "cannot name a plan directory" in proc.stdout
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["inventory"]
