@@ -137,7 +137,7 @@ def test_gateway_defaults_are_the_roles() -> None:
 def test_every_role_variable_is_checked() -> None:
     """vars/main.yml hands gateway_problems every option of the role's argument spec (the GPU hosts' own
     sglang_router_worker_url is checked from their hostvars)."""
-    options = set(SPECS["main"]["options"]) - {"sglang_router_worker_url"}
+    options = (set(SPECS["main"]["options"]) | {"sglang_router_proxy_env"}) - {"sglang_router_worker_url"}
     assert set(VARS["__sglang_router_inputs"]) == options
     assert all(v == "{{ " + k + " }}" for k, v in VARS["__sglang_router_inputs"].items())
 
@@ -431,6 +431,25 @@ def test_paths_the_system_owns_or_the_sandbox_hides_are_refused(var: str, path: 
     assert names(problems(overrides), var)
 
 
+@pytest.mark.parametrize(("var", "value"), [
+    ("sglang_router_python", "/tmp/python3"), ("sglang_router_python", "/home/u/bin/python"),
+    ("sglang_router_python", "python3"), ("sglang_router_proxy_env", {"LD_PRELOAD": "/tmp/x.so"}),
+    ("sglang_router_proxy_env", {"PIP_INDEX_URL": "http://evil.example"}), ("sglang_router_proxy_env", "http://p:3128"),
+    ("sglang_router_proxy_env", {"https_proxy": "http://p:3128\nLD_PRELOAD=/tmp/x.so"}),
+    ("sglang_router_pip_index_url", "https://pypi.example/simple --trusted-host evil"),
+    ("sglang_router_pip_find_links", ["/srv/wheels --index-url=http://evil.example"]),
+    ("sglang_router_pip_index_url", "https://user:pw@pypi.example/simple"),
+    ("sglang_router_system_packages", ["python3-venv", "-o APT::X=1"]), ("sglang_router_version", "0.3.2\nUser=root"),
+    ("sglang_router_worker_group", "sglang_servers\nLD_PRELOAD=/x"), ("sglang_router_poll_interval", 0),
+])
+def test_what_runs_as_root_on_the_gateway_is_refused(var: str, value: Any) -> None:
+    assert names(problems({var: value}), var)
+
+
+def test_proxy_settings_pass() -> None:
+    assert problems({"sglang_router_proxy_env": {"https_proxy": "http://proxy.example:3128", "NO_PROXY": "localhost,10.0.0.0/8"}}) == []
+
+
 # --- keys ---------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("host_key", "instance_keys", "bad"), [
@@ -485,9 +504,11 @@ def test_the_join_sends_the_instances_own_key() -> None:
 
 def test_the_roles_first_tasks_refuse_before_any_change() -> None:
     tasks = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text(encoding="utf-8"))
-    first, second = tasks[0], tasks[1]
-    assert "blackwell.sglang.gateway_problems" in str(first["ansible.builtin.set_fact"]) and first["no_log"] is True
-    assert "__sglang_router_problems | length == 0" in str(second["ansible.builtin.assert"]["that"])
+    at = next(i for i, t in enumerate(tasks) if "blackwell.sglang.gateway_problems" in str(t.get("ansible.builtin.set_fact")))
+    # Only checks come before: nothing on the host changes until the gateway's variables passed.
+    assert all({"ansible.builtin.assert", "blackwell.sglang.check_inputs"} & set(t) for t in tasks[:at]), tasks[:at]
+    assert tasks[at]["no_log"] is True
+    assert "__sglang_router_problems | length == 0" in str(tasks[at + 1]["ansible.builtin.assert"]["that"])
 
 
 def test_the_bench_never_shows_server_info() -> None:

@@ -393,6 +393,38 @@ def file_problem(value: Any) -> str | None:
     return None
 
 
+# Directories any local user may write: an interpreter there runs as root when the role creates the virtualenv.
+_WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/user", "/home")
+# The environment of the tasks that download (apt, pip, as root): proxy settings only, not LD_PRELOAD or PIP_*.
+PROXY_ENV_NAMES = frozenset({"http_proxy", "https_proxy", "no_proxy", "all_proxy", "ftp_proxy"})
+
+
+def interpreter_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be the interpreter root creates the router's virtualenv with, or None."""
+    problem = path_problem(value)
+    if problem:
+        return problem
+    under = next((d for d in _WORLD_WRITABLE if value == d or value.startswith(d + "/")), None)
+    if under:
+        return f"it is under {under}, which other users can write: root would run their program"
+    return None
+
+
+def proxy_env_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be the environment of the tasks that download (proxy settings only), or None."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, Mapping):
+        return "it must be a mapping of proxy settings (http_proxy, https_proxy, no_proxy ...)"
+    for name, setting in value.items():
+        if not isinstance(name, str) or name.lower() not in PROXY_ENV_NAMES:
+            return (f"{str(name)[:40]!r} is not a proxy setting: the tasks that download run as root, so only "
+                    f"{', '.join(sorted(PROXY_ENV_NAMES))} (any case) may be set (values not shown)")
+        if not isinstance(setting, str) or text_problem(setting) or any(c.isspace() for c in setting):
+            return f"{name}: a proxy setting is one line of text without white space (value not shown)"
+    return None
+
+
 def identity_problem(value: Any, kind: str) -> str | None:
     """Why ``value`` cannot be the router's system user (``kind`` "user") or group ("group"), or None."""
     problem = user_problem(value)
@@ -558,7 +590,10 @@ def gateway_problems(values: Mapping[str, Any], workers: Mapping[str, Mapping[st
                  "a directory of the router's own, e.g. /opt/sglang-router or /etc/sglang-router")
     if "sglang_router_python" in cfg:
         _add(out, "gateway.path", "sglang_router_python", _shown(cfg["sglang_router_python"]),
-             path_problem(cfg["sglang_router_python"]), "an absolute interpreter path, e.g. /usr/bin/python3")
+             interpreter_problem(cfg["sglang_router_python"]), "an absolute interpreter path, e.g. /usr/bin/python3")
+    if "sglang_router_proxy_env" in cfg:
+        _add(out, "gateway.proxy_env", "sglang_router_proxy_env", None, proxy_env_problem(cfg["sglang_router_proxy_env"]),
+             "only proxy settings, e.g. {https_proxy: 'http://proxy.example:3128', no_proxy: 'localhost,10.0.0.0/8'}")
     choices = (("sglang_router_policy", POLICIES), ("sglang_router_log_level", LOG_LEVELS))
     for var, allowed in choices:
         if var in cfg and cfg[var] not in allowed:
