@@ -563,3 +563,20 @@ def test_any_worker_hostvars_are_a_problem_or_accepted(hostvars: Any) -> None:
     found = gw.gateway_problems({"sglang_router_api_key": CANARY + "fleet"}, {GPU: hostvars})
     assert all(p.source == GPU for p in found)
     assert all(CANARY not in gw.format_problem(p) for p in found if p.variable != "ansible_host")
+
+
+@pytest.mark.parametrize("tasks_from", ["join.yml", "drain.yml"])
+def test_join_and_drain_check_every_router_before_calling_it(tasks_from: str) -> None:
+    tasks = yaml.safe_load((ROLE / "tasks" / tasks_from).read_text(encoding="utf-8"))
+    first_call = next(i for i, t in enumerate(tasks) if "ansible.builtin.uri" in t and t.get("delegate_to"))
+    checks = [t for t in tasks[:first_call] if "ansible.builtin.assert" in t]
+    assert any("blackwell.sglang.router_endpoint" in str(t.get("vars")) for t in checks)
+    if tasks_from == "join.yml":
+        assert any("blackwell.sglang.gateway_problems" in str(t.get("vars")) for t in checks)
+
+
+@pytest.mark.parametrize("host", ["gw.example/x", "10.0.0.1 --api-key", "localhost.attacker.example", "::ffff:127.0.0.1"])
+def test_a_router_host_the_gpu_hosts_would_call_is_checked(host: str) -> None:
+    defaults = {"host": "127.0.0.1", "port": 30000, "tls_cert_file": "", "tls_key_file": "", "ca_file": "", "api_key": "",
+                "control_plane_api_key": "", "allow_unauthenticated": False}
+    assert router_endpoint({"sglang_router_host": host}, defaults)["problems"]
