@@ -12,7 +12,14 @@ import yaml
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_contract import CONTRACT, check, size_problem
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_contract import (
+    CONTRACT,
+    MODELS_DIR_VAR,
+    SERVICE_ROOTS_VAR,
+    check,
+    context_of,
+    size_problem,
+)
 
 
 def entry_options(role_path: str, entry: str) -> list[str]:
@@ -27,6 +34,16 @@ def entry_options(role_path: str, entry: str) -> list[str]:
     if not isinstance(entry_spec, dict):
         raise AnsibleActionFail(f"check_inputs: {path} has no entry point {entry!r}")
     return list((entry_spec.get("options") or {}).keys())
+
+
+def role_defaults(role_path: str) -> dict[str, Any]:
+    """The role's ``defaults/main.yml`` as written (templates unexpanded); empty when it has none."""
+    try:
+        with open(os.path.join(role_path, "defaults", "main.yml"), encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except OSError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 class ActionModule(ActionBase):
@@ -45,12 +62,15 @@ class ActionModule(ActionBase):
             "extra": {"type": "list", "elements": "str", "default": []},
         })
         names = [n for n in [*entry_options(args["role_path"], args["entry"]), *args["extra"]] if n in CONTRACT]
+        defaults = role_defaults(args["role_path"])
         values: dict[str, Any] = {}
         problems: list[str] = []
         for name in dict.fromkeys(names):
             if name not in task_vars:
                 continue
             raw = task_vars[name]
+            if name in defaults and raw == defaults[name]:
+                continue  # the role's own default: its inputs are variables checked themselves
             too_big = size_problem(raw)  # before templating walks it (a YAML alias chain)
             if too_big:
                 problems.append(f"{name}: {too_big}.")
@@ -59,7 +79,17 @@ class ActionModule(ActionBase):
                 values[name] = self._templar.template(raw)
             except AnsibleError as exc:
                 problems.append(f"{name}: does not template: {to_text(exc).splitlines()[0]}")
-        problems += [f"{f.message()} Fix: {f.fix()}." for f in check(values)]
+        # The roots service directories are checked against: the inventory's, also where the role does not own them.
+        context_vars = {}
+        for name in (SERVICE_ROOTS_VAR, MODELS_DIR_VAR):
+            if name in values:
+                context_vars[name] = values[name]
+            elif name in task_vars:
+                try:
+                    context_vars[name] = self._templar.template(task_vars[name])
+                except AnsibleError:
+                    pass  # its own role names it
+        problems += [f"{f.message()} Fix: {f.fix()}." for f in check(values, context=context_of(context_vars))]
         result.update(changed=False, checked=sorted(values), problems=problems)
         if problems:
             result["failed"] = True
