@@ -631,7 +631,7 @@ def _pip_problems(cfg: Mapping[str, Any]) -> list[Problem]:
     """The package sources and packages: each becomes one word of pip's or apt's command (no option smuggled in)."""
     out: list[Problem] = []
     index = cfg.get("sglang_router_pip_index_url")
-    if index not in (None, "") and not (isinstance(index, str) and _PIP_SOURCE.fullmatch(index)):
+    if index not in (None, "") and not (isinstance(index, str) and _PIP_SOURCE.fullmatch(index) and not text_problem(index)):
         out.append(Problem("gateway.pip", "sglang_router_pip_index_url", _shown(index),
                            "it must be one http(s):// or file:// URL without white space or credentials",
                            "e.g. https://pypi.example/simple"))
@@ -641,7 +641,7 @@ def _pip_problems(cfg: Mapping[str, Any]) -> list[Problem]:
             out.append(Problem("gateway.pip", "sglang_router_pip_find_links", None, "it must be a list", "a list of paths or URLs"))
         else:
             for i, link in enumerate(links):
-                if not (isinstance(link, str) and _PIP_SOURCE.fullmatch(link)):
+                if not (isinstance(link, str) and _PIP_SOURCE.fullmatch(link) and not text_problem(link)):
                     out.append(Problem("gateway.pip", f"sglang_router_pip_find_links[{i}]", _shown(link),
                                        "it must be an absolute path or an http(s)/file URL, without white space or "
                                        "credentials", "e.g. /srv/wheels"))
