@@ -490,3 +490,9 @@ def test_validate_refuses_a_host_name_that_would_leave_render_dir(tmp_path: Path
     assert proc.returncode != 0
     assert "'../../x'" in proc.stdout and "cannot name a plan directory" in proc.stdout
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["inventory"]
+
+
+def test_every_oversized_variable_of_a_host_is_named() -> None:
+    host = host_with(sglang_env={"NCCL_DEBUG": alias_bomb()}, sglang_instances=alias_bomb(6, 10))
+    host["sglang_args"]["served_model_name"] = alias_bomb()
+    assert sorted(p.variable for p in problems(host)) == ["sglang_args", "sglang_env", "sglang_instances"]

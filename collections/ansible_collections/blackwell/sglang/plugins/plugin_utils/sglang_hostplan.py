@@ -214,9 +214,10 @@ MAX_VALUE_TEXT = 1 << 20  # characters of all its strings (keys included)
 class ValueTooLarge(Exception):
     """A host variable's value is over the bounds: the plan names ``variable`` and shows nothing of the value."""
 
-    def __init__(self, variable: str, why: str) -> None:
+    def __init__(self, variable: str, why: str, more: list[ValueTooLarge] | None = None) -> None:
         super().__init__(f"{variable}: {why}")
         self.variable, self.why = variable, why
+        self.all = [self, *(more or [])]  # every variable of the host over the bounds
 
 
 def value_bound_problem(value: Any) -> str | None:
@@ -493,7 +494,16 @@ def read_host_vars(hostvars: Any, host: str) -> dict[str, Any]:
     A ``sglang_server_model_path`` set in the inventory is the directory the server loads from.
     """
     host_vars = hostvars[host]
-    raw = {name: check_bounds(name, host_vars[name]) for name in HOST_VARS if name in host_vars}
+    raw: dict[str, Any] = {}
+    over: list[ValueTooLarge] = []
+    for name in HOST_VARS:
+        if name in host_vars:
+            try:
+                raw[name] = check_bounds(name, host_vars[name])
+            except ValueTooLarge as exc:
+                over.append(exc)
+    if over:
+        raise ValueTooLarge(over[0].variable, over[0].why, over[1:])
     if "sglang_server_model_path" in raw:
         raw["sglang_model_local_path"] = raw.pop("sglang_server_model_path")
     return raw
@@ -613,9 +623,10 @@ def plan_host(host: str, hostvars: Any, groups: Any, spec: str | None = None, ge
         _plan_raw(plan, raw, spec)
     except ValueTooLarge as exc:
         plan.instances = []
-        plan.problems = [Problem("input.bounds", exc.variable, None,
-                                 f"{exc.variable}: {exc.why}; refused before it is read (value not shown).",
-                                 f"write {exc.variable} out plainly: a few values, no chains of YAML aliases (&a / *a)")]
+        plan.problems = [Problem("input.bounds", e.variable, None,
+                                 f"{e.variable}: {e.why}; refused before it is read (value not shown).",
+                                 f"write {e.variable} out plainly: a few values, no chains of YAML aliases (&a / *a)")
+                         for e in exc.all]
     except LayoutError as exc:
         plan.instances = []
         plan.problems = [Problem("multinode.layout", exc.variable, exc.value, exc.message, exc.fix)]
