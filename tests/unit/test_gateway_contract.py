@@ -441,6 +441,7 @@ def test_paths_the_system_owns_or_the_sandbox_hides_are_refused(var: str, path: 
     ("sglang_router_pip_index_url", "https://user:pw@pypi.example/simple"),
     ("sglang_router_system_packages", ["python3-venv", "-o APT::X=1"]), ("sglang_router_version", "0.3.2\nUser=root"),
     ("sglang_router_worker_group", "sglang_servers\nLD_PRELOAD=/x"), ("sglang_router_poll_interval", 0),
+    ("sglang_router_allow_unauthenticated", "maybe"), ("sglang_router_allow_unauthenticated", ["true"]),
 ])
 def test_what_runs_as_root_on_the_gateway_is_refused(var: str, value: Any) -> None:
     assert names(problems({var: value}), var)

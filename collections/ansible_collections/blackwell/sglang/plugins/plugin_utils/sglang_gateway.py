@@ -62,6 +62,7 @@ POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")  #
 LOG_LEVELS = ("debug", "info", "warn", "error")
 SECRET_VARS = ("sglang_router_api_key", "sglang_router_control_plane_api_key")
 _TRUTHY = {"true", "yes", "on", "1"}
+_BOOLEANS = _TRUTHY | {"false", "no", "off", "0"}
 
 # Every option of `sglang-router launch` 0.3.2 (sglang_router/router_args.py, RouterArgs.add_cli_args with
 # use_router_prefix=False; parse_router_args builds an argparse parser with allow_abbrev left at True, so a
@@ -609,6 +610,10 @@ def gateway_problems(values: Mapping[str, Any], workers: Mapping[str, Mapping[st
         if number is None or not low <= number < 2**31:
             out.append(Problem("gateway.number", var, _shown(cfg[var]), f"{var} must be an integer from {low}",
                                f"an integer, at least {low}"))
+    for var in ("sglang_router_allow_unauthenticated", "sglang_router_request_check", "sglang_router_pip_no_index"):
+        value = cfg.get(var)
+        if var in cfg and not (isinstance(value, bool) or (isinstance(value, str) and value.strip().lower() in _BOOLEANS)):
+            out.append(Problem("gateway.bool", var, _shown(value), f"{var} must be true or false", "true or false"))
     for var in ("sglang_router_worker_group", "sglang_router_group_name"):
         if var in cfg and not (isinstance(cfg[var], str) and _GROUP_NAME.fullmatch(cfg[var])):
             out.append(Problem("gateway.group", var, _shown(cfg[var]),
