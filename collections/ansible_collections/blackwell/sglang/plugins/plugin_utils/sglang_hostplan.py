@@ -429,7 +429,10 @@ def upgrade_problems(host: str, hostvars: Any, target: str | None, result: Resul
     """
     if not isinstance(hostvars, HostVarsCache) or not target:
         return []
-    found, old = hostvars.without_extra_vars(host, INVENTORY_VERSION_VAR)
+    try:
+        found, old = hostvars.without_extra_vars(host, INVENTORY_VERSION_VAR)
+    except ValueTooLarge:  # the host's plan names it (input.bounds)
+        return []
     old = str(old or "0.5.23") if found else None
     if old is None or old == str(target):
         return []
@@ -441,8 +444,11 @@ def upgrade_problems(host: str, hostvars: Any, target: str | None, result: Resul
                         "check the release notes between the two by hand, or pin a release with a schema",
                         level="warning")]
     view = hostvars[host]
-    sources: list[tuple[str, Any]] = [("sglang_args", view["sglang_args"] if "sglang_args" in view else None)]
-    instances = view[INSTANCES_VAR] if INSTANCES_VAR in view else None
+    try:
+        sources: list[tuple[str, Any]] = [("sglang_args", view["sglang_args"] if "sglang_args" in view else None)]
+        instances = view[INSTANCES_VAR] if INSTANCES_VAR in view else None
+    except ValueTooLarge:  # the host's plan names it (input.bounds)
+        return []
     if isinstance(instances, (list, tuple)):
         sources += [(f"{INSTANCES_VAR}[{i}].args", e.get("args")) for i, e in enumerate(instances) if isinstance(e, Mapping)]
     problems: list[Problem] = []
