@@ -496,3 +496,13 @@ def test_every_oversized_variable_of_a_host_is_named() -> None:
     host = host_with(sglang_env={"NCCL_DEBUG": alias_bomb()}, sglang_instances=alias_bomb(6, 10))
     host["sglang_args"]["served_model_name"] = alias_bomb()
     assert sorted(p.variable for p in problems(host)) == ["sglang_args", "sglang_env", "sglang_instances"]
+
+
+@pytest.mark.parametrize("args", [{"nccl_port": 9100}, {"grpc_port": 9100}, {"gated_launch_port": 9100}])
+def test_an_sglang_port_other_than_the_http_one_is_compared_with_the_roles_ports(tmp_path: Path,
+                                                                                  args: dict[str, Any]) -> None:
+    inv = inventory_copy(tmp_path, node_exporter_port=9100)
+    path = inv / "host_vars" / f"{HOST}.yml"
+    path.write_text(path.read_text() + f"sglang_instances: {json.dumps([{'name': 'chat', 'args': args}])}\n")
+    proc = playbook(tmp_path, inv, REPO / "playbooks" / "validate.yml")
+    assert proc.returncode != 0 and "node_exporter_port 9100 is also the port of SGLang instance chat" in proc.stdout

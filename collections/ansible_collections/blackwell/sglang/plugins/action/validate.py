@@ -29,6 +29,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan i
     HOST_VARS,
     HostPlan,
     HostVarsCache,
+    instance_ports,
     internal_problem,
     plan_host,
     read_host_vars,
@@ -332,12 +333,12 @@ def _groups_of(host: str, groups: Mapping[str, Any]) -> list[str]:
 
 
 def _instance_ports(plan: HostPlan) -> dict[int, str]:
-    """Port -> the instance that listens on it, from a host's plan."""
+    """Port -> the instance that binds it, from a host's plan: every port SGLang binds (HTTP, gRPC, NCCL, the
+    rendezvous, DP attention's, the bootstrap servers': sglang_hostplan.instance_ports), not only the HTTP one."""
     out: dict[int, str] = {}
     for inst in plan.instances:
-        port = inst.result.endpoint.get("port") if inst.result.ok else None
-        if isinstance(port, int):
-            out.setdefault(port, f"SGLang instance {inst.name}")
+        for port, what in instance_ports(inst.result) if inst.result.ok else ():
+            out.setdefault(port, f"SGLang instance {inst.name} ({what})")
     return out
 
 
