@@ -506,3 +506,15 @@ def test_an_sglang_port_other_than_the_http_one_is_compared_with_the_roles_ports
     path.write_text(path.read_text() + f"sglang_instances: {json.dumps([{'name': 'chat', 'args': args}])}\n")
     proc = playbook(tmp_path, inv, REPO / "playbooks" / "validate.yml")
     assert proc.returncode != 0 and "node_exporter_port 9100 is also the port of SGLang instance chat" in proc.stdout
+
+
+def test_sglang_secret_env_renders_into_the_secret_part_of_the_environment_file(tmp_path: Path) -> None:
+    inv = inventory_copy(tmp_path, sglang_secret_env={"VAULT_DB_URL": SECRET})  # the sample's sglang_env stays
+    out = tmp_path / "plan"
+    proc = playbook(tmp_path, inv, REPO / "playbooks" / "validate.yml", "-e", f"render_dir={out}", "-vvv")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    env = (out / HOST / "sglang.env").read_text()
+    assert 'VAULT_DB_URL="<secret' in env and 'NCCL_IB_DISABLE="1"' in env
+    assert "VAULT_DB_URL" in next(line for line in env.splitlines() if line.startswith("SGLANG_REDACT_ENV="))
+    assert SECRET not in proc.stdout + proc.stderr
+    assert not any(SECRET in p.read_text() for p in out.rglob("*") if p.is_file())
