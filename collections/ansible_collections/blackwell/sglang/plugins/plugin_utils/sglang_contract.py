@@ -722,6 +722,11 @@ CONTRACT: dict[str, Kind] = {
     "sglang_common_user": ACCOUNT,
     "sglang_common_group": ACCOUNT,
     "sglang_common_home": _with_type(SERVICE_DIR, "path"),
+    "sglang_common_uid_min": _with_type(Kind("count", "int", "a whole number, 1-65535", _int(1, 65535)), "int"),
+    "sglang_common_nologin_shells": Kind("paths", "list", "a list of absolute paths", _list_of(_exec_path), "str"),
+    "sglang_common_account_user": ACCOUNT,
+    "sglang_common_account_group": ACCOUNT,
+    "sglang_common_account_vars": TEXT,
     # sglang_monitoring
     "sglang_monitoring_proxy_env": ENV,
     "sglang_monitoring_package": WORD,
