@@ -92,12 +92,13 @@ def test_loopback_is_parsed_not_prefixed(host: str) -> None:
 def test_an_address_is_an_ip_or_a_dns_name(host: str) -> None:
     ok = c.address_problem(host) is None
     try:
-        ipaddress.ip_address(host[1:-1] if host.startswith("[") and host.endswith("]") else host)
-        is_ip = True
+        ipaddress.ip_address(host)
+        is_ip = "%" not in host
     except ValueError:
         is_ip = False
-    labels = host.rstrip(".").split(".")
-    is_name = host.isascii() and all(re.fullmatch(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)", p) for p in labels)
+    labels = (host[:-1] if host.endswith(".") else host).split(".")
+    is_name = host.isascii() and all(re.fullmatch(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)", p) for p in labels) \
+        and not labels[-1].isdigit() and len(host) <= 254
     assert ok is (is_ip or is_name)
 
 

@@ -134,7 +134,7 @@ def test_systemd_env_quote(value: Any, quoted: str) -> None:
 
 def test_filters_are_registered() -> None:
     assert set(FilterModule().filters()) == {"systemd_quote", "systemd_exec_lines", "systemd_env_quote",
-                                             "systemd_text", "secret_host_vars", "input_problems",
+                                             "systemd_text", "secret_host_vars", "gateway_problems",
                                              "multinode_layout", "rollout_plan", "server_instances",
                                              "instance_plans", "staged_models", "router_endpoint",
                                              "sglang_lock_name", "model_key", "model_state", "model_fanout_plan",

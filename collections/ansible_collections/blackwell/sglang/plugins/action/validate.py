@@ -147,7 +147,13 @@ class ActionModule(ActionBase):
                 outcomes[host] = Result(errors=too_big)
                 continue
             planned = host in servers
-            checked = deployment.contract_problems(host, raw, view.__getitem__, HOST_VARS if planned else ())
+            gateway = host in (groups.get(deployment.ROUTERS_GROUP) or [])
+            # What the planner or the gateway's own check reads is theirs to report (once).
+            skip = [*(HOST_VARS if planned else ()), *(n for n in raw if gateway and str(n).startswith("sglang_router_"))]
+            checked = deployment.contract_problems(host, raw, view.__getitem__, skip)
+            checked += [internal_problem(n, "the inventory") for n in hostvars.inventory_internals(host)]
+            if gateway:
+                checked += deployment.gateway_problems(host, raw, view.__getitem__, hostvars, groups)
             if not planned:
                 outcomes[host] = Result(errors=checked + deployment.port_problems(
                     host, _groups_of(host, groups), hostvars[host], self._port_defaults()))
@@ -155,10 +161,9 @@ class ActionModule(ActionBase):
             plans[host] = plan_host(host, hostvars, groups, args["spec"], get)
             outcomes[host] = plans[host].result()
             outcomes[host].errors += checked
-            if outcomes[host].ok:
-                outcomes[host].errors += deployment.port_problems(
-                    host, _groups_of(host, groups), hostvars[host], self._port_defaults(), _instance_ports(plans[host]))
-            outcomes[host].errors += [internal_problem(n, "the inventory") for n in hostvars.inventory_internals(host)]
+            # The ports of the instances that planned, against the roles' ports on the host.
+            outcomes[host].errors += deployment.port_problems(
+                host, _groups_of(host, groups), hostvars[host], self._port_defaults(), _instance_ports(plans[host]))
             # -e sglang_version=T on hosts whose inventory pins another release: what the upgrade renames, removes,
             # narrows or re-defaults among their arguments (nothing when the versions match).
             for problem in upgrade_problems(host, hostvars, outcomes[host].version, outcomes[host]):
@@ -167,7 +172,8 @@ class ActionModule(ActionBase):
                 layouts[host] = plans[host].layout
         check_instances(layouts, outcomes, hosts)
         for host, outcome in outcomes.items():
-            per_host[host] = {**outcome.as_dict(), "instances": [i.public() for i in plans[host].instances]} if outcome.ok else {
+            per_host[host] = {**outcome.as_dict(), "instances": [i.public() for i in plans[host].instances] if host in plans
+                                                     else []} if outcome.ok else {
                 "ok": False,
                 "errors": [f"{p.variable}: {p.rule}" for p in outcome.errors],
                 "warnings": [f"{p.variable}: {p.rule}" for p in outcome.warnings],

@@ -28,21 +28,9 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import rollout_plan as _rollout_plan
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import secret_host_vars as _all_secret_vars
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import format_report, role_var_problems
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import format_report
 
 _SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
-
-
-def input_problems(values: Mapping[str, Any]) -> list[str]:
-    """``"variable 'value': why"`` for each role variable that is not a plain name or path (the validator's rules).
-
-    For roles that write files before the server role validates anything (``roles/sglang``).
-    Usage: ``{'sglang_user': sglang_user, 'sglang_models_dir': sglang_models_dir} | blackwell.sglang.input_problems``.
-    """
-    try:
-        return [f"{var} {value!r}: {why}" for var, value, why in role_var_problems(values)]
-    except KeyError as exc:
-        raise AnsibleFilterError(f"input_problems does not know the variable {exc}") from None
 
 
 def sglang_lock_name(version: Any, torch_requirement: Any = "") -> str:
@@ -383,7 +371,6 @@ class FilterModule:
             "systemd_env_quote": systemd_env_quote,
             "systemd_text": systemd_text,
             "secret_host_vars": secret_host_vars,
-            "input_problems": input_problems,
             "sglang_lock_name": sglang_lock_name,
             "gateway_problems": gateway_problems,
         }

@@ -54,14 +54,21 @@ PRIVILEGED_GROUPS = frozenset((
     "root", "sudo", "wheel", "admin", "adm", "shadow", "disk", "docker", "lxd", "libvirt", "kvm", "systemd-journal",
     "staff", "src", "operator", "sys", "tty", "kmem", "video", "render", "input", "dialout", "netdev", "plugdev",
     "lpadmin", "sambashare", "audio", "users", "utmp", "crontab", "ssh", "ssl-cert", "messagebus", "tss",
+    "libvirt-qemu", "lp", "mail", "podman", "incus", "incus-admin", "microk8s",
 ))
 RESERVED_ACCOUNTS = frozenset((
     "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data",
     "backup", "list", "irc", "gnats", "nobody", "nogroup", "systemd-network", "systemd-resolve", "systemd-timesync",
     "systemd-journal", "systemd-coredump", "messagebus", "sshd", "_apt", "syslog", "uuidd", "tcpdump", "polkitd",
     "ubuntu", "debian", "admin", "ec2-user", "centos", "fedora", "cloud-user", "ansible", "vagrant", "user",
-    "nvidia-persistenced", "prometheus", "node-exporter", "grafana",
+    "nvidia-persistenced", "prometheus", "node-exporter", "grafana", "rocky", "almalinux", "users", "postfix",
+    "chrony", "ntp", "dnsmasq", "tss", "landscape", "pollinate", "lxd", "docker", "nvidia-dcgm", "dcgm-exporter",
 ))
+# The environment the roles' download tasks may be given (proxy_env and each role's *_proxy_env).
+PROXY_ENV_NAMES = frozenset({"http_proxy", "https_proxy", "no_proxy", "all_proxy", "ftp_proxy"})
+# sglang-router 0.3.2's choices (sglang_router/router_args.py: --policy, --log-level).
+ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")
+ROUTER_LOG_LEVELS = ("debug", "info", "warn", "error")
 # The namespace of the units the project writes: a unit whose file the project installs must be one of its own.
 UNIT_NAMESPACE = "sglang"
 _DNS_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
@@ -183,33 +190,79 @@ def _port(value: Any, _: Context) -> str | None:
     return inputs.port_problem(value)
 
 
-def address_problem(value: Any, _: Context | None = None) -> str | None:
-    """Why ``value`` is neither an IP address nor a DNS name (RFC 1123), or None."""
-    if not isinstance(value, str) or not value:
-        return "it must be an IP address or a DNS name"
-    text = value[1:-1] if value.startswith("[") and value.endswith("]") else value
-    try:
-        ipaddress.ip_address(text)
-        return None
-    except ValueError:
-        pass
+def dns_name_problem(value: str) -> str | None:
+    """Why ``value`` is not a DNS host name of RFC 1123 labels, or None."""
     name = value[:-1] if value.endswith(".") else value
-    if len(name) > 253 or not name.isascii() or not all(_DNS_LABEL.fullmatch(p) for p in name.split(".")):
-        return "it must be an IP address or a DNS name (letters, digits, '-' and '.'; no spaces, slashes or ports)"
+    if not name or len(name) > 253:
+        return "a host name has 1 to 253 characters"
+    labels = name.split(".")
+    if not name.isascii() or not all(_DNS_LABEL.fullmatch(label) for label in labels):
+        return "a host name is dot-separated labels of letters, digits and '-' (RFC 1123), not starting or ending with '-'"
+    if labels[-1].isdigit():
+        return "its last label is all digits, which resolvers read as an IPv4 address: write the address in full"
+    return None
+
+
+def address_problem(value: Any, _: Context | None = None, *, brackets: bool = False) -> str | None:
+    """Why ``value`` is neither an IP address nor a DNS name, or None (``brackets``: IPv6 written ``[::1]``, as in a
+    URL). No white space, no zone id, no port."""
+    if not isinstance(value, str) or not value:
+        return "it must be an IP address or a DNS name (e.g. 127.0.0.1, 0.0.0.0, :: or gateway.example)"
+    problem = inputs.text_problem(value)
+    if problem:
+        return problem
+    if any(c.isspace() for c in value):
+        return "an address holds no white space"
+    if "%" in value:
+        return "an IPv6 zone id ('%') has no place here"
+    if value.startswith("["):
+        if not brackets or not value.endswith("]"):
+            return "write an IPv6 address without brackets here" if not brackets else "an unterminated IPv6 bracket"
+        try:
+            ipaddress.IPv6Address(value[1:-1])
+        except ValueError:
+            return "the brackets hold no IPv6 address"
+        return None
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        if ":" in value:
+            return "it is not an IPv6 address (and ':' has no place in a host name)"
+        return dns_name_problem(value)
+    if brackets and address.version == 6:
+        return "an IPv6 address in a URL is written in brackets, e.g. http://[::1]:30000"
     return None
 
 
 def is_loopback(host: Any) -> bool:
-    """True for a loopback address (127.0.0.0/8, ::1) or exactly ``localhost``; a name is otherwise not loopback."""
+    """True when ``host`` names this machine only: an address of 127.0.0.0/8, ::1, or exactly ``localhost``.
+
+    Parsed, never prefixed: ``localhost.attacker.example``, ``127.attacker.example`` and ``localhostx`` are names any
+    resolver may point elsewhere, and ``0.0.0.0``/``::`` mean every address.
+    """
     if not isinstance(host, str):
         return False
-    text = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if text.lower() in ("localhost", "localhost."):
+    if host == "localhost":
         return True
+    text = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     try:
         return ipaddress.ip_address(text).is_loopback
     except ValueError:
         return False
+
+
+def connect_address(listen: str) -> str:
+    """How the host itself reaches a service listening on ``listen``: every address (``0.0.0.0``, ``::``, "") over
+    loopback of the same family; any other address as it is."""
+    if listen == "":
+        return "127.0.0.1"
+    try:
+        address = ipaddress.ip_address(listen)
+    except ValueError:
+        return listen
+    if address.is_unspecified:
+        return "127.0.0.1" if address.version == 4 else "::1"
+    return listen
 
 
 def _host_port(value: Any, context: Context) -> str | None:
@@ -241,7 +294,7 @@ def url_problem(value: Any, _: Context | None = None, schemes: tuple[str, ...] =
         host, _, port = netloc.rpartition(":")
     else:
         port = None
-    return address_problem(host) or (_port(port, Context()) if port is not None else None)
+    return address_problem(host, brackets=True) or (_port(port, Context()) if port is not None else None)
 
 
 def _url(value: Any, context: Context) -> str | None:
@@ -292,6 +345,17 @@ def _role_path(value: Any, _: Context) -> str | None:
 def _exec_path(value: Any, _: Context) -> str | None:
     """A program the project runs (an interpreter, an exporter's binary): a plain absolute path."""
     return inputs.path_problem(value)
+
+
+def _program(value: Any, _: Context) -> str | None:
+    """A program root runs (an interpreter a virtualenv is made from, an exporter): not in a tree other users write."""
+    problem = inputs.path_problem(value)
+    if problem:
+        return problem
+    shared = next((t for t in (*WORLD_WRITABLE_TREES, "/home", "/run/user") if _within(str(value), t)), None)
+    if shared:
+        return f"it is under {shared}, which other users can write: root would run their program"
+    return None
 
 
 def _read_path(value: Any, _: Context) -> str | None:
@@ -421,15 +485,18 @@ def _list_of(check: Callable[[Any, Context], str | None]) -> Callable[[Any, Cont
 
 
 def _env_map(value: Any, _: Context) -> str | None:
-    """An environment mapping of a task (a proxy): names systemd and the shell accept, text values."""
+    """The environment of the tasks that download (apt, pip, as root): proxy settings only, one word each; never
+    LD_PRELOAD, PIP_* or PYTHON* (values are not shown: a proxy URL may hold a password)."""
+    if value in (None, ""):
+        return None
     if not isinstance(value, Mapping):
-        return "it must be a mapping of environment names to values"
+        return "it must be a mapping of proxy settings (http_proxy, https_proxy, no_proxy ...)"
     for name, item in value.items():
-        if not isinstance(name, str) or not inputs.ENV_NAME.fullmatch(name):
-            return f"{_shown(name)} is not an environment variable name"
-        problem = _text(item)
-        if problem:
-            return f"{name}: {problem}"
+        if not isinstance(name, str) or name.lower() not in PROXY_ENV_NAMES:
+            return (f"{str(name)[:40]!r} is not a proxy setting: the tasks that download run as root, so only "
+                    f"{', '.join(sorted(PROXY_ENV_NAMES))} (any case) may be set (values not shown)")
+        if not isinstance(item, str) or inputs.text_problem(item) or any(c.isspace() for c in item):
+            return f"{name}: a proxy setting is one line of text without white space (value not shown)"
     return None
 
 
@@ -514,6 +581,8 @@ ROLE_PATH = Kind("path", "path", "an absolute, normalised path the project write
                  "inside one the distribution, systemd or the kernel own", _role_path)
 OPTIONAL_ROLE_PATH = Kind("path", "path", ROLE_PATH.describe + "; empty for none", _optional(_role_path))
 EXEC_PATH = Kind("program", "path", "the absolute path of a program", _exec_path)
+CONTROLLER_PATH = Kind("controller path", "path", "a file or directory on the control node (read there, never on a "
+                       "host): text without control characters", _text)
 READ_PATH = Kind("readable file", "path", "an absolute path a sandboxed service reads (not under /home, /root, /run/user)",
                  _optional(_read_path))
 SERVICE_DIR = Kind("service dir", "path", "a directory handed to the service user: under the models directory or a root "
@@ -535,7 +604,10 @@ PATHS = Kind("paths", "list", "a list of absolute paths the project writes", _li
 LINKS = Kind("urls", "list", "a list of URLs or local directories", _list_of(_find_link), "str")
 URLS = Kind("urls", "list", "a list of http(s) URLs", _list_of(_url), "str")
 HOSTS = Kind("hosts", "list", "a list of inventory host names", _list_of(_token), "str")
-ENV = Kind("environment", "dict", "environment variables of a task (names and text)", _env_map)
+ENV = Kind("environment", "dict", "proxy settings of the download tasks (http_proxy, https_proxy, no_proxy ...)",
+           _env_map)
+PROGRAM = Kind("program", "path", "the absolute path of a program root runs, outside trees other users can write",
+               _program)
 DATA = Kind("data", "raw", f"structured data the role checks, at most {DATA_MAX_NODES} values and {DATA_MAX_DEPTH} levels, "
             "text without control characters", _data)
 PLANNED = Kind("launch input", "raw", "a launch input the planner checks in full (sglang_args, sglang_env, "
@@ -556,7 +628,9 @@ _PLANNED_DICT = _with_type(PLANNED, "dict")
 _PLANNED_LIST = _with_type(PLANNED, "list", "dict")
 
 CONTRACT: dict[str, Kind] = {
-    # Run switches and the whole deployment
+    # Run switches and the whole deployment. ansible_host: how the gateways, Prometheus and the other nodes of an
+    # instance reach the host (its workers' URLs, scrape targets, dist-init address), not only how Ansible does.
+    "ansible_host": ADDRESS,
     "sglang_service_roots": _with_type(PATHS, "list", "path"),
     "proxy_env": ENV,
     "bundle_dir": ROLE_PATH,
@@ -584,7 +658,7 @@ CONTRACT: dict[str, Kind] = {
     "dcgm_exporter_version": WORD,
     "dcgm_exporter_package": WORD,
     "dcgm_exporter_service_name": UNIT_REF,
-    "dcgm_exporter_binary": EXEC_PATH,
+    "dcgm_exporter_binary": PROGRAM,
     "dcgm_exporter_counters_file": ROLE_PATH,
     "dcgm_exporter_extra_counters": _with_type(DATA, "list", "dict"),
     "dcgm_exporter_listen_host": OPTIONAL_ADDRESS,
@@ -658,7 +732,7 @@ CONTRACT: dict[str, Kind] = {
     "sglang_venvs_dir": ROLE_PATH,
     "sglang_current_link": ROLE_PATH,
     "sglang_keep_venvs": COUNT,
-    "sglang_python": _with_type(EXEC_PATH, "path"),
+    "sglang_python": PROGRAM,
     "sglang_system_packages": WORDS,
     "sglang_pip_index_url": URL_OR_FILE,
     "sglang_pip_no_index": BOOL,
@@ -669,8 +743,8 @@ CONTRACT: dict[str, Kind] = {
     "sglang_torch_requirement": TEXT,
     "sglang_torch_index_url": URL_OR_FILE,
     "sglang_lock": BOOL,
-    "sglang_locks_dir": _with_type(EXEC_PATH, "path"),
-    "sglang_lock_file": _with_type(EXEC_PATH, "path"),
+    "sglang_locks_dir": CONTROLLER_PATH,
+    "sglang_lock_file": CONTROLLER_PATH,
     "sglang_offline_bundle_dir": _with_type(OPTIONAL_ROLE_PATH, "str"),
     "sglang_proxy_env": ENV,
     "sglang_uv_index_strategy": _choices(WORD, "first-index", "unsafe-first-match", "unsafe-best-match"),
@@ -732,7 +806,7 @@ CONTRACT: dict[str, Kind] = {
     "sglang_monitoring_package": WORD,
     "sglang_monitoring_version": OPTIONAL_WORD,
     "sglang_monitoring_service_name": UNIT_REF,
-    "sglang_monitoring_promtool": _with_type(EXEC_PATH, "path"),
+    "sglang_monitoring_promtool": PROGRAM,
     "sglang_monitoring_defaults_file": _with_type(EXEC_PATH, "path"),
     "sglang_monitoring_config_file": _with_type(EXEC_PATH, "path"),
     "sglang_monitoring_rules_file": _with_type(EXEC_PATH, "path"),
@@ -777,19 +851,20 @@ CONTRACT: dict[str, Kind] = {
     "sglang_router_service_name": UNIT,
     "sglang_router_user": ACCOUNT,
     "sglang_router_group": ACCOUNT,
-    "sglang_router_python": _with_type(EXEC_PATH, "str"),
+    "sglang_router_python": _with_type(PROGRAM, "str"),
     "sglang_router_venvs_dir": _with_type(ROLE_PATH, "str"),
     "sglang_router_config_dir": _with_type(ROLE_PATH, "str"),
     "sglang_router_system_packages": WORDS,
     "sglang_router_pip_index_url": URL_OR_FILE,
     "sglang_router_pip_no_index": BOOL,
     "sglang_router_pip_find_links": LINKS,
-    "sglang_router_pip_timeout": SECONDS,
+    "sglang_router_pip_timeout": _with_type(Kind("seconds", "int", "a whole number of seconds, 1 or more",
+                                                 _int(1, 86400)), "int"),
     "sglang_router_host": ADDRESS,
     "sglang_router_port": PORT,
     "sglang_router_prometheus_host": ADDRESS,
     "sglang_router_prometheus_port": PORT,
-    "sglang_router_policy": _choices(WORD, "random", "round_robin", "cache_aware", "power_of_two"),
+    "sglang_router_policy": _choices(WORD, *ROUTER_POLICIES),
     "sglang_router_max_concurrent_requests": _with_type(Kind("int", "int", "a whole number, -1 for no limit",
                                                              _int(-1)), "int"),
     "sglang_router_queue_size": COUNT,
@@ -803,14 +878,15 @@ CONTRACT: dict[str, Kind] = {
     "sglang_router_tls_key_file": _with_type(READ_PATH, "str"),
     "sglang_router_ca_file": _with_type(READ_PATH, "str"),
     "sglang_router_extra_args": ARGV,
-    "sglang_router_log_level": _choices(WORD, "debug", "info", "warn", "warning", "error"),
+    "sglang_router_log_level": _choices(WORD, *ROUTER_LOG_LEVELS),
     "sglang_router_worker_group": GROUP,
     "sglang_router_worker_url": _with_type(Kind("url", "str", "the URL the gateways reach the host's server at", _url),
                                            "str"),
     "sglang_router_group_name": GROUP,
     "sglang_router_drain_timeout": SECONDS,
     "sglang_router_registration_timeout": SECONDS,
-    "sglang_router_poll_interval": SECONDS,
+    "sglang_router_poll_interval": _with_type(Kind("seconds", "int", "a whole number of seconds, 1 or more",
+                                                   _int(1, 3600)), "int"),
     "sglang_router_proxy_env": ENV,
     "sglang_router_instance": _with_type(DATA, "dict"),
     # sglang_server (its launch inputs are PLANNED: the planner reads them in full)

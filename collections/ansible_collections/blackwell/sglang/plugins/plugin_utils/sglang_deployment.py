@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_gateway as gateway
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Problem
 
 SERVERS_GROUP = "sglang_servers"
@@ -71,6 +72,30 @@ def contract_problems(host: str, raw: Mapping[str, Any], read: Callable[[str], A
     for finding in contract.check(values, context=context):
         problems.append(Problem("input.contract", finding.variable, finding.value,
                                 f"{host}: {finding.message()}", finding.fix()))
+    return problems
+
+
+def gateway_problems(host: str, raw: Mapping[str, Any], read: Callable[[str], Any], hostvars: Any,
+                     groups: Mapping[str, Any]) -> list[Problem]:
+    """A gateway host's settings and what it will render from its workers' variables (their URLs, their keys):
+    sglang_gateway.gateway_problems over the ``sglang_router_*`` variables its inventory sets and the GPU hosts of
+    its ``sglang_router_worker_group``. A variable that does not template is named, never a crash."""
+    values: dict[str, Any] = {}
+    problems: list[Problem] = []
+    for name in raw:
+        if isinstance(name, str) and name.startswith("sglang_router_"):
+            try:
+                values[name] = read(name)
+            except Exception as exc:  # noqa: BLE001
+                problems.append(Problem("host.template", name, None, f"{name} does not template: {str(exc).splitlines()[0]}",
+                                        "fix the variable's Jinja expression or define what it uses"))
+    group = values.get("sglang_router_worker_group", SERVERS_GROUP)
+    members = groups.get(group) if isinstance(group, str) else None
+    workers = {w: hostvars[w] for w in (members or []) if w in hostvars}
+    for problem in gateway.gateway_problems(values, workers):
+        where = "" if problem.message.startswith(("GPU host", host)) else f"{host}: "
+        problems.append(Problem(problem.rule, problem.variable, problem.value, where + problem.message, problem.fix,
+                                problem.source, problem.level))
     return problems
 
 

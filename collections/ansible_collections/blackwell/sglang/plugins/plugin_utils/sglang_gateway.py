@@ -22,22 +22,23 @@ and the validator use it alike.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_contract import (  # noqa: F401 (re-exported)
+    PRIVILEGED_GROUPS,
+    ROUTER_LOG_LEVELS,
+    ROUTER_POLICIES,
+    address_problem,
+    connect_address,
+    is_loopback,
+)
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import (
-    HIDDEN_BY_PROTECT_HOME,
     NEGATIVE_NUMBER,
     RESERVED_SERVICE_NAMES,
-    SERVICE_NAME,
-    header_token_problem,
-    path_problem,
-    port_problem,
-    service_name_problem,
     text_problem,
-    user_problem,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Problem
 
@@ -58,11 +59,10 @@ GATEWAY_DEFAULTS: dict[str, Any] = {
     "sglang_router_tls_cert_file": "",
     "sglang_router_tls_key_file": "",
 }
-POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")  # router_args.py of 0.3.2
-LOG_LEVELS = ("debug", "info", "warn", "error")
+POLICIES = ROUTER_POLICIES
+LOG_LEVELS = ROUTER_LOG_LEVELS
 SECRET_VARS = ("sglang_router_api_key", "sglang_router_control_plane_api_key")
 _TRUTHY = {"true", "yes", "on", "1"}
-_BOOLEANS = _TRUTHY | {"false", "no", "off", "0"}
 
 # Every option of `sglang-router launch` 0.3.2 (sglang_router/router_args.py, RouterArgs.add_cli_args with
 # use_router_prefix=False; parse_router_args builds an argparse parser with allow_abbrev left at True, so a
@@ -136,120 +136,21 @@ _SECRET_LAST_WORDS = {"key", "keys", "token", "tokens", "pass", "pwd", "auth"}
 # userinfo in a URL: scheme://user:password@host
 _URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@]*@")
 
-# Groups that grant more than a network proxy needs (root-equivalent, logs, disks, containers, VMs).
-PRIVILEGED_GROUPS = frozenset({
-    "root", "sudo", "adm", "wheel", "shadow", "docker", "disk", "lxd", "libvirt", "libvirt-qemu", "systemd-journal",
-    "kvm", "staff", "admin", "sys", "kmem", "tty", "video", "render", "input", "lp", "dialout", "plugdev", "netdev",
-    "operator", "podman", "incus", "incus-admin", "microk8s", "ssl-cert", "utmp", "mail", "crontab", "audio",
-})
-# Accounts that belong to the distribution, the cloud image or another service: the router never takes one (the
-# user task would change its group and shell).
-WELL_KNOWN_ACCOUNTS = frozenset({
-    "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data",
-    "backup", "list", "irc", "gnats", "nobody", "nogroup", "_apt", "systemd-network", "systemd-resolve",
-    "systemd-timesync", "systemd-journal", "systemd-coredump", "messagebus", "syslog", "sshd", "polkitd",
-    "ubuntu", "debian", "admin", "ec2-user", "centos", "fedora", "rocky", "almalinux", "cloud-user", "vagrant",
-    "user", "users", "postfix", "chrony", "ntp", "dnsmasq", "tss", "uuidd", "tcpdump", "landscape", "pollinate",
-    "lxd", "docker", "sglang", "prometheus", "node-exporter", "nvidia-dcgm", "dcgm-exporter", "sglang-model-peer",
-})
+# Accounts the router never takes beyond the contract's (sglang_contract.RESERVED_ACCOUNTS): the project's other
+# services' (the user task would change their group and shell).
+WELL_KNOWN_ACCOUNTS = contract.RESERVED_ACCOUNTS | {"sglang", "sglang-model-peer"}
 # Units the gateway's name may not take: the server's and the other services' of the project.
 _OTHER_UNITS = ("sglang", "sglang-model-peer")
-# Directories below which the role's own (root-owned) directories must not live: the system's, systemd's, the
-# distribution's, and what the sandbox hides or a reboot empties.
-_FORBIDDEN_ROOTS = ("/bin", "/boot", "/dev", "/etc/systemd", "/etc/sudoers.d", "/etc/ssl", "/etc/pam.d", "/etc/cron.d",
-                    "/etc/security", "/etc/apt", "/etc/default", "/etc/profile.d", "/etc/ld.so.conf.d", "/home", "/lib",
-                    "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run", "/sbin", "/sys", "/tmp", "/usr/bin",
-                    "/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/sbin", "/usr/share", "/usr/include", "/var/lib/dpkg",
-                    "/var/lib/apt", "/var/log", "/var/tmp", "/var/spool", "/var/mail")
 # The other roles' directories (their defaults): the server's venvs, models, configuration, state, caches and libexec,
 # the bundles. The router's configuration directory holds its keys; its mode would also change theirs.
 _PROJECT_DIRS = ("/opt/sglang", "/etc/sglang", "/var/lib/sglang", "/var/cache/sglang", "/usr/local/libexec/sglang",
                  "/srv/sglang-bundle", "/var/cache/sglang-uv")
-# RFC 1123 host name labels; the last label is not all digits (it would read as an IPv4 address: 127.1).
-_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 _PORT_TEXT = re.compile(r"[1-9][0-9]{0,4}")
 _WORKER_URL = re.compile(r"(?P<scheme>https?)://(?P<host>\[[^\]/]*\]|[^:/\[\]]*)(?::(?P<port>[0-9]*))?(?P<path>/?)")
-_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+){0,3}(?:(?:a|b|rc|\.post|\.dev)[0-9]+){0,2}")
-_GROUP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_DEB_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{0,127}(?:=[A-Za-z0-9.+:~-]{1,64})?")
-_PIP_SOURCE = re.compile(r"(?:https?|file)://[^\s@]+|/[^\s]*")
 
 
 def _is_text(value: Any) -> bool:
     return isinstance(value, str)
-
-
-def is_loopback(host: str) -> bool:
-    """True when ``host`` names this machine only: an address of 127.0.0.0/8, ::1, or exactly ``localhost``.
-
-    Parsed, never prefixed: ``localhost.attacker.example``, ``127.attacker.example`` and ``localhostx`` are names
-    any resolver may point elsewhere, and ``0.0.0.0``/``::`` mean every address.
-    """
-    if not isinstance(host, str):
-        return False
-    if host == "localhost":
-        return True
-    text = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    try:
-        return ipaddress.ip_address(text).is_loopback
-    except ValueError:
-        return False
-
-
-def connect_address(listen: str) -> str:
-    """How the host itself reaches a service listening on ``listen``: every address (``0.0.0.0``, ``::``, "")
-    is reached over loopback of the same family; any other address as it is."""
-    if listen == "":
-        return "127.0.0.1"
-    try:
-        address = ipaddress.ip_address(listen)
-    except ValueError:
-        return listen
-    if address.is_unspecified:
-        return "127.0.0.1" if address.version == 4 else "::1"
-    return listen
-
-
-def dns_name_problem(value: str) -> str | None:
-    """Why ``value`` is not a DNS host name of RFC 1123 labels, or None."""
-    if not value or len(value) > 253:
-        return "a host name has 1 to 253 characters"
-    labels = value.split(".")
-    if not all(_LABEL.fullmatch(label) for label in labels):
-        return "a host name is dot-separated labels of letters, digits and '-' (RFC 1123), not starting or ending with '-'"
-    if labels[-1].isdigit():
-        return "its last label is all digits, which resolvers read as an IPv4 address: write the address in full"
-    return None
-
-
-def address_problem(value: Any, *, brackets: bool = False) -> str | None:
-    """Why ``value`` is neither an IP address nor a DNS name, or None (``brackets``: IPv6 written ``[::1]``)."""
-    if not isinstance(value, str) or not value:
-        return "it must be an IP address or a DNS name (e.g. 127.0.0.1, 0.0.0.0, :: or gateway.example)"
-    problem = text_problem(value)
-    if problem:
-        return problem
-    if any(c.isspace() for c in value):
-        return "an address holds no white space"
-    if "%" in value:
-        return "an IPv6 zone id ('%') has no place here"
-    if value.startswith("["):
-        if not brackets or not value.endswith("]"):
-            return "write an IPv6 address without brackets here" if not brackets else "an unterminated IPv6 bracket"
-        try:
-            ipaddress.IPv6Address(value[1:-1])
-        except ValueError:
-            return "the brackets hold no IPv6 address (no zone id either)"
-        return None
-    try:
-        address = ipaddress.ip_address(value)
-    except ValueError:
-        if ":" in value:
-            return "it is not an IPv6 address (and ':' has no place in a host name)"
-        return dns_name_problem(value)
-    if brackets and address.version == 6:
-        return "an IPv6 address in a URL is written in brackets, e.g. http://[::1]:30000"
-    return None
 
 
 def worker_host_problem(value: Any) -> str | None:
@@ -350,91 +251,29 @@ def _text_of(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _int_value(value: Any) -> int | None:
-    """An int as a YAML or inventory value gives it (an int, or a string of digits), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,18}", value):
-        return int(value)
-    return None
-
-
-def _port(value: Any) -> str | None:
-    if isinstance(value, str) and _PORT_TEXT.fullmatch(value):
-        return port_problem(int(value))
-    return port_problem(value)
-
-
 def _dir_problem(value: Any) -> str | None:
-    problem = path_problem(value, service_owned=True)
-    if problem:
-        return problem
-    under = next((root for root in _FORBIDDEN_ROOTS if value == root or value.startswith(root + "/")), None)
-    if under:
-        return f"it is under {under}, which the system, systemd or the distribution owns (use e.g. /opt/sglang-router)"
-    other = next((root for root in _PROJECT_DIRS if value == root or value.startswith(root + "/")), None)
+    """Beyond the contract (a path the project writes as root): a directory of the router's own, not another role's."""
+    other = next((root for root in _PROJECT_DIRS if value == root or str(value).startswith(root + "/")), None)
     if other:
         return f"{other} is another role's directory of the project (the server's or the bundles'): use the router's own"
-    if "sglang" not in value.rsplit("/", 1)[-1]:
+    if "sglang" not in str(value).rsplit("/", 1)[-1]:
         return "the role's own directory names the project: its last component contains 'sglang' (e.g. /opt/sglang-router)"
     return None
 
 
 def file_problem(value: Any) -> str | None:
     """Why ``value`` cannot be a file the router reads (TLS certificate, key, CA bundle), or None."""
-    problem = path_problem(value)
-    if problem:
-        return problem
-    hidden = next((h for h in HIDDEN_BY_PROTECT_HOME if value == h or value.startswith(h + "/")), None)
-    if hidden:
-        return (f"{hidden} is hidden from the router by its sandbox (ProtectHome=yes): the router would not find the "
-                "file although a check outside the sandbox does")
-    return None
-
-
-# Directories any local user may write: an interpreter there runs as root when the role creates the virtualenv.
-_WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/user", "/home")
-# The environment of the tasks that download (apt, pip, as root): proxy settings only, not LD_PRELOAD or PIP_*.
-PROXY_ENV_NAMES = frozenset({"http_proxy", "https_proxy", "no_proxy", "all_proxy", "ftp_proxy"})
-
-
-def interpreter_problem(value: Any) -> str | None:
-    """Why ``value`` cannot be the interpreter root creates the router's virtualenv with, or None."""
-    problem = path_problem(value)
-    if problem:
-        return problem
-    under = next((d for d in _WORLD_WRITABLE if value == d or value.startswith(d + "/")), None)
-    if under:
-        return f"it is under {under}, which other users can write: root would run their program"
-    return None
-
-
-def proxy_env_problem(value: Any) -> str | None:
-    """Why ``value`` cannot be the environment of the tasks that download (proxy settings only), or None."""
-    if value is None or value == "":
-        return None
-    if not isinstance(value, Mapping):
-        return "it must be a mapping of proxy settings (http_proxy, https_proxy, no_proxy ...)"
-    for name, setting in value.items():
-        if not isinstance(name, str) or name.lower() not in PROXY_ENV_NAMES:
-            return (f"{str(name)[:40]!r} is not a proxy setting: the tasks that download run as root, so only "
-                    f"{', '.join(sorted(PROXY_ENV_NAMES))} (any case) may be set (values not shown)")
-        if not isinstance(setting, str) or text_problem(setting) or any(c.isspace() for c in setting):
-            return f"{name}: a proxy setting is one line of text without white space (value not shown)"
-    return None
+    return contract.READ_PATH.problem(value)
 
 
 def identity_problem(value: Any, kind: str) -> str | None:
-    """Why ``value`` cannot be the router's system user (``kind`` "user") or group ("group"), or None."""
-    problem = user_problem(value)
+    """Why ``value`` cannot be the router's system user (``kind`` "user") or group ("group"), or None: the
+    contract's service account, and none of the project's other services'."""
+    problem = contract.account_problem(value)
     if problem:
         return problem
-    if kind == "group" and value in PRIVILEGED_GROUPS:
-        return f"{value} is a privileged group: its members can read logs, disks, keys or become root"
-    if value in WELL_KNOWN_ACCOUNTS or value in PRIVILEGED_GROUPS:
-        return (f"{value} belongs to the system, the image or another service: the role would take it over "
+    if value in WELL_KNOWN_ACCOUNTS:
+        return (f"{value} belongs to another service of the project: the role would take it over "
                 "(use the router's own, e.g. sglang-router)")
     return None
 
@@ -443,9 +282,10 @@ def gateway_service_name_problem(value: Any) -> str | None:
     """Why ``value`` cannot name the gateway's unit, or None: a plain unit name in the project's namespace."""
     if value == "sglang-router":
         return None
-    if not isinstance(value, str) or not SERVICE_NAME.fullmatch(value) or value.endswith(".service") or ".." in value:
-        return service_name_problem(value) or "it must be a plain systemd service name"
-    if not value.startswith("sglang") or value in _OTHER_UNITS or value in RESERVED_SERVICE_NAMES:
+    problem = contract.owned_unit_problem(value)
+    if problem:
+        return problem
+    if value in _OTHER_UNITS or value in RESERVED_SERVICE_NAMES:
         return ("the gateway's unit stays in the project's namespace: a name starting with 'sglang' that no other "
                 "unit of the project has (e.g. sglang-router): the role would replace that unit's file")
     return None
@@ -474,36 +314,29 @@ def _settings(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# The settings router_endpoint decides with (listener, TLS, keys): checked by endpoint_problems, also where a GPU
+# host's drain and join read a router's settings.
+ENDPOINT_VARS = ("sglang_router_host", "sglang_router_port", "sglang_router_prometheus_host", "sglang_router_prometheus_port",
+                 "sglang_router_tls_cert_file", "sglang_router_tls_key_file", "sglang_router_ca_file",
+                 "sglang_router_api_key", "sglang_router_control_plane_api_key", "sglang_router_allow_unauthenticated")
+
+
+def _contract(cfg: Mapping[str, Any], names: Iterable[str]) -> list[Problem]:
+    """The input contract's findings for ``names`` (sglang_contract: one kind per variable), as Problems."""
+    return [Problem("gateway.contract", f.variable, _shown(f.value), f.message(), f.fix())
+            for f in contract.check({n: cfg[n] for n in names if n in cfg})]
+
+
 def endpoint_problems(values: Mapping[str, Any]) -> list[Problem]:
-    """The problems of the router's listener, TLS and keys (what ``router_endpoint`` decides with)."""
+    """The problems of the router's listener, TLS and keys (what ``router_endpoint`` decides with): each variable
+    against the input contract, then what they must be together."""
     cfg = _settings(values)
-    out: list[Problem] = []
-    for var in ("sglang_router_host", "sglang_router_prometheus_host"):
-        _add(out, "gateway.address", var, _shown(cfg[var]), address_problem(cfg[var]),
-             "an IP address (127.0.0.1, 0.0.0.0, ::) or a DNS name")
-    for var in ("sglang_router_port", "sglang_router_prometheus_port"):
-        _add(out, "gateway.port", var, _shown(cfg[var]), _port(cfg[var]), "a TCP port, 1-65535")
-    for var in ("sglang_router_tls_cert_file", "sglang_router_tls_key_file", "sglang_router_ca_file"):
-        if cfg.get(var):
-            _add(out, "gateway.path", var, _shown(cfg[var]), file_problem(cfg[var]),
-                 "an absolute, normalised path of a PEM file on the gateway, outside /home, /root and /run/user")
+    out = _contract(cfg, ENDPOINT_VARS)
     if bool(cfg["sglang_router_tls_cert_file"]) != bool(cfg["sglang_router_tls_key_file"]):
         missing = "sglang_router_tls_key_file" if cfg["sglang_router_tls_cert_file"] else "sglang_router_tls_cert_file"
         out.append(Problem("gateway.tls", missing, None,
                            "sglang_router_tls_cert_file and sglang_router_tls_key_file: set both (TLS) or neither",
                            "set both files, or neither"))
-    for var in SECRET_VARS:
-        value = cfg[var]
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            out.append(Problem("gateway.key", var, None, f"{var} must be a string (value not shown)",
-                               "quote the key (from Ansible Vault)"))
-        elif value:
-            why = header_token_problem(value)
-            if why:
-                out.append(Problem("gateway.key", var, None, f"{why.split(' (found')[0]} (value not shown)",
-                                   "use a key of printable ASCII without spaces"))
     host = cfg["sglang_router_host"]
     allow = str(cfg["sglang_router_allow_unauthenticated"]).strip().lower() in _TRUTHY
     if not is_loopback(host) and not allow and not (cfg["sglang_router_api_key"] and cfg["sglang_router_control_plane_api_key"]):
@@ -569,97 +402,39 @@ def worker_problems(host: str, hostvars: Mapping[str, Any], router_key: str | No
 
 def gateway_problems(values: Mapping[str, Any], workers: Mapping[str, Mapping[str, Any]] | None = None) -> list[Problem]:
     """Everything a gateway host's variables (``values``: ``sglang_router_*``, missing ones at the role's
-    defaults) and its workers (``workers``: GPU host name -> its hostvars) can get wrong, as Problems.
+    defaults) and its workers (``workers``: GPU host name -> its hostvars) can get wrong, as Problems: each
+    variable against the input contract (sglang_contract), and what the gateway needs beyond it (its unit, account
+    and directories its own, the extra arguments against sglang-router's parser, each worker's URL and key).
 
     No Problem carries a secret: the keys' values and URLs with passwords are shown as None.
     """
     cfg = _settings(values)
     out = endpoint_problems(values)
-    _add(out, "gateway.version", "sglang_router_version", _shown(cfg["sglang_router_version"]),
-         None if isinstance(cfg["sglang_router_version"], str) and _VERSION.fullmatch(cfg["sglang_router_version"])
-         else "it must be a release number, e.g. 0.3.2 (it names the virtualenv in the unit's ExecStart)",
-         "the pinned sglang-router release, e.g. '0.3.2'")
+    others = [n for n in cfg if isinstance(n, str) and n.startswith("sglang_router_") and n not in ENDPOINT_VARS]
+    out += _contract(cfg, others)
+    flagged = {p.variable for p in out}
     _add(out, "gateway.service", "sglang_router_service_name", _shown(cfg["sglang_router_service_name"]),
-         gateway_service_name_problem(cfg["sglang_router_service_name"]), "e.g. sglang-router")
-    _add(out, "gateway.identity", "sglang_router_user", _shown(cfg["sglang_router_user"]),
-         identity_problem(cfg["sglang_router_user"], "user"), "the router's own system user, e.g. sglang-router")
-    _add(out, "gateway.identity", "sglang_router_group", _shown(cfg["sglang_router_group"]),
-         identity_problem(cfg["sglang_router_group"], "group"), "the router's own system group, e.g. sglang-router")
+         None if "sglang_router_service_name" in flagged else gateway_service_name_problem(cfg["sglang_router_service_name"]),
+         "e.g. sglang-router")
+    for var, kind in (("sglang_router_user", "user"), ("sglang_router_group", "group")):
+        if var not in flagged:
+            _add(out, "gateway.identity", var, _shown(cfg[var]), identity_problem(cfg[var], kind),
+                 f"the router's own system {kind}, e.g. sglang-router")
     for var in ("sglang_router_venvs_dir", "sglang_router_config_dir"):
-        if var in cfg:
+        if var in cfg and var not in flagged:
             _add(out, "gateway.path", var, _shown(cfg[var]), _dir_problem(cfg[var]),
                  "a directory of the router's own, e.g. /opt/sglang-router or /etc/sglang-router")
-    if "sglang_router_python" in cfg:
-        _add(out, "gateway.path", "sglang_router_python", _shown(cfg["sglang_router_python"]),
-             interpreter_problem(cfg["sglang_router_python"]), "an absolute interpreter path, e.g. /usr/bin/python3")
-    if "sglang_router_proxy_env" in cfg:
-        _add(out, "gateway.proxy_env", "sglang_router_proxy_env", None, proxy_env_problem(cfg["sglang_router_proxy_env"]),
-             "only proxy settings, e.g. {https_proxy: 'http://proxy.example:3128', no_proxy: 'localhost,10.0.0.0/8'}")
-    choices = (("sglang_router_policy", POLICIES), ("sglang_router_log_level", LOG_LEVELS))
-    for var, allowed in choices:
-        if var in cfg and cfg[var] not in allowed:
-            out.append(Problem("gateway.choice", var, _shown(cfg[var]), f"{var} must be one of {', '.join(allowed)}",
-                               f"one of {', '.join(allowed)}"))
-    for var, low in (("sglang_router_max_concurrent_requests", -1), ("sglang_router_queue_size", 0),
-                     ("sglang_router_rate_limit_tokens_per_second", 1), ("sglang_router_pip_timeout", 1),
-                     ("sglang_router_drain_timeout", 0), ("sglang_router_registration_timeout", 0),
-                     ("sglang_router_poll_interval", 1)):
-        if var not in cfg or (cfg[var] is None and var == "sglang_router_rate_limit_tokens_per_second"):
-            continue
-        number = _int_value(cfg[var])
-        if number is None or not low <= number < 2**31:
-            out.append(Problem("gateway.number", var, _shown(cfg[var]), f"{var} must be an integer from {low}",
-                               f"an integer, at least {low}"))
-    for var in ("sglang_router_allow_unauthenticated", "sglang_router_request_check", "sglang_router_pip_no_index"):
-        value = cfg.get(var)
-        if var in cfg and not (isinstance(value, bool) or (isinstance(value, str) and value.strip().lower() in _BOOLEANS)):
-            out.append(Problem("gateway.bool", var, _shown(value), f"{var} must be true or false", "true or false"))
-    for var in ("sglang_router_worker_group", "sglang_router_group_name"):
-        if var in cfg and not (isinstance(cfg[var], str) and _GROUP_NAME.fullmatch(cfg[var])):
-            out.append(Problem("gateway.group", var, _shown(cfg[var]),
-                               f"{var} must be an inventory group name (letters, digits, '_')", "e.g. sglang_servers"))
-    for message in router_extra_args_problems(cfg.get("sglang_router_extra_args")):
-        where = re.match(r"sglang_router_extra_args(?:\[[0-9]+\])?:? ?", message)
-        variable = where[0].rstrip(": ") if where else "sglang_router_extra_args"
-        out.append(Problem("gateway.extra_args", variable, None, message[len(where[0]):] if where else message,
-                           "leave the role's options to its variables; put no secret on the command line"))
-    out.extend(_pip_problems(cfg))
+    if "sglang_router_extra_args" not in flagged:
+        for message in router_extra_args_problems(cfg.get("sglang_router_extra_args")):
+            where = re.match(r"sglang_router_extra_args(?:\[[0-9]+\])?:? ?", message)
+            variable = where[0].rstrip(": ") if where else "sglang_router_extra_args"
+            out.append(Problem("gateway.extra_args", variable, None, message[len(where[0]):] if where else message,
+                               "leave the role's options to its variables; put no secret on the command line"))
     if workers:
         router_key = cfg["sglang_router_api_key"]
         key = _text_of(router_key) if isinstance(router_key, str) or router_key is None else None
         for host in workers:
             out.extend(worker_problems(str(host), {} if workers[host] is None else workers[host], key))
-    return out
-
-
-def _pip_problems(cfg: Mapping[str, Any]) -> list[Problem]:
-    """The package sources and packages: each becomes one word of pip's or apt's command (no option smuggled in)."""
-    out: list[Problem] = []
-    index = cfg.get("sglang_router_pip_index_url")
-    if index not in (None, "") and not (isinstance(index, str) and _PIP_SOURCE.fullmatch(index) and not text_problem(index)):
-        out.append(Problem("gateway.pip", "sglang_router_pip_index_url", _shown(index),
-                           "it must be one http(s):// or file:// URL without white space or credentials",
-                           "e.g. https://pypi.example/simple"))
-    links = cfg.get("sglang_router_pip_find_links")
-    if links not in (None, ""):
-        if isinstance(links, (str, bytes)) or not isinstance(links, (list, tuple)):
-            out.append(Problem("gateway.pip", "sglang_router_pip_find_links", None, "it must be a list", "a list of paths or URLs"))
-        else:
-            for i, link in enumerate(links):
-                if not (isinstance(link, str) and _PIP_SOURCE.fullmatch(link) and not text_problem(link)):
-                    out.append(Problem("gateway.pip", f"sglang_router_pip_find_links[{i}]", _shown(link),
-                                       "it must be an absolute path or an http(s)/file URL, without white space or "
-                                       "credentials", "e.g. /srv/wheels"))
-    packages = cfg.get("sglang_router_system_packages")
-    if packages not in (None, ""):
-        if isinstance(packages, (str, bytes)) or not isinstance(packages, (list, tuple)):
-            out.append(Problem("gateway.packages", "sglang_router_system_packages", None, "it must be a list",
-                               "e.g. [python3-venv]"))
-        else:
-            for i, name in enumerate(packages):
-                if not (isinstance(name, str) and _DEB_PACKAGE.fullmatch(name)):
-                    out.append(Problem("gateway.packages", f"sglang_router_system_packages[{i}]", _shown(name),
-                                       "it must be a Debian package name (optionally =version)", "e.g. python3-venv"))
     return out
 
 

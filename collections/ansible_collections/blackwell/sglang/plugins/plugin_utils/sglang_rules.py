@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_contract import is_loopback
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ARCHITECTURES
 from packaging.version import Version
 
@@ -1142,13 +1143,11 @@ def _model(ctx: Context) -> None:
 
 # --- safe defaults ----------------------------------------------------------------------------------
 
-LOOPBACK = ("127.", "::1", "localhost")
-
-
 @rule("security")
 def _security(ctx: Context) -> None:
     listen = str(ctx.get("host", "127.0.0.1"))
-    if listen.startswith(LOOPBACK) or ctx.is_set("api_key") or ctx.allow_unauthenticated:
+    # Parsed, not prefixed (sglang_contract.is_loopback): localhost.attacker.example is any resolver's to point elsewhere.
+    if is_loopback(listen) or ctx.is_set("api_key") or ctx.allow_unauthenticated:
         return
     ctx.error("security.unauthenticated", "sglang_listen_host",
               f"the server would listen on {listen} without an API key: anyone who reaches the port can use the model "

@@ -729,6 +729,9 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | N
         local = hostvars.get("sglang_model_local_path") or model_path
         for variable, path in (("sglang_model_path", model_path), ("sglang_server_model_path", local)):
             problem = inputs.model_path_problem(path)
+            if not problem and path is local and local != model_path:
+                # A directory roles/sglang stages the weights into, as the service user: a service directory.
+                problem = contract.service_dir_problem(local, contract.context_of(hostvars))
             if problem:
                 ctx.error("input.model_path", variable, f"{variable} {path!r}: {problem}.",
                           "use an org/name Hugging Face id, or an absolute, normalised directory outside /home and /root "
