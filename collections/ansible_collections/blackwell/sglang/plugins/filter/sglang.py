@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_gateway as _gateway
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import fanout_plan
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import model_key as _model_key
@@ -187,7 +188,7 @@ def staged_models(host: str, hostvars: Any, role_vars: Mapping[str, Any] | None 
     raw.update({k: v for k, v in (role_vars or {}).items() if v is not None})
     stages = _staged_models(raw)
     for stage in stages:  # each directory is handed to the service user and written into
-        problem = path_problem(stage["dir"], service_owned=True) or model_path_problem(stage["repo"])
+        problem = contract.service_dir_problem(stage["dir"], contract.context_of(raw)) or model_path_problem(stage["repo"])
         if problem:
             raise AnsibleFilterError(f"{host}: cannot stage {stage['repo']!r} into {stage['dir']!r}: {problem}")
     return stages

@@ -436,6 +436,25 @@ def server_unit_problem(value: Any, context: Context | None = None) -> str | Non
     return owned_unit_problem(value, context) or inputs.service_name_problem(value)
 
 
+# Units of others the project writes a drop-in for (an ExecStart= override, an environment): NVIDIA's and DCGM's, the
+# exporters', and its own. A drop-in into any other unit (ssh, systemd-journald) would change what that unit runs.
+DROPIN_UNITS = frozenset(("nvidia-persistenced", "nvidia-fabricmanager", "nvidia-dcgm", "nv-hostengine", "nvidia-dcgm-exporter",
+                          "dcgm-exporter", "prometheus-node-exporter", "prometheus"))
+
+
+def dropin_unit_problem(value: Any, context: Context | None = None) -> str | None:
+    """Why the project may not write a drop-in for the unit ``value``: not a plain unit name, or neither its own
+    (the sglang namespace) nor one of NVIDIA's, DCGM's or the exporters' (:data:`DROPIN_UNITS`)."""
+    problem = _unit_ref(value, context or Context())
+    if problem:
+        return problem
+    name = str(value).removesuffix(".service")
+    if name in DROPIN_UNITS or not owned_unit_problem(name):
+        return None
+    return (f"the project writes a drop-in for {name}.service, which would change what that unit runs: only its own units "
+            f"({UNIT_NAMESPACE}-...) and {', '.join(sorted(DROPIN_UNITS))} take one")
+
+
 def _unit_ref(value: Any, _: Context) -> str | None:
     """The name of a unit the project uses but does not write (nvidia-dcgm, prometheus-node-exporter)."""
     text = str(value).removesuffix(".service") if isinstance(value, str) else value
@@ -597,8 +616,19 @@ SECRET = Kind("secret", "str", "a secret (Ansible Vault): never printed, never o
               _secret)
 BEARER = Kind("secret", "str", SECRET.describe + "; an HTTP bearer token (printable ASCII, no spaces)", _bearer)
 ARGV = Kind("argv", "list", "command-line words, each free text", _list_of(_text), "str")
+ENV_ARGV = Kind("env argv", "list", "command-line words of an EnvironmentFile's $ARGS (the unit splits it on white space): "
+                "no white space, quotes, backslash, $ or `", _list_of(lambda v, c: _text(v, c) or (
+                    None if isinstance(v, str) and re.fullmatch(r"[^\s\"'\\$`]+", v) else
+                    "an $ARGS word holds no white space, quotes, backslash, $ or `")), "str")
+SEARCH_PATH = Kind("search path", "str", "a PATH: absolute directories (letters, digits and . _ - + @ /) joined by ':'",
+                   lambda v, c: next((f"{d!r}: {why}" for d in str(v).split(":") if (why := inputs.path_problem(d))), None)
+                   if isinstance(v, str) else "it must be text")
 WORDS = Kind("words", "list", "a list of plain words (packages, names)", _list_of(_token), "str")
 UNITS = Kind("unit names", "list", "a list of unit names", _list_of(_unit_ref), "str")
+DROPIN_UNIT = Kind("drop-in unit", "str", "a unit the project writes a drop-in for: its own or NVIDIA's, DCGM's or the "
+                   "exporters'", dropin_unit_problem)
+DROPIN_UNITS_KIND = Kind("drop-in units", "list", "units the project writes a drop-in for: its own or NVIDIA's, DCGM's "
+                         "or the exporters'", _list_of(dropin_unit_problem), "str")
 GROUPS = Kind("groups", "list", "a list of inventory group names", _list_of(_group_name), "str")
 PATHS = Kind("paths", "list", "a list of absolute paths the project writes", _list_of(_role_path), "path")
 LINKS = Kind("urls", "list", "a list of URLs or local directories", _list_of(_find_link), "str")
@@ -644,8 +674,8 @@ CONTRACT: dict[str, Kind] = {
     "cuda_toolkit_remove_other_versions": BOOL,
     "cuda_toolkit_install_recommends": BOOL,
     "cuda_toolkit_apt_cache_valid_time": SECONDS,
-    "cuda_toolkit_service_units": UNITS,
-    "cuda_toolkit_service_path": TEXT,
+    "cuda_toolkit_service_units": DROPIN_UNITS_KIND,
+    "cuda_toolkit_service_path": SEARCH_PATH,
     "cuda_toolkit_profile_script": BOOL,
     "cuda_toolkit_bundle_dir": _with_type(ROLE_PATH, "str"),
     # dcgm_exporter
@@ -657,7 +687,7 @@ CONTRACT: dict[str, Kind] = {
     "dcgm_exporter_hostengine_service_name": UNIT_REF,
     "dcgm_exporter_version": WORD,
     "dcgm_exporter_package": WORD,
-    "dcgm_exporter_service_name": UNIT_REF,
+    "dcgm_exporter_service_name": DROPIN_UNIT,
     "dcgm_exporter_binary": PROGRAM,
     "dcgm_exporter_counters_file": ROLE_PATH,
     "dcgm_exporter_extra_counters": _with_type(DATA, "list", "dict"),
@@ -687,7 +717,7 @@ CONTRACT: dict[str, Kind] = {
     "node_exporter_port": PORT,
     "node_exporter_collectors_enabled": WORDS,
     "node_exporter_collectors_disabled": WORDS,
-    "node_exporter_extra_args": ARGV,
+    "node_exporter_extra_args": ENV_ARGV,
     "node_exporter_start_timeout": SECONDS,
     # nvidia_driver
     "nvidia_gpu_count": COUNT,
@@ -819,7 +849,7 @@ CONTRACT: dict[str, Kind] = {
     "sglang_monitoring_evaluation_interval": DURATION,
     "sglang_monitoring_external_labels": _with_type(DATA, "dict"),
     "sglang_monitoring_alertmanagers": Kind("targets", "list", "a list of host:port", _list_of(_host_port), "str"),
-    "sglang_monitoring_extra_args": ARGV,
+    "sglang_monitoring_extra_args": ENV_ARGV,
     "sglang_monitoring_server_group": GROUP,
     "sglang_monitoring_router_group": GROUP,
     "sglang_monitoring_node_exporter_groups": GROUPS,

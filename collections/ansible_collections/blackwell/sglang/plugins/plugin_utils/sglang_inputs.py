@@ -168,7 +168,8 @@ def path_problem(value: Any, *, service_owned: bool = False) -> str | None:
     if value != "/" and (any(p in ("", ".", "..") for p in parts)):
         return "it must be normalised: no '.', '..', '//' or trailing '/'"
     if service_owned and (value == "/" or value in SYSTEM_DIRS):
-        return f"{value} is a system directory; the role would hand it to the service user (use e.g. {value.rstrip('/')}/sglang)"
+        return (f"{value} is a system directory; the role would hand it to the service user (use a directory under the "
+                "models directory or a root of sglang_service_roots, e.g. /var/lib/sglang)")
     return None
 
 

@@ -704,6 +704,7 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | N
     if run_triple is not None:  # the run's triple replaces the host's, whatever spelling sglang_args used
         raw_args = {**{k: v for k, v in raw_args.items() if normalize_key(k) not in SPEC_TRIPLE}, **run_triple}
     _read_args(ctx, raw_args)
+    _refuse_hidden_paths(ctx)
     for dest, owner in MANAGED_ARGS.items():
         if dest in ctx.args:
             ctx.error("host.managed", dest, f"{dest} is set by {owner}, not inside sglang_args.",
@@ -763,6 +764,20 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | N
 
 # Listen addresses that mean "every address": the host itself reaches the server on loopback.
 _ANY_ADDRESS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+def _refuse_hidden_paths(ctx: Context) -> None:
+    """A path in any argument (ssl_certfile, ssl_keyfile, a chat template, a LoRA ...) that the unit's sandbox hides
+    (ProtectHome=yes: /home, /root, /run/user): the server would not find it, although a check outside does."""
+    for dest, value in list(ctx.args.items()):
+        words = value if isinstance(value, list) else [value]
+        hidden = next((w for w in words if isinstance(w, str) and any(
+            w == h or w.startswith(h + "/") for h in inputs.HIDDEN_BY_PROTECT_HOME)), None)
+        if hidden is not None and dest not in ctx.secrets:
+            ctx.error("input.hidden_path", dest,
+                      f"{ctx.var(dest)} {hidden!r} is under a directory the server's sandbox hides (ProtectHome=yes: "
+                      "/home, /root, /run/user): SGLang would not find it.",
+                      "move the file outside /home, /root and /run/user (e.g. /etc/ssl/sglang or /opt/sglang/models)")
 
 
 def endpoint(ctx: Context) -> dict[str, Any]:
