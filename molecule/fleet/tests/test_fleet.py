@@ -229,6 +229,35 @@ def test_a_second_deploy_of_the_router_changes_nothing(fleet: Path, tmp_path: Pa
     assert set(runner.stats["ok"]) == {*GPUS, GATEWAY}
 
 
+def test_injected_values_on_a_gateway_and_a_gpu_host_are_refused_before_any_change(tmp_path: Path) -> None:
+    """Issue 30's classes through the real deploy.yml: a line break in the router's Prometheus address (its unit's
+    ExecStart=), a worker URL with a second URL and an LD_PRELOAD line (the router's environment file), the server's
+    state directory in the project's libexec and a login account as its user: the validate play refuses them all,
+    naming each, and no PID of the fleet or the gateway changes, nor the router's files."""
+    inventory = make_inventory(tmp_path / "inventory", GPUS)
+    (inventory / "host_vars").mkdir()
+    (inventory / "host_vars" / f"{GATEWAY}.yml").write_text(json.dumps({
+        "sglang_router_prometheus_host": "127.0.0.1\nExecStartPre=+/bin/sh -c 'touch /root/owned'\nUser=root",
+        "sglang_router_extra_args": ["--host=0.0.0.0"]}))
+    (inventory / "host_vars" / f"{GPUS[1]}.yml").write_text(json.dumps({
+        "sglang_router_worker_url": "https://10.0.0.5:30000 https://evil.example:1\nLD_PRELOAD=/tmp/x.so",
+        "sglang_server_state_dir": "/usr/local/libexec/sglang", "sglang_server_user": "ubuntu"}))
+    router_pid = sh(GATEWAY, "systemctl show -p MainPID --value sglang-router.service")
+    router_files = sh(GATEWAY, "sha256sum /etc/systemd/system/sglang-router.service /etc/sglang-router/sglang-router.env")
+    before = {h: started(h) for h in GPUS}
+    runner = deploy(inventory, tmp_path)
+    assert runner.rc != 0
+    output = final_failure(runner)  # with the validation report
+    for variable in ("sglang_router_prometheus_host", "sglang_router_extra_args[0]", "sglang_router_worker_url",
+                     "sglang_server_state_dir", "sglang_server_user"):
+        assert variable in output, variable
+    assert plays(runner) == ["Validate SGLang launch configuration"]
+    assert {h: started(h) for h in GPUS} == before
+    assert sh(GATEWAY, "systemctl show -p MainPID --value sglang-router.service") == router_pid
+    assert sh(GATEWAY, "sha256sum /etc/systemd/system/sglang-router.service /etc/sglang-router/sglang-router.env") == router_files
+    assert sh(GATEWAY, "test -e /root/owned && echo yes || echo no") == "no"
+
+
 def deploy(inventory: Path, tmp_path: Path, limit: str = "", **extravars: Any) -> ansible_runner.Runner:
     return simrun.play(inventory, tmp_path, "deploy.yml", skip_tags="driver,cuda", limit=limit,
                        **{**{k: v for k, v in FAST.items() if k != "rollout_confirm"}, **extravars})
