@@ -185,7 +185,7 @@ def main() -> None:
             "interval": {"type": "float", "default": 0.25},
             "gpus": {"type": "list", "elements": "int"},
             "info_url": {"type": "str"},
-            "info_keys": {"type": "list", "elements": "str", "default": []},
+            "info_keys": {"type": "list", "elements": "str", "default": [], "no_log": False},  # key names, not keys
             "api_key": {"type": "str", "no_log": True},
         },
         supports_check_mode=True,
