@@ -25,8 +25,9 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_inp
 
 # Bounds of free text and of structured values (a YAML alias chain expands exponentially).
 TEXT_MAX = 4096
-DATA_MAX_NODES = 10_000
-DATA_MAX_DEPTH = 16
+DATA_MAX_NODES = 100_000
+DATA_MAX_DEPTH = 32
+DATA_MAX_TEXT = 1 << 20  # characters of all its strings (keys included)
 
 # Directories the distribution, systemd or the kernel own, and everything below them: never a directory the
 # project creates, hands to a service user or writes a file into, whatever the variable says.
@@ -467,24 +468,37 @@ def _unit_ref(value: Any, _: Context) -> str | None:
 
 
 def size_problem(value: Any, max_nodes: int = DATA_MAX_NODES, max_depth: int = DATA_MAX_DEPTH) -> str | None:
-    """Why ``value`` is too big or too deep to read (counted as walked: a shared sub-value counts each time it is
-    reached, as a YAML alias chain expands), or None. Stops at the bound: never expands what it refuses."""
-    budget = [max_nodes]
+    """Why ``value`` is over the bounds (too many values, too deep, too much text), or None: the one bound of every
+    host and role variable, checked before anything else walks, copies or templates the value.
+
+    Walks at most ``max_nodes`` values, without templating anything (a lazily templated container is read as the
+    dict or list it is) and counting a shared reference once per use, as a YAML alias chain expands: it stops at the
+    first bound hit, so it never expands what it refuses.
+    """
+    nodes = text = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        budget[0] -= 1
-        if budget[0] < 0:
-            return f"it holds more than {max_nodes} values (a YAML alias chain?)"
+        nodes += 1
+        if nodes > max_nodes:
+            return (f"it holds more than {max_nodes:,} values (YAML aliases count once per use: an alias chain "
+                    "expands to that many)")
         if depth > max_depth:
             return f"it is nested more than {max_depth} levels deep"
-        if isinstance(item, Mapping):
-            stack.extend((k, depth + 1) for k in item)
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend((v, depth + 1) for v in item)
-        elif isinstance(item, str) and len(item) > 1 << 20:
-            return "it holds a string of more than 1 MiB"
+        if isinstance(item, (str, bytes)):
+            text += len(item)
+            if text > DATA_MAX_TEXT:
+                return f"its text is over {DATA_MAX_TEXT // (1 << 20)} MiB"
+        elif isinstance(item, dict):
+            for key, sub in dict.items(item):
+                stack.append((key, depth + 1))
+                stack.append((sub, depth + 1))
+        elif isinstance(item, Mapping):
+            for key, sub in item.items():
+                stack.append((key, depth + 1))
+                stack.append((sub, depth + 1))
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend((sub, depth + 1) for sub in (list.__iter__(item) if isinstance(item, list) else iter(item)))
     return None
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import RESERVED_SERVICE_NAMES
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import (
     ADDR_VAR,
@@ -206,9 +207,9 @@ except ImportError:  # pragma: no cover (older ansible-core)
 # Bounds of one host variable's value, checked before anything else walks it (templating, copying, the memo's JSON
 # text, the report): YAML aliases let a few hundred bytes of host_vars stand for billions of values (an "alias
 # bomb"); a shared reference counts each time it is reached, as every later walk would reach it.
-MAX_VALUE_NODES = 100_000
-MAX_VALUE_DEPTH = 32
-MAX_VALUE_TEXT = 1 << 20  # characters of all its strings (keys included)
+MAX_VALUE_NODES = contract.DATA_MAX_NODES
+MAX_VALUE_DEPTH = contract.DATA_MAX_DEPTH
+MAX_VALUE_TEXT = contract.DATA_MAX_TEXT
 
 
 class ValueTooLarge(Exception):
@@ -220,37 +221,7 @@ class ValueTooLarge(Exception):
         self.all = [self, *(more or [])]  # every variable of the host over the bounds
 
 
-def value_bound_problem(value: Any) -> str | None:
-    """Why ``value`` is over the bounds (too many values, too deep, too much text), or None.
-
-    Walks at most MAX_VALUE_NODES values, without templating anything (a lazily templated container is read as the
-    dict or list it is) and without following a shared reference more than its uses: it stops at the first bound hit.
-    """
-    nodes = text = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        nodes += 1
-        if nodes > MAX_VALUE_NODES:
-            return (f"it holds more than {MAX_VALUE_NODES:,} values (YAML aliases count once per use: an alias chain "
-                    "expands to that many)")
-        if depth > MAX_VALUE_DEPTH:
-            return f"it is nested more than {MAX_VALUE_DEPTH} levels deep"
-        if isinstance(item, (str, bytes)):
-            text += len(item)
-            if text > MAX_VALUE_TEXT:
-                return f"its text is over {MAX_VALUE_TEXT // (1 << 20)} MiB"
-        elif isinstance(item, dict):
-            for key, sub in dict.items(item):
-                stack.append((key, depth + 1))
-                stack.append((sub, depth + 1))
-        elif isinstance(item, Mapping):
-            for key, sub in item.items():
-                stack.append((key, depth + 1))
-                stack.append((sub, depth + 1))
-        elif isinstance(item, (list, tuple, set, frozenset)):
-            stack.extend((sub, depth + 1) for sub in (list.__iter__(item) if isinstance(item, list) else iter(item)))
-    return None
+value_bound_problem = contract.size_problem  # the one bound of every variable (sglang_contract)
 
 
 def check_bounds(name: str, value: Any) -> Any:
