@@ -179,3 +179,33 @@ def test_the_readme_lists_every_kind() -> None:
     table = "| kind | what it holds | variables |\n| --- | --- | --- |\n" + "".join(
         f"| {k} | {d} | {n} |\n" for k, d, n in c.kinds_table())
     assert table in (REPO / "README.md").read_text(), "README's input-contract table, from the contract:\n" + table
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("nvidia_driver_repo_obsolete_files", ["/etc/passwd"]),
+    ("nvidia_driver_repo_obsolete_files", ["/etc/apt/sources.list.d/../../shadow"]),
+    ("node_exporter_defaults_file", "/etc/default/ssh"),
+    ("sglang_monitoring_defaults_file", "/etc/sudoers"),
+    ("sglang_monitoring_config_file", "/etc/systemd/system/ssh.service"),
+    ("sglang_monitoring_rules_file", "/etc/cron.d/x"),
+    ("nvidia_driver_repo_keyring", "/etc/ssh/sshd_config"),
+    ("dcgm_exporter_counters_file", "/etc/profile.d/x.sh"),
+    ("dcgm_exporter_service_name", "ssh"),
+    ("cuda_toolkit_service_units", ["systemd-journald.service"]),
+    ("sglang_python", "/tmp/python3"),
+    ("sglang_router_python", "/home/u/python3"),
+])
+def test_files_root_writes_removes_or_runs_stay_where_they_belong(variable: str, value: Any) -> None:
+    assert [f.variable for f in c.check({variable: value})] == [variable]
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("nvidia_driver_repo_obsolete_files", ["/etc/apt/sources.list.d/cuda-debian12-x86_64.list"]),
+    ("node_exporter_defaults_file", "/etc/default/prometheus-node-exporter"),
+    ("sglang_monitoring_defaults_file", "/etc/default/prometheus"),
+    ("nvidia_driver_repo_keyring", "/etc/apt/keyrings/cuda-archive-keyring.asc"),
+    ("dcgm_exporter_service_name", "nvidia-dcgm-exporter"),
+    ("cuda_toolkit_service_units", ["sglang.service", "sglang-chat.service"]),
+])
+def test_and_their_own_places_pass(variable: str, value: Any) -> None:
+    assert c.check({variable: value}) == []

@@ -343,6 +343,32 @@ def _role_path(value: Any, _: Context) -> str | None:
     return inputs.path_problem(value) or protected_path_problem(str(value))
 
 
+def _under(*trees: str, why: str) -> Callable[[Any, Context], str | None]:
+    """A file root writes or removes in a place the distribution owns, limited to the one tree it belongs in."""
+    def check(value: Any, _: Context) -> str | None:
+        problem = inputs.path_problem(value)
+        if problem:
+            return problem
+        if not any(str(value).startswith(t + "/") for t in trees):
+            return f"{why}: it must lie under {' or '.join(trees)}"
+        return None
+
+    return check
+
+
+# The /etc/default files of the exporters' and Prometheus' Debian units, which the roles write (ARGS=).
+DEFAULTS_FILES = ("/etc/default/prometheus", "/etc/default/prometheus-node-exporter")
+
+
+def _defaults_file(value: Any, context: Context) -> str | None:
+    """A unit's /etc/default file the role writes as root: one of the exporters' or Prometheus', or outside the
+    trees the distribution owns (never /etc/default/ssh, /etc/sudoers ...)."""
+    if value in DEFAULTS_FILES:
+        return None
+    problem = _role_path(value, context)
+    return None if problem is None else problem + f" (the exporters' own files are {', '.join(DEFAULTS_FILES)})"
+
+
 def _exec_path(value: Any, _: Context) -> str | None:
     """A program the project runs (an interpreter, an exporter's binary): a plain absolute path."""
     return inputs.path_problem(value)
@@ -630,6 +656,12 @@ SECRET = Kind("secret", "str", "a secret (Ansible Vault): never printed, never o
               _secret)
 BEARER = Kind("secret", "str", SECRET.describe + "; an HTTP bearer token (printable ASCII, no spaces)", _bearer)
 ARGV = Kind("argv", "list", "command-line words, each free text", _list_of(_text), "str")
+DEFAULTS_FILE = Kind("defaults file", "path", "a unit's /etc/default file the role writes: the exporters' or "
+                     "Prometheus' own, or a path outside the distribution's trees", _defaults_file)
+KEYRING = Kind("keyring", "path", "an apt keyring the role writes, under /etc/apt/keyrings or /usr/share/keyrings",
+               _under("/etc/apt/keyrings", "/usr/share/keyrings", why="an apt keyring"))
+APT_SOURCES = Kind("apt sources", "list", "apt source files the role removes, under /etc/apt/sources.list.d",
+                   _list_of(_under("/etc/apt/sources.list.d", why="the role removes this file as root")), "path")
 ENV_ARGV = Kind("env argv", "list", "command-line words of an EnvironmentFile's $ARGS (the unit splits it on white space): "
                 "no white space, quotes, backslash, $ or `", _list_of(lambda v, c: _text(v, c) or (
                     None if isinstance(v, str) and re.fullmatch(r"[^\s\"'\\$`]+", v) else
@@ -726,7 +758,7 @@ CONTRACT: dict[str, Kind] = {
     "node_exporter_package": WORD,
     "node_exporter_version": OPTIONAL_WORD,
     "node_exporter_service_name": UNIT_REF,
-    "node_exporter_defaults_file": _with_type(EXEC_PATH, "path"),
+    "node_exporter_defaults_file": DEFAULTS_FILE,
     "node_exporter_listen_host": OPTIONAL_ADDRESS,
     "node_exporter_port": PORT,
     "node_exporter_collectors_enabled": WORDS,
@@ -746,9 +778,9 @@ CONTRACT: dict[str, Kind] = {
     "nvidia_driver_repo_key_checksum": OPTIONAL_WORD,
     "nvidia_driver_offline_bundle_dir": _with_type(OPTIONAL_ROLE_PATH, "str"),
     "nvidia_driver_proxy_env": ENV,
-    "nvidia_driver_repo_keyring": _with_type(EXEC_PATH, "path"),
+    "nvidia_driver_repo_keyring": KEYRING,
     "nvidia_driver_repo_name": WORD,
-    "nvidia_driver_repo_obsolete_files": Kind("paths", "list", "a list of absolute paths", _list_of(_exec_path), "path"),
+    "nvidia_driver_repo_obsolete_files": APT_SOURCES,
     "nvidia_driver_apt_cache_valid_time": SECONDS,
     "nvidia_driver_kernel_module_source": _choices(WORD, "dkms", "precompiled"),
     "nvidia_driver_packages": WORDS,
@@ -851,10 +883,10 @@ CONTRACT: dict[str, Kind] = {
     "sglang_monitoring_version": OPTIONAL_WORD,
     "sglang_monitoring_service_name": UNIT_REF,
     "sglang_monitoring_promtool": PROGRAM,
-    "sglang_monitoring_defaults_file": _with_type(EXEC_PATH, "path"),
-    "sglang_monitoring_config_file": _with_type(EXEC_PATH, "path"),
-    "sglang_monitoring_rules_file": _with_type(EXEC_PATH, "path"),
-    "sglang_monitoring_storage_dir": _with_type(EXEC_PATH, "path"),
+    "sglang_monitoring_defaults_file": DEFAULTS_FILE,
+    "sglang_monitoring_config_file": _with_type(ROLE_PATH, "path"),
+    "sglang_monitoring_rules_file": _with_type(ROLE_PATH, "path"),
+    "sglang_monitoring_storage_dir": _with_type(ROLE_PATH, "path"),
     "sglang_monitoring_retention": DURATION,
     "sglang_monitoring_listen_host": OPTIONAL_ADDRESS,
     "sglang_monitoring_port": PORT,
