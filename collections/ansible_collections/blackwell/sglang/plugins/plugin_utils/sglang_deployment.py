@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ansible.errors import AnsibleUndefinedVariable
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_gateway as gateway
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Problem
@@ -64,6 +65,10 @@ def contract_problems(host: str, raw: Mapping[str, Any], read: Callable[[str], A
             continue
         try:
             values[name] = read(name)
+        except AnsibleUndefinedVariable:
+            # It uses a variable only a role defines (e.g. nvidia_driver_repo_key_url: "{{ nvidia_driver_repo_url }}..."):
+            # the role checks it at its entry (check_inputs), with its defaults, before it changes anything.
+            continue
         except Exception as exc:  # noqa: BLE001 (a variable that does not template: named, never a crash)
             problems.append(Problem("host.template", name, None, f"{name} does not template: {str(exc).splitlines()[0]}",
                                     "fix the variable's Jinja expression or define what it uses"))
@@ -86,6 +91,8 @@ def gateway_problems(host: str, raw: Mapping[str, Any], read: Callable[[str], An
         if isinstance(name, str) and name.startswith("sglang_router_"):
             try:
                 values[name] = read(name)
+            except AnsibleUndefinedVariable:
+                continue  # uses a variable only the role defines: the role checks it at its entry
             except Exception as exc:  # noqa: BLE001
                 problems.append(Problem("host.template", name, None, f"{name} does not template: {str(exc).splitlines()[0]}",
                                         "fix the variable's Jinja expression or define what it uses"))
