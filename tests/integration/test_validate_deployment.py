@@ -101,3 +101,17 @@ def test_an_injected_value_is_refused_naming_the_variable(
 def test_a_gateway_refuses_what_it_would_render_from_a_gpu_hosts_variables(refused: dict[tuple[str, str], list[str]]) -> None:
     """The worker URL a GPU host injects is refused on the gateway too (it renders it), naming the GPU host's variable."""
     assert {"sglang_router_worker_url", "ansible_host"} <= set(refused[("gpu1", "gw")]), refused[("gpu1", "gw")]
+
+
+def test_a_misspelled_variable_is_named_with_the_one_meant(tmp_path: Path) -> None:
+    """A variable with a role's prefix that no role reads (a typo) passes today's run unnoticed otherwise: it is a
+    warning naming it and the closest variables (issue 33's silent pass)."""
+    rc, result, report = validate(tmp_path, inventory(tmp_path, {"gpu2": {"sglang_arg": {"tp_size": 4}},
+                                                                "gw": {"sglang_router_prot": 30001}}))
+    assert rc == 0, report
+    def warned(host: str) -> list[tuple[str, str]]:
+        return [(w["variable"], w["rule"]) for w in result["hosts"][host]["warnings"]]
+
+    assert ("sglang_arg", "input.unknown") in warned("gpu2")
+    assert "did you mean sglang_args" in report
+    assert ("sglang_router_prot", "input.unknown") in warned("gw")

@@ -152,15 +152,17 @@ class ActionModule(ActionBase):
             skip = [*(HOST_VARS if planned else ()), *(n for n in raw if gateway and str(n).startswith("sglang_router_"))]
             checked = deployment.contract_problems(host, raw, view.__getitem__, skip)
             checked += [internal_problem(n, "the inventory") for n in hostvars.inventory_internals(host)]
+            unknown = deployment.unknown_problems(raw, HOST_VARS)
             if gateway:
                 checked += deployment.gateway_problems(host, raw, view.__getitem__, hostvars, groups)
             if not planned:
                 outcomes[host] = Result(errors=checked + deployment.port_problems(
-                    host, _groups_of(host, groups), hostvars[host], self._port_defaults()))
+                    host, _groups_of(host, groups), hostvars[host], self._port_defaults()), warnings=unknown)
                 continue
             plans[host] = plan_host(host, hostvars, groups, args["spec"], get)
             outcomes[host] = plans[host].result()
             outcomes[host].errors += checked
+            outcomes[host].warnings += unknown
             # The ports of the instances that planned, against the roles' ports on the host.
             outcomes[host].errors += deployment.port_problems(
                 host, _groups_of(host, groups), hostvars[host], self._port_defaults(), _instance_ports(plans[host]))

@@ -12,6 +12,7 @@ Controller-only; used by ``plugins/action/validate.py``.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -50,6 +51,25 @@ def oversized(raw: Mapping[str, Any]) -> list[Problem]:
         if why:
             out.append(Problem("input.size", name, None, f"{name}: {why}; nothing of it was read.",
                                f"write {name} out plainly (no chains of YAML aliases), within the bounds"))
+    return out
+
+
+# The prefixes of the variables the collection's roles read: a name with one of them that no role reads is a typo.
+PREFIXES = ("sglang_", "nvidia_", "cuda_toolkit_", "dcgm_exporter_", "node_exporter_", "gpu_health_")
+
+
+def unknown_problems(names: Iterable[str], known: Iterable[str]) -> list[Problem]:
+    """A warning for each variable with a role's prefix that no role reads (``sglang_arg:`` for ``sglang_args:``),
+    with the closest names: it would otherwise pass unnoticed and change nothing."""
+    known_set = set(known) | set(contract.CONTRACT)
+    out = []
+    for name in sorted(n for n in names if isinstance(n, str) and n.startswith(PREFIXES) and n not in known_set):
+        close = difflib.get_close_matches(name, sorted(known_set), n=3, cutoff=0.75)
+        out.append(Problem("input.unknown", name, None,
+                           f"{name} is not a variable of any role of the collection: it changes nothing"
+                           + (f" (did you mean {' or '.join(close)}?)" if close else "."),
+                           f"rename it to {close[0]}" if close else "remove it, or check its name in the roles' README",
+                           level="warning"))
     return out
 
 
