@@ -87,3 +87,26 @@ def test_every_role_checks_its_inputs_first() -> None:
         tasks = yaml.safe_load((REPO / "roles" / role / "tasks" / "main.yml").read_text())
         assert "blackwell.sglang.check_inputs" in tasks[0], role
         assert "always" in tasks[0].get("tags", []), role
+
+
+def test_the_gateway_role_refuses_what_a_gpu_host_would_hand_it(tmp_path: Path) -> None:
+    """roles/sglang_router's first task (check_inputs, gateway: true) reads its workers' variables: a GPU host whose
+    address would add a second worker to the router's list is refused there, naming the GPU host and the variable,
+    and the gateway's key never shows."""
+    key = "gateway-key-canary"
+    inventory = {"all": {"children": {
+        "sglang_routers": {"hosts": {"localhost": {"ansible_connection": "local", "sglang_router_api_key": key}}},
+        "sglang_servers": {"hosts": {"gpu1": {"ansible_host": "10.0.0.5 http://evil.example:1",
+                                              "sglang_api_key": key + "-other"}}}}}}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    role = REPO / "roles" / "sglang_router"
+    play = [{"hosts": "sglang_routers", "gather_facts": False, "vars_files": [str(role / "defaults" / "main.yml")],
+             "tasks": [{"blackwell.sglang.check_inputs": {"role_path": str(role), "gateway": True}}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(["ansible-playbook", "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml"), "-vvv"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode != 0
+    assert "gpu1" in proc.stdout and "ansible_host" in proc.stdout and "sglang_api_key" in proc.stdout
+    assert key not in proc.stdout + proc.stderr

@@ -76,7 +76,7 @@ def router_context(overrides: dict[str, Any], workers: dict[str, dict[str, Any]]
         if name not in overrides:
             context[name] = _evaluate(env, value, context)
     for name in ("__sglang_router_venv", "__sglang_router_settings", "__sglang_router_self",
-                 "__sglang_router_secrets_file", "__sglang_router_launcher", "__sglang_router_inputs"):
+                 "__sglang_router_secrets_file", "__sglang_router_launcher"):
         context[name] = _evaluate(env, VARS[name], context)
     context["__sglang_router_workers"] = workers
     return context
@@ -91,9 +91,11 @@ def render(overrides: dict[str, Any] | None = None, workers: dict[str, dict[str,
 
 
 def problems(overrides: dict[str, Any] | None = None, workers: dict[str, dict[str, Any]] | None = None) -> list[gw.Problem]:
-    """What the role's first task refuses: the gateway's variables (as vars/main.yml gathers them) and its workers."""
+    """What the role's first task refuses (check_inputs with gateway: true): every variable of its argument spec as
+    the play has it, and its workers."""
     context = router_context(overrides or {}, {GPU: _GPU_BASE} if workers is None else workers)
-    return gw.gateway_problems(context["__sglang_router_inputs"], context["__sglang_router_workers"])
+    inputs = {name: context[name] for name in SPECS["main"]["options"] if name in context}
+    return gw.gateway_problems(inputs, context["__sglang_router_workers"])
 
 
 def names(found: list[gw.Problem], variable: str) -> bool:
@@ -135,11 +137,11 @@ def test_gateway_defaults_are_the_roles() -> None:
 
 
 def test_every_role_variable_is_checked() -> None:
-    """vars/main.yml hands gateway_problems every option of the role's argument spec (the GPU hosts' own
-    sglang_router_worker_url is checked from their hostvars)."""
-    options = (set(SPECS["main"]["options"]) | {"sglang_router_proxy_env"}) - {"sglang_router_worker_url"}
-    assert set(VARS["__sglang_router_inputs"]) == options
-    assert all(v == "{{ " + k + " }}" for k, v in VARS["__sglang_router_inputs"].items())
+    """The role's first task checks every option of its argument spec (check_inputs reads it) with the gateway's
+    rules too, before anything changes."""
+    first = yaml.safe_load((REPO / "roles" / "sglang_router" / "tasks" / "main.yml").read_text())[0]
+    assert first["blackwell.sglang.check_inputs"] == {"role_path": "{{ role_path }}", "gateway": True}
+    assert "sglang_router_proxy_env" in SPECS["main"]["options"]
 
 
 # --- every string of the unit: refused naming the variable, or exactly where it belongs -------------------------------
@@ -504,12 +506,11 @@ def test_the_join_sends_the_instances_own_key() -> None:
 # --- the role's entry and the bench ---------------------------------------------------------------------------------
 
 def test_the_roles_first_tasks_refuse_before_any_change() -> None:
-    tasks = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text(encoding="utf-8"))
-    at = next(i for i, t in enumerate(tasks) if "blackwell.sglang.gateway_problems" in str(t.get("ansible.builtin.set_fact")))
-    # Only checks come before: nothing on the host changes until the gateway's variables passed.
-    assert all({"ansible.builtin.assert", "blackwell.sglang.check_inputs"} & set(t) for t in tasks[:at]), tasks[:at]
-    assert tasks[at]["no_log"] is True
-    assert "__sglang_router_problems | length == 0" in str(tasks[at + 1]["ansible.builtin.assert"]["that"])
+    """The gateway's rules run in the role's first task (check_inputs with gateway: true, tagged always): nothing on the
+    host changes until its variables and its workers' passed."""
+    first = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text(encoding="utf-8"))[0]
+    assert first["blackwell.sglang.check_inputs"]["gateway"] is True
+    assert "always" in first["tags"]
 
 
 def test_the_bench_never_shows_server_info() -> None:
@@ -546,7 +547,7 @@ ANY_VALUE = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.f
                          max_leaves=6)
 
 
-@pytest.mark.parametrize("var", sorted(VARS["__sglang_router_inputs"]))
+@pytest.mark.parametrize("var", sorted(SPECS["main"]["options"]))
 @given(value=ANY_VALUE)
 def test_any_value_of_any_variable_is_a_problem_or_accepted(var: str, value: Any) -> None:
     found = gw.gateway_problems({var: value}, {GPU: {"ansible_host": "10.0.0.5"}})

@@ -20,6 +20,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_contract i
     context_of,
     size_problem,
 )
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_gateway import format_problem, gateway_problems
 
 
 def entry_options(role_path: str, entry: str) -> list[str]:
@@ -51,7 +52,7 @@ class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(("role_path", "entry", "extra"))
+    _VALID_ARGS = frozenset(("role_path", "entry", "extra", "gateway"))
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
@@ -60,6 +61,7 @@ class ActionModule(ActionBase):
             "role_path": {"type": "path", "required": True},
             "entry": {"type": "str", "default": "main"},
             "extra": {"type": "list", "elements": "str", "default": []},
+            "gateway": {"type": "bool", "default": False},
         })
         names = [n for n in [*entry_options(args["role_path"], args["entry"]), *args["extra"]] if n in CONTRACT]
         defaults = role_defaults(args["role_path"])
@@ -90,10 +92,29 @@ class ActionModule(ActionBase):
                 except AnsibleError:
                     pass  # its own role names it
         problems += [f"{f.message()} Fix: {f.fix()}." for f in check(values, context=context_of(context_vars))]
+        if args["gateway"] and not problems:
+            problems += self._gateway_problems(names, values, task_vars)
         result.update(changed=False, checked=sorted(values), problems=problems)
+
         if problems:
             result["failed"] = True
             result["msg"] = "Input contract: " + " | ".join(problems)
         else:
             result["msg"] = f"{len(values)} variable(s) match the input contract"
         return result
+
+    def _gateway_problems(self, names: list[str], values: dict[str, Any], task_vars: dict[str, Any]) -> list[str]:
+        """The gateway's own rules (sglang_gateway.gateway_problems) over every variable of the role as the play has
+        it, defaults included, and the GPU hosts of its sglang_router_worker_group (their URLs, their keys)."""
+        settings = dict(values)
+        for name in names:
+            if name not in settings and name in task_vars:
+                try:
+                    settings[name] = self._templar.template(task_vars[name])
+                except AnsibleError:
+                    continue  # a default that needs what the play does not define: the contract named what it could
+        group = settings.get("sglang_router_worker_group", "sglang_servers")
+        hostvars = task_vars.get("hostvars") or {}
+        members = (task_vars.get("groups") or {}).get(group) or [] if isinstance(group, str) else []
+        workers = {host: hostvars[host] for host in members if host in hostvars}
+        return [format_problem(p) for p in gateway_problems(settings, workers)]

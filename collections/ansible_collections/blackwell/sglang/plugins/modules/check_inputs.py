@@ -33,6 +33,13 @@ options:
     type: list
     elements: str
     default: []
+  gateway:
+    description:
+      - Also the gateway's own rules (C(plugin_utils/sglang_gateway.py)) over every variable of the role, defaults
+        included, and the GPU hosts of its C(sglang_router_worker_group) (their worker URLs, their instances' API keys
+        against C(sglang_router_api_key)). For roles/sglang_router. No line shows a key.
+    type: bool
+    default: false
 notes:
   - An action plugin; this module file holds its documentation only. Connects to no host.
 author:
