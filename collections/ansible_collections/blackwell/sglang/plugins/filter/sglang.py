@@ -271,8 +271,8 @@ def rollout_plan(hosts: list[str], hostvars: Any, groups: Mapping[str, Any], can
 
     ``within``: only these hosts take part (the run's --limit); the order stays that of ``hosts``.
     A canary of more than one unit that takes every host, or more hosts than the first batch after it, is refused
-    unless ``all_at_once`` (the run's -e rollout_all_at_once=true) or ``serial`` "100%" says that is meant: it would
-    restart them unbatched.
+    unless ``all_at_once`` (the run's -e rollout_all_at_once=true) says that is meant: it would restart them unbatched.
+    ``serial`` exactly "100%" is all at once: no canary, every host in one batch.
     Usage: ``groups.sglang_servers | blackwell.sglang.rollout_plan(hostvars, groups, canary=1, serial=[1, "25%"])``.
     """
     keep = None if within is None else {str(h) for h in within}
@@ -281,8 +281,11 @@ def rollout_plan(hosts: list[str], hostvars: Any, groups: Mapping[str, Any], can
         plan = _rollout_plan(ordered, hostvars_getter(hostvars), groups, canary, serial)
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(str(exc)) from None
-    # serial exactly "100%" is all at once by definition (playbooks/vars/rollout.yml): the canary joins the rest.
-    if str(all_at_once).strip().lower() not in _TRUTHY and str(serial).strip() != "100%":
+    # serial exactly "100%" is all at once by definition: no canary, one batch of every host.
+    if str(serial).strip() == "100%":
+        every = plan["canary"] + plan["rest"]
+        return {"canary": [], "rest": every, "batches": [max(len(every), 1)]}
+    if str(all_at_once).strip().lower() not in _TRUTHY:
         problem = canary_problem(plan, canary)
         if problem:
             raise AnsibleFilterError(problem)
