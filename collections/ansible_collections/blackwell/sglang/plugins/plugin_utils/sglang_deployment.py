@@ -73,25 +73,31 @@ def unknown_problems(names: Iterable[str], known: Iterable[str]) -> list[Problem
     return out
 
 
+def _read(names: Iterable[str], read: Callable[[str], Any]) -> tuple[dict[str, Any], list[Problem]]:
+    """``names`` read with ``read`` (templated), and a problem for each that does not template, never a crash.
+
+    A value that uses a variable only a role defines (e.g. nvidia_driver_repo_key_url: "{{ nvidia_driver_repo_url
+    }}...") is left out: the role checks it at its entry (check_inputs), with its defaults, before it changes anything.
+    """
+    values: dict[str, Any] = {}
+    problems: list[Problem] = []
+    for name in names:
+        try:
+            values[name] = read(name)
+        except AnsibleUndefinedVariable:
+            continue
+        except Exception as exc:  # noqa: BLE001 (a variable that does not template: named, never a crash)
+            problems.append(Problem("host.template", name, None, f"{name} does not template: {str(exc).splitlines()[0]}",
+                                    "fix the variable's Jinja expression or define what it uses"))
+    return values, problems
+
+
 def contract_problems(host: str, raw: Mapping[str, Any], read: Callable[[str], Any],
                       skip: Iterable[str] = ()) -> list[Problem]:
     """The contract's problems of the variables ``host``'s inventory sets (``raw``: its variables as Ansible keeps
     them), each read with ``read`` (templated); ``skip``: variables another check reads (the planner's)."""
     present = set(raw) - set(skip)  # names only: a Mapping's "in" would read (template) the value
-    values: dict[str, Any] = {}
-    problems: list[Problem] = []
-    for name in contract.CONTRACT:
-        if name not in present:
-            continue
-        try:
-            values[name] = read(name)
-        except AnsibleUndefinedVariable:
-            # It uses a variable only a role defines (e.g. nvidia_driver_repo_key_url: "{{ nvidia_driver_repo_url }}..."):
-            # the role checks it at its entry (check_inputs), with its defaults, before it changes anything.
-            continue
-        except Exception as exc:  # noqa: BLE001 (a variable that does not template: named, never a crash)
-            problems.append(Problem("host.template", name, None, f"{name} does not template: {str(exc).splitlines()[0]}",
-                                    "fix the variable's Jinja expression or define what it uses"))
+    values, problems = _read([n for n in contract.CONTRACT if n in present], read)
     context = contract.context_of({k: v for k, v in values.items() if k in (contract.SERVICE_ROOTS_VAR,
                                                                           contract.MODELS_DIR_VAR)})
     for finding in contract.check(values, context=context):
@@ -105,17 +111,7 @@ def gateway_problems(host: str, raw: Mapping[str, Any], read: Callable[[str], An
     """A gateway host's settings and what it will render from its workers' variables (their URLs, their keys):
     sglang_gateway.gateway_problems over the ``sglang_router_*`` variables its inventory sets and the GPU hosts of
     its ``sglang_router_worker_group``. A variable that does not template is named, never a crash."""
-    values: dict[str, Any] = {}
-    problems: list[Problem] = []
-    for name in raw:
-        if isinstance(name, str) and name.startswith("sglang_router_"):
-            try:
-                values[name] = read(name)
-            except AnsibleUndefinedVariable:
-                continue  # uses a variable only the role defines: the role checks it at its entry
-            except Exception as exc:  # noqa: BLE001
-                problems.append(Problem("host.template", name, None, f"{name} does not template: {str(exc).splitlines()[0]}",
-                                        "fix the variable's Jinja expression or define what it uses"))
+    values, problems = _read([n for n in raw if isinstance(n, str) and n.startswith("sglang_router_")], read)
     group = values.get("sglang_router_worker_group", SERVERS_GROUP)
     members = groups.get(group) if isinstance(group, str) else None
     workers = {w: hostvars[w] for w in (members or []) if w in hostvars}

@@ -50,14 +50,8 @@ MANAGED_ENV = {
 }
 # The Hugging Face token comes from hf_token (which the weights download uses too).
 HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-# Role variables that reach a file, a path or the unit, and what they must be (sglang_inputs).
-ROLE_NAMES = {
-    "sglang_server_service_name": inputs.service_name_problem,
-    "sglang_server_user": inputs.user_problem,
-    "sglang_server_group": inputs.user_problem,
-    "sglang_user": inputs.user_problem,
-    "sglang_group": inputs.user_problem,
-}
+# Role variables that reach a file, a path or the unit; what they must be is their kind in sglang_contract.CONTRACT.
+ROLE_NAMES = ("sglang_server_service_name", "sglang_server_user", "sglang_server_group", "sglang_user", "sglang_group")
 ROLE_DIRS = (
     "sglang_server_venv",
     "sglang_server_config_dir",
