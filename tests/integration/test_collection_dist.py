@@ -4,13 +4,9 @@ Nothing of the repository is on Ansible's paths while the playbooks run: the wor
 one, the only collections path is the install directory, the configuration file is an empty temporary one
 and no roles path is set. The playbooks and roles are named by their fully qualified names.
 
-The role run by FQCN is ``blackwell.sglang.sglang_server`` through its ``plan`` entry point (``tasks_from:
-plan.yml``), after ``blackwell.sglang.sglang_common`` from a play's ``roles:``: the plan renders the unit,
-environment file and ``--config`` YAML on the control node only (``delegate_to: localhost`` into
-``render_dir``), so it exercises the role's tasks, templates (``templates/`` of the repository), defaults,
-argument specs and its dependency on ``sglang_common`` without touching any host or this machine beyond the
-temporary directory. ``sglang_common`` has defaults and a handler only, so listing it in ``roles:`` changes
-nothing either.
+``blackwell.sglang.validate -e render_dir=DIR`` renders the unit, environment file and ``--config`` YAML on the
+control node only, with the installed collection's sglang_server templates and its roles' defaults (found beside
+its plugins), without touching any host or this machine beyond the temporary directory.
 """
 
 from __future__ import annotations
@@ -137,21 +133,13 @@ def test_validate_playbook_by_fqcn_rejects_the_incident(outside: tuple[Path, dic
     assert "rejected for 1 of 1 host(s): blackwell-01" in proc.stdout
 
 
-def test_role_by_fqcn_renders_the_plan(outside: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+def test_validate_by_fqcn_renders_the_plan_with_the_collections_role(outside: tuple[Path, dict[str, str]],
+                                                                      tmp_path: Path) -> None:
+    """render_dir from the installed collection alone: the sglang_server role's templates and the roles' defaults
+    are found beside the collection's plugins (no roles path, no repository)."""
     inv = make_inventory(tmp_path)
-    (tmp_path / "plan.yml").write_text(yaml.safe_dump([{
-        "name": "Render the launch plan with the installed collection's roles",
-        "hosts": "sglang_servers",
-        "gather_facts": False,
-        "roles": [{"role": "blackwell.sglang.sglang_common"}],
-        "tasks": [
-            {"name": "Validate", "blackwell.sglang.validate": None, "run_once": True},
-            {"name": "Render", "ansible.builtin.include_role": {"name": "blackwell.sglang.sglang_server",
-                                                                "tasks_from": "plan.yml"}},
-        ],
-    }], sort_keys=False))
-    proc = playbook(outside, tmp_path, "-i", str(inv), "plan.yml", "-e", f"render_dir={tmp_path / 'rendered'}")
+    proc = playbook(outside, tmp_path, "-i", str(inv), "blackwell.sglang.validate", "-e", f"render_dir={tmp_path / 'rendered'}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rendered = tmp_path / "rendered" / "blackwell-01"
-    assert sorted(p.name for p in rendered.iterdir()) == ["sglang.env", "sglang.service", "sglang.yaml"]
+    assert sorted(p.name for p in rendered.iterdir()) == ["sglang.env", "sglang.service"]  # no secret argument
     assert "ExecStart=" in (rendered / "sglang.service").read_text()

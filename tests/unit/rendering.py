@@ -23,6 +23,7 @@ import jinja2
 import yaml
 from ansible.plugins.filter.core import to_nice_yaml
 from ansible_collections.blackwell.sglang.plugins.filter.sglang import FilterModule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_files import SETTINGS, server_files
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "sglang_server"
@@ -32,8 +33,6 @@ _EXPR = re.compile(r"^\s*\{\{(.*)\}\}\s*$", re.DOTALL)
 _DEFAULTS = {**yaml.safe_load((REPO / "roles" / "sglang_common" / "defaults" / "main.yml").read_text(encoding="utf-8")),
              **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))}
 _VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8"))
-_TEMPLATES = {name: (REPO / "templates" / name).read_text(encoding="utf-8")
-              for name in ("sglang.service.j2", "sglang.env.j2", "sglang-config.yaml.j2")}
 
 
 def _combine(*dicts: dict[str, Any]) -> dict[str, Any]:
@@ -48,6 +47,7 @@ def jinja_env() -> jinja2.Environment:
     env = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     for name, fn in FilterModule().filters().items():
         env.filters[f"blackwell.sglang.{name}"] = fn
+        env.filters[name] = fn  # the server's templates (sglang_files) use the bare names
     env.filters["to_json"] = json.dumps
     env.filters["to_nice_yaml"] = to_nice_yaml
     env.filters["combine"] = _combine
@@ -123,12 +123,25 @@ def role_context(hostvars: dict[str, Any], spec: str | None = None, instance: st
 
 def render(hostvars: dict[str, Any], spec: str | None = None, mask_secrets: bool = False,
            instance: str | None = None) -> Rendered:
-    """Render the unit, environment file and --config YAML as the role would install them."""
+    """Render the unit, environment file and --config YAML as the role installs them: the instance's plan and the
+    role's settings from its variables, through the collection's one rendering function (sglang_files.server_files)."""
     context = role_context(hostvars, spec, instance)
-    context["__sglang_server_mask_secrets"] = mask_secrets
-    env = jinja_env()
-    out = {name: env.from_string(text).render(**context) for name, text in _TEMPLATES.items()}
-    return Rendered(out["sglang.service.j2"], out["sglang.env.j2"], out["sglang-config.yaml.j2"], context)
+    settings = {name: context[name] for name in SETTINGS}
+    out = server_files(context["__sglang_server_plan"], settings, str(REPO / "templates"), mask_secrets=mask_secrets)
+    context["argv"] = out["argv"]  # what sglang.launch_server gets: the plan's argv and --config
+    return Rendered(out["unit"], out["env"], out["config"] if out["config"] is not None else _empty_config(out), context)
+
+
+def _empty_config(out: dict[str, Any]) -> str:
+    """The --config file's text for a plan without secret arguments (the role installs none then): its comments."""
+    return server_files_config_header(out["service"])
+
+
+def server_files_config_header(service: str) -> str:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "templates")), trim_blocks=True,
+                             keep_trailing_newline=True)
+    return env.get_template("sglang-config.yaml.j2").render(ansible_managed="Ansible managed", service=service,
+                                                            plan={"config": {}}, mask_secrets=False, secret_marker="")
 
 
 # --- systemd's readers ------------------------------------------------------------------------------

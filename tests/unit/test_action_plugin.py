@@ -319,7 +319,7 @@ counted = HostVars(inventory, manager, loader)
 calls = []
 original = counted.raw_get
 counted.raw_get = lambda name: calls.append(name) or original(name)
-cache = HostVarsCache(counted)
+cache = HostVarsCache(counted, loader)
 out = {}
 for host in sorted(inventory.hosts):
     names = [n for n in HOST_VARS if n in hostvars[host]]

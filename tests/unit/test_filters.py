@@ -196,9 +196,8 @@ def test_unit_has_one_flag_per_line_with_continuations() -> None:
     lines = exec_start(unit)
     assert lines[0] == "ExecStart=/opt/sglang/current/bin/python /usr/local/libexec/sglang/sglang-launch.py \\"
     body = lines[1:]
-    assert body == [f"    {line} \\" for line in context["__sglang_server_exec_lines"][:-1]] + [
-        f"    {context['__sglang_server_exec_lines'][-1]}"
-    ]
+    lines_of_argv = systemd_exec_lines(context["argv"])
+    assert body == [f"    {line} \\" for line in lines_of_argv[:-1]] + [f"    {lines_of_argv[-1]}"]
     # The sglang role stages the weights; the server loads them from there.
     assert body[0] == "    --model-path /opt/sglang/models/nvidia/Qwen3.5-397B-A17B-NVFP4 \\"
     assert "    --tp-size 8" in [line.rstrip(" \\") for line in body]

@@ -89,13 +89,13 @@ def render_unit(argv: list[str], venv: str = VENV, libexec: str = str(FILES)) ->
         "ansible_managed": "Ansible managed",
         "sglang_server_venv": venv,
         "sglang_server_libexec_dir": libexec,
-        "__sglang_server_launcher": f"{libexec}/sglang-launch.py",
-        "__sglang_server_exec_lines": systemd_exec_lines(argv),
-        "__sglang_server_argv": argv,
-        "__sglang_server_plan": {"version": "0.5.23", "gpu_ids": [0], "gpus": [0],
-                                 "binding": {"devices": ["/dev/nvidia0"], "extra_devices": []}},
-        "__sglang_server_gpu_devices": ["/dev/nvidia0"],
-        "sglang_server_service_name": "sglang",
+        "python": f"{venv}/bin/python",
+        "launcher": f"{libexec}/sglang-launch.py",
+        "exec_lines": systemd_exec_lines(argv),
+        "plan": {"version": "0.5.23", "gpu_ids": [0], "gpus": [0],
+                 "binding": {"devices": ["/dev/nvidia0"], "extra_devices": []}},
+        "devices": ["/dev/nvidia0"],
+        "service": "sglang",
     }
     return env.from_string(TEMPLATE).render(**context)
 
@@ -446,7 +446,7 @@ def test_the_roles_own_unit_runs_the_plans_argv(tmp_path: Path, standin: dict[st
     """The whole role: host variables -> plan -> unit (rendering.render) -> preflight -> what SGLang gets."""
     rendered = render(host_with({"served_model_name": "a b 'c' \"d\" $HOME ${X} 100% %h \\ -- é中"},
                                 sglang_server_venv=VENV, sglang_server_libexec_dir=str(FILES)))
-    argv = rendered.context["__sglang_server_argv"]
+    argv = rendered.context["argv"]
     assert "a b 'c' \"d\" $HOME ${X} 100% %h \\ -- é中" in argv
     code, report, received = run_preflight(rendered.unit, tmp_path, standin)
     assert (code, report["error"]) == (0, "")

@@ -370,9 +370,15 @@ def test_what_the_run_itself_sets_is_not_refused(tmp_path: Path) -> None:
     book = tmp_path / "book.yml"
     book.write_text(json.dumps([{"hosts": "sglang_servers", "gather_facts": False, "tasks": [
         {"ansible.builtin.set_fact": {"__nvidia_gpu_facts_fresh": True}},
-        {"blackwell.sglang.validate": {}}]}]))
+        {"blackwell.sglang.validate": {"check_internals": False}}]}]))
     proc = playbook(tmp_path, inv, book)
     assert proc.returncode == 0, proc.stdout[-2000:]
+    # The run's first validation (playbooks/validate.yml) runs before any role sets one: there, every one is refused.
+    book.write_text(json.dumps([{"hosts": "sglang_servers", "gather_facts": False, "tasks": [
+        {"ansible.builtin.set_fact": {"__nvidia_gpu_facts_fresh": True}},
+        {"blackwell.sglang.validate": {}}]}]))
+    proc = playbook(tmp_path, inv, book)
+    assert proc.returncode != 0 and "__nvidia_gpu_facts_fresh" in proc.stdout, proc.stdout[-2000:]
 
 
 # --- (12) render_dir: a new or project-marked directory, no symbolic link followed, host names checked -----------

@@ -19,12 +19,11 @@ import yaml
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible.plugins.loader import connection_loader
-from ansible.utils.collection_loader._collection_finder import _get_collection_role_path
 from ansible.utils.display import Display
 from ansible.utils.path import unfrackpath
 from ansible.utils.vars import load_extra_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_deployment as deployment
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_files import SETTINGS, server_files
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import (  # noqa: F401 (re-exported)
     HOST_VARS,
     HostPlan,
@@ -35,16 +34,20 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan i
     read_host_vars,
     upgrade_problems,
 )
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import GROUP_VAR, Getter, Layout, hostvars_getter
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import (
-    PlanDir,
-    PlanDirError,
-    RoleRenderer,
-    host_component_problem,
-)
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import GROUP_VAR, Layout, hostvars_getter
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import PlanDir, PlanDirError, host_component_problem
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Problem, Result, format_report
 
 display = Display()
+
+# The roles whose defaults reach a plan and its files, dependency first (roles/sglang_server depends on sglang_common).
+DEFAULTS_ROLES = ("sglang_common", "sglang", "sglang_server")
+# The plan's inputs that have a role default: a host that does not set one is planned with the role's value.
+PLAN_DEFAULTS = ("sglang_version", "sglang_server_service_name", "sglang_server_user", "sglang_server_group",
+                 "sglang_server_venv", "sglang_server_config_dir", "sglang_server_state_dir", "sglang_server_cache_dir",
+                 "sglang_server_libexec_dir", "sglang_models_dir")
+# Host variables the roles' defaults may read (a host that sets none of them shares its defaults with its twins).
+_DEFAULTS_READ = ("sglang_", "nvidia_", "cuda_")
 
 # Effective arguments that may differ between the nodes of one instance.
 _PER_NODE_ARGS = {"node_rank", "host", "model_path"}
@@ -95,10 +98,10 @@ class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(("hosts", "spec", "fail_on_error", "render_dir", "render_role"))
+    _VALID_ARGS = frozenset(("hosts", "spec", "fail_on_error", "render_dir", "render_role", "check_internals"))
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        with _collector_paused(), _connection_plugins_listed_once():
+        with _collector_paused():
             return self._run(tmp, task_vars)
 
     def _run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -112,6 +115,7 @@ class ActionModule(ActionBase):
                 "fail_on_error": {"type": "bool", "default": True},
                 "render_dir": {"type": "path"},
                 "render_role": {"type": "str", "default": "sglang_server"},
+                "check_internals": {"type": "bool", "default": True},
             },
         )
         # A '__' extra var overrides what the roles and playbooks set and register (extra vars win over everything),
@@ -121,7 +125,7 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("; ".join(internal_problem(n, "the run's extra vars (-e)").message for n in forged)
                                     + f" Remove {', '.join(forged)} from -e. Nothing was validated or changed.")
         hosts = list(dict.fromkeys(args["hosts"] if args["hosts"] is not None else task_vars.get("ansible_play_hosts_all", [])))
-        hostvars = HostVarsCache(task_vars["hostvars"])  # each host's variables gathered once
+        hostvars = HostVarsCache(task_vars["hostvars"], self._loader)  # each host's variables gathered once
         groups = task_vars.get("groups", {})
         get = hostvars_getter(hostvars)
         # The GPU hosts are planned; every host (gateways, monitoring hosts ...) gets the input contract.
@@ -151,7 +155,8 @@ class ActionModule(ActionBase):
             # What the planner or the gateway's own check reads is theirs to report (once).
             skip = [*(HOST_VARS if planned else ()), *(n for n in raw if gateway and str(n).startswith("sglang_router_"))]
             checked = deployment.contract_problems(host, raw, view.__getitem__, skip)
-            checked += [internal_problem(n, "the inventory") for n in hostvars.inventory_internals(host)]
+            if args["check_internals"]:
+                checked += [internal_problem(n, "the inventory") for n in hostvars.inventory_internals(host)]
             unknown = deployment.unknown_problems(raw, HOST_VARS)
             if gateway:
                 checked += deployment.gateway_problems(host, raw, view.__getitem__, hostvars, groups)
@@ -159,7 +164,8 @@ class ActionModule(ActionBase):
                 outcomes[host] = Result(errors=checked + deployment.port_problems(
                     host, _groups_of(host, groups), hostvars[host], self._port_defaults()), warnings=unknown)
                 continue
-            plans[host] = plan_host(host, hostvars, groups, args["spec"], get)
+            plans[host] = plan_host(host, hostvars, groups, args["spec"], get,
+                                    defaults=self._role_defaults(host, raw, PLAN_DEFAULTS))
             outcomes[host] = plans[host].result()
             outcomes[host].errors += checked
             outcomes[host].warnings += unknown
@@ -190,7 +196,7 @@ class ActionModule(ActionBase):
                    f"{len(hosts)} of {len(hosts)} host(s) valid") + f", {warnings} warning(s), spec={_spec_word(args['spec'])}"
         result.update(changed=False, hosts=per_host, invalid_hosts=invalid, spec=args["spec"], report=report, msg=summary)
         if args["render_dir"] and not invalid:  # an invalid host stops the run before anything is rendered
-            result["rendered"] = self._render(args, hostvars, groups, get, plans)
+            result["rendered"] = self._render(args, hostvars, plans)
             result["msg"] += f"; plan of {len(plans)} host(s) rendered into {result['rendered']['dir']}"
         if not args["fail_on_error"]:
             return result  # the caller shows the report (playbooks/validate.yml: one debug task) and decides
@@ -217,69 +223,93 @@ class ActionModule(ActionBase):
         return self._ports
 
     _ports: dict[str, Any] | None = None
+    _defaults: dict[str, Any] | None = None
+    _resolved: dict[str, dict[str, Any]] | None = None
 
     def _role_dir(self, name: str) -> str:
-        """Where the role ``name`` is, searched as include_role would (a path; the play's collections; its roles/
-        directory, the roles path, its own directory): the collection's own role when the playbook runs by FQCN."""
+        """Where the role ``name`` is: a path as given; else this collection's own role (``roles/<name>`` beside its
+        plugins, as ``ansible-galaxy collection install`` lays it out); else the play's ``roles/`` directory, the roles
+        path (ansible.cfg ``roles_path``) or the playbook's own directory, as a play would search them."""
         if os.path.isabs(name):
             return name
-        collections = list(getattr(self._task, "collections", None) or [])
-        if collections or name.count(".") >= 2:
-            found = _get_collection_role_path(name, collections)
-            if found:
-                return str(found[1])
+        short = name.rsplit(".", 1)[-1] if name.count(".") >= 2 else name
+        collection_roles = Path(__file__).resolve().parents[2] / "roles"
         basedir = self._loader.get_basedir()
-        for path in [os.path.join(basedir, "roles"), *C.DEFAULT_ROLES_PATH, basedir]:
-            candidate = unfrackpath(os.path.join(path, name))
+        for path in [str(collection_roles), os.path.join(basedir, "roles"), *C.DEFAULT_ROLES_PATH, basedir]:
+            candidate = unfrackpath(os.path.join(path, short))
             if os.path.isdir(candidate):
                 return candidate
-        raise AnsibleActionFail(f"render_role: the role {name!r} was not found in the play's collections, "
+        raise AnsibleActionFail(f"the role {name!r} was not found in the blackwell.sglang collection, "
                                 f"{os.path.join(basedir, 'roles')} or the roles path")
 
-    def _render(self, args: dict[str, Any], hostvars: HostVarsCache, groups: Any, get: Getter,
-                plans: dict[str, HostPlan]) -> dict[str, Any]:
-        """Write render_dir/<host>/ with each instance's unit, environment file and --config YAML, as the sglang_server
-        role's plan.yml does (secrets replaced by its marker), from the plans of this pass.
+    def _role_defaults_files(self) -> dict[str, Any]:
+        """The defaults of the roles whose variables reach a plan and its files (DEFAULTS_ROLES, later ones win, as a
+        role's defaults win over its dependency's): read from the roles' own defaults/main.yml, the one source."""
+        if self._defaults is None:
+            self._defaults = {}
+            for role in DEFAULTS_ROLES if self._loader is not None else ():
+                path = os.path.join(self._role_dir(role), "defaults", "main.yml")
+                try:
+                    data = self._loader.load_from_file(path, trusted_as_template=True)
+                except TypeError:  # pragma: no cover (ansible-core < 2.19)
+                    data = self._loader.load_from_file(path)
+                self._defaults.update(dict(data or {}))
+        return self._defaults
 
-        The role plans a host with its own variables (unit name, user, directories) as a play sets them: the plan is
-        computed again with those (the validation is memoised) and, like plans.yml, must have the validated digests.
-        """
+    def _role_defaults(self, host: str, raw: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+        """The role defaults of ``names`` that ``host``'s own variables do not set, each templated with the host's
+        variables over the roles' defaults (``sglang_server_user: "{{ sglang_common_user }}"`` follows the host's
+        ``sglang_common_user``): what a play's roles would see. Hosts whose variables the defaults read are equal
+        share one resolution."""
+        defaults = self._role_defaults_files()
+        wanted = [n for n in names if n not in raw and n in defaults]
+        if not wanted:
+            return {}
+        read = sorted(n for n in raw if n.startswith(_DEFAULTS_READ))
+        try:
+            key = json.dumps([wanted, {n: raw[n] for n in read}], sort_keys=True)
+        except (TypeError, ValueError):
+            key = None
+        if self._resolved is None:
+            self._resolved = {}
+        if key is not None and key in self._resolved:
+            return dict(self._resolved[key])
+        templar = self._templar.copy_with_new_env(available_variables={**defaults, **raw})
+        resolved = {n: templar.template(defaults[n]) for n in wanted}
+        if key is not None:
+            self._resolved[key] = resolved
+        return dict(resolved)
+
+    def _render(self, args: dict[str, Any], hostvars: HostVarsCache, plans: dict[str, HostPlan]) -> dict[str, Any]:
+        """Write render_dir/<host>/ with each instance's unit, environment file and --config YAML (secrets replaced by
+        a marker), from the plans of this pass, by the function the role installs them with (sglang_files)."""
         start = time.monotonic()
-        renderer = RoleRenderer(self._role_dir(args["render_role"]), self._loader)
+        templates = os.path.join(self._role_dir(args["render_role"]), "templates")
         root = Path(os.path.realpath(os.path.expanduser(args["render_dir"])))
         # Host names become directory names: all of them are checked before anything is written.
         unsafe = [f"{host!r} ({why})" for host in plans if (why := host_component_problem(host))]
         if unsafe:
             raise AnsibleActionFail(f"render_dir: inventory host name(s) {', '.join(unsafe[:5])} cannot name a plan "
                                     "directory. Nothing was rendered.")
+        files = 0
         try:
             with PlanDir(root) as plan_dir:
-                files = self._render_into(plan_dir, renderer, args, hostvars, groups, get, plans)
+                for host, plan in plans.items():
+                    view = hostvars[host]
+                    raw = view.raw if isinstance(getattr(view, "raw", None), Mapping) else view
+                    settings = {n: view[n] for n in SETTINGS if n in raw}
+                    settings.update(self._role_defaults(host, raw, SETTINGS))
+                    rendered: dict[str, str] = {}
+                    for instance in plan.instances:
+                        out = server_files(instance.full(), settings, templates, mask_secrets=True)
+                        rendered.update({os.path.basename(out["paths"][k]): out[k] for k in ("unit", "env", "config")
+                                         if out[k] is not None})
+                    plan_dir.write(host, rendered)
+                    files += len(rendered)
         except PlanDirError as exc:
             raise AnsibleActionFail(f"{exc} Nothing more was rendered.") from None
-        return {"dir": str(root), "role": str(renderer.role_dir), "hosts": len(plans), "files": files,
+        return {"dir": str(root), "templates": templates, "hosts": len(plans), "files": files,
                 "seconds": round(time.monotonic() - start, 3)}
-
-    def _render_into(self, plan_dir: PlanDir, renderer: RoleRenderer, args: dict[str, Any], hostvars: HostVarsCache,
-                     groups: Any, get: Getter, plans: dict[str, HostPlan]) -> int:
-        files = 0
-        for host, validated in plans.items():
-            view = hostvars[host]
-            raw = view.raw if isinstance(getattr(view, "raw", None), Mapping) else view  # before templating, where it can
-            twin = renderer.twin_key(raw)
-            variables = renderer.variables(raw)
-            plan = plan_host(host, hostvars, groups, args["spec"], get, renderer.role_plan_vars(variables, twin))
-            planned = [i.public()["digest"] for i in plan.instances]
-            if not plan.ok or planned != [i.public()["digest"] for i in validated.instances]:
-                raise AnsibleActionFail(
-                    f"{host}: the launch plan the role would install ({planned}) is not the one the validate task accepted "
-                    f"({[i.public()['digest'] for i in validated.instances]}). The role's own variables (service name, user, "
-                    "directories) differ between the play and the inventory: set them in the inventory (group_vars / "
-                    "host_vars), where the validation reads them. Nothing was rendered for it.")
-            rendered = renderer.render(host, variables, [i.full() for i in plan.instances], twin)
-            plan_dir.write(host, rendered)
-            files += len(rendered)
-        return files
 
 
 @contextmanager
@@ -302,37 +332,6 @@ def _collector_paused() -> Iterator[None]:
             gc.freeze()
         if enabled:
             gc.enable()
-
-
-@contextmanager
-def _connection_plugins_listed_once() -> Iterator[None]:
-    """The connection plugins' paths listed once for the pass instead of once per host.
-
-    Ansible's variable manager cleans each host's cached facts (``ansible.vars.clean.clean_facts``) by listing every
-    connection plugin's file (``connection_loader.all(path_only=True)``: a glob of each plugin directory) whether the
-    host has facts or not, about a fifth of reading a host's variables. The list does not change within the pass;
-    what the variable manager returns does not either. Restored afterwards; any other call goes to the loader as is.
-    """
-    loader = connection_loader
-    shadowed = loader.__dict__.get("all")
-    original = loader.all
-    listed: list[Any] = []
-
-    def listing(*args: Any, **kwargs: Any) -> Any:
-        if args or kwargs != {"path_only": True}:
-            return original(*args, **kwargs)
-        if not listed:
-            listed.append(list(original(path_only=True)))
-        return iter(listed[0])
-
-    loader.all = listing
-    try:
-        yield
-    finally:
-        if shadowed is None:
-            del loader.all
-        else:
-            loader.all = shadowed
 
 
 def _groups_of(host: str, groups: Mapping[str, Any]) -> list[str]:

@@ -14,6 +14,13 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout imp
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import model_state as _model_state
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import peer_config as _peer_config
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import peer_url as _peer_url
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_files import server_files as _server_files
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_files import (
+    systemd_env_quote,
+    systemd_exec_lines,
+    systemd_quote,
+    systemd_text,
+)
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_gateway import address_problem, connect_address, is_loopback
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_gateway import file_problem as gateway_file_problem
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import HostPlan, plan_host, read_host_vars
@@ -22,7 +29,6 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs imp
     model_path_problem,
     path_problem,
     secret_var,
-    text_problem,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_lock import lock_name
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import LayoutError, host_layout, hostvars_getter
@@ -30,8 +36,6 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import secret_host_vars as _all_secret_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import format_report
-
-_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 
 
 def sglang_lock_name(version: Any, torch_requirement: Any = "") -> str:
@@ -307,51 +311,14 @@ def canary_problem(plan: Mapping[str, Any], canary: Any) -> str | None:
             "(default 1) or raise rollout_serial; to restart them all at once on purpose, add -e rollout_all_at_once=true.")
 
 
-def systemd_quote(word: Any) -> str:
-    """Quote one argv word for a systemd ExecStart= line (no variable or specifier expansion)."""
-    text = str(word)
-    problem = text_problem(text)
-    if problem:
-        raise AnsibleFilterError(f"refusing to write {text!r} into ExecStart=: {problem}")
-    text = text.replace("%", "%%").replace("$", "$$")
-    if text and _SAFE.fullmatch(text):
-        return text
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
+def server_files(plan: Mapping[str, Any], settings: Mapping[str, Any], templates_dir: str,
+                 mask_secrets: bool = False) -> dict[str, Any]:
+    """The unit, environment file, secret ``--config`` YAML and spec record of one instance, from its full plan and
+    the server role's settings (``sglang_files.server_files``, the one rendering function; secrets inside: no_log).
 
-
-def systemd_text(value: Any) -> str:
-    """Free text for a unit setting that expands specifiers only (``Description=``): ``%`` doubled.
-
-    Text that a unit line cannot carry (line breaks, control characters) is refused, never rewritten.
+    Usage: ``__sglang_server_plan | blackwell.sglang.server_files(__sglang_server_settings, role_path ~ '/templates')``.
     """
-    text = str(value)
-    problem = text_problem(text)
-    if problem:
-        raise AnsibleFilterError(f"refusing to write {text!r} into a unit: {problem}")
-    return text.replace("%", "%%")
-
-
-def systemd_env_quote(value: Any) -> str:
-    """Quote a value for a systemd EnvironmentFile= line (double quotes, shell-style escapes)."""
-    text = str(value)
-    problem = text_problem(text)
-    if problem:
-        raise AnsibleFilterError(f"an EnvironmentFile value cannot hold this text: {problem}")
-    for char in ("\\", '"', "$", "`"):
-        text = text.replace(char, "\\" + char)
-    return '"' + text + '"'
-
-
-def systemd_exec_lines(argv: list[Any]) -> list[str]:
-    """Group argv into one line per flag (the flag with its values), each word quoted for systemd."""
-    lines: list[list[str]] = []
-    for word in argv:
-        text = str(word)
-        if text.startswith("--") or not lines:
-            lines.append([])
-        lines[-1].append(systemd_quote(text))
-    return [" ".join(line) for line in lines]
+    return _server_files(plan, settings, str(templates_dir), bool(mask_secrets))
 
 
 class FilterModule:
@@ -370,6 +337,7 @@ class FilterModule:
             "model_peer_config": model_peer_config,
             "model_peer_url": model_peer_url,
             "rollout_plan": rollout_plan,
+            "server_files": server_files,
             "systemd_quote": systemd_quote,
             "systemd_exec_lines": systemd_exec_lines,
             "systemd_env_quote": systemd_env_quote,

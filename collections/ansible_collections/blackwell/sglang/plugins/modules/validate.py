@@ -44,17 +44,26 @@ options:
   render_dir:
     description:
       - When every host is valid, also write O(render_dir)/<host>/ with each instance's systemd unit, environment file
-        and C(--config) YAML, rendered from the plans of this pass with the O(render_role) role's templates, defaults and
-        vars, as its C(tasks/plan.yml) renders them; secret values are replaced by the role's marker. Directories are
-        C(0700), files C(0600). A relative path is taken from the directory ansible-playbook runs in.
+        and C(--config) YAML (when it has secret arguments), rendered from the plans of this pass by the function the
+        sglang_server role installs them with (the P(blackwell.sglang.server_files#filter) filter), with the
+        O(render_role) role's templates and the role defaults of its settings under each host's own values; secret
+        values are replaced by a marker. Directories are C(0700), files C(0600). A relative path is taken from the
+        directory ansible-playbook runs in.
       - Nothing is rendered when any host is invalid.
     type: path
   render_role:
     description:
-      - The server role whose files O(render_dir) renders, searched as C(include_role) searches it (the play's
-        collections, its C(roles/) directory, the roles path), or its path.
+      - The server role whose templates O(render_dir) renders with: its path, else this collection's own role of that
+        name, else the play's C(roles/) directory or the roles path.
     type: str
     default: sglang_server
+  check_internals:
+    description:
+      - Refuse hosts that carry the roles' internal variables (C(__sglang*), C(__nvidia*), C(__rollout*)) when the
+        validation runs. On for the run's first validation (C(playbooks/validate.yml)), before any role sets one; the
+        sglang_server role's own check against the host's GPU facts turns it off.
+    type: bool
+    default: true
 notes:
   - An action plugin; this module file holds its documentation only.
 author:
@@ -82,8 +91,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 rendered:
-  description: With O(render_dir), where the plan was written (C(dir)), the role that rendered it (C(role)), and how many
-    C(hosts) and C(files).
+  description: With O(render_dir), where the plan was written (C(dir)), the templates it was rendered with
+    (C(templates)), how many C(hosts) and C(files), and the C(seconds) it took.
   type: dict
   returned: when render_dir is given and every host is valid
 hosts:

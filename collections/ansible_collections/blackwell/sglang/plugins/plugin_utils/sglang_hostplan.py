@@ -13,7 +13,6 @@ against the one the validate task reported. Controller-only: modules never impor
 
 from __future__ import annotations
 
-import collections
 import copy
 import dataclasses
 import functools
@@ -198,12 +197,6 @@ def digest(public: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-try:  # ansible-core >= 2.19: a lazily templated container is not plain data
-    from ansible._internal._templating._lazy_containers import _AnsibleLazyTemplateMixin as _LAZY
-except ImportError:  # pragma: no cover (older ansible-core)
-    _LAZY = ()  # type: ignore[assignment]
-
-
 # Bounds of one host variable's value, checked before anything else walks it (templating, copying, the memo's JSON
 # text, the report): YAML aliases let a few hundred bytes of host_vars stand for billions of values (an "alias
 # bomb"); a shared reference counts each time it is reached, as every later walk would reach it.
@@ -239,9 +232,10 @@ def _plain(value: Any) -> bool:
         return True
     if isinstance(value, str):
         return "{" not in value
-    if isinstance(value, dict) and not isinstance(value, _LAZY):
+    # Exactly a dict or a list: a container that templates its items when read (ansible-core's lazy ones) is not.
+    if type(value) is dict:  # pylint: disable=unidiomatic-typecheck
         return all(isinstance(k, (str, int)) and _plain(k) and _plain(v) for k, v in value.items())
-    if isinstance(value, list) and not isinstance(value, _LAZY):
+    if type(value) is list:  # pylint: disable=unidiomatic-typecheck
         return all(_plain(v) for v in value)
     return False
 
@@ -304,19 +298,13 @@ def internal_problem(variable: str, source: str) -> Problem:
                    "would forge their state or verdicts.", f"remove {variable} from {source}")
 
 
-class _NoFacts:
-    """A fact cache with no host in it (what the variable manager reads: ``get(host)``)."""
-
-    def get(self, _host: str, default: Any = None) -> dict[str, Any]:
-        return {} if default is None else default
-
-
 class HostVarsCache(Mapping):
     """``hostvars`` for a pass over many hosts: each host's variables are gathered once (Ansible's
     ``hostvars[host]`` runs the variable manager, vars plugins included, on every access)."""
 
-    def __init__(self, hostvars: Any) -> None:
+    def __init__(self, hostvars: Any, loader: Any = None) -> None:
         self._hostvars = hostvars
+        self._loader = loader  # the action's DataLoader: what templates a host's values
         self._views: dict[str, Any] = {}
 
     def __getitem__(self, host: str) -> Any:
@@ -326,7 +314,7 @@ class HostVarsCache(Mapping):
         return view
 
     def _view(self, host: str) -> Any:
-        raw_get, loader = getattr(self._hostvars, "raw_get", None), getattr(self._hostvars, "_loader", None)
+        raw_get, loader = getattr(self._hostvars, "raw_get", None), self._loader
         if raw_get is None or loader is None:
             return self._hostvars[host]  # a plain mapping (tests) or another wrapper: as given
         raw = raw_get(host)
@@ -351,23 +339,11 @@ class HostVarsCache(Mapping):
         return True, _RawHostVars(raw, loader, host)[name]
 
     def inventory_internals(self, host: str) -> list[str]:
-        """The roles' internal variables (``__sglang*``, ``__nvidia*``, ``__rollout*``) that the inventory sets for
-        ``host`` (inventory file, group_vars, host_vars, vars plugins); those the run itself set (set_fact, register,
-        include_vars, cached facts) do not count. For a plain mapping (tests) every such name counts."""
-        names = sorted(n for n in self[host] if isinstance(n, str) and n.startswith(INTERNAL_PREFIXES))  # names only
-        manager = getattr(self._hostvars, "_variable_manager", None)
-        inventory = getattr(self._hostvars, "_inventory", None)
-        if not names or manager is None or inventory is None:
-            return names
-        # The same variable manager with what this run set emptied: a shallow clone, so the run's manager is untouched.
-        clone = object.__new__(type(manager))
-        clone.__dict__.update(manager.__dict__)
-        clone._extra_vars = {}  # pylint: disable=protected-access
-        clone._fact_cache = _NoFacts()  # pylint: disable=protected-access
-        clone._nonpersistent_fact_cache = collections.defaultdict(dict)  # pylint: disable=protected-access
-        clone._vars_cache = collections.defaultdict(dict)  # pylint: disable=protected-access
-        inventory_vars = clone.get_vars(host=inventory.get_host(host), include_hostvars=False)
-        return [n for n in names if n in inventory_vars]
+        """The roles' internal variables (``__sglang*``, ``__nvidia*``, ``__rollout*``) that ``host`` carries: asked
+        by the run's first validation (playbooks/validate.yml, the first play of every playbook), before any role has
+        set or registered one, they come from the inventory (inventory file, group_vars, host_vars, vars plugins) or
+        the fact cache, never from the run itself."""
+        return sorted(n for n in self[host] if isinstance(n, str) and n.startswith(INTERNAL_PREFIXES))  # names only
 
     def raw(self, host: str) -> Mapping[str, Any]:
         """The host's variables as Ansible keeps them, before templating (what a task's variables are built from)."""
@@ -576,13 +552,15 @@ def _gpu_list(value: Any) -> tuple[list[int] | None, str | None]:
 
 
 def plan_host(host: str, hostvars: Any, groups: Any, spec: str | None = None, get: Getter | None = None,
-              role_vars: Mapping[str, Any] | None = None) -> HostPlan:
+              role_vars: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None) -> HostPlan:
     """Plan every instance of ``host`` as the validate action does: its variables, its multi-node layout,
     the hand-typed nnodes check, and the checks across its instances.
 
     ``spec`` is the run's override of the host's ``sglang_spec`` (None: each instance's own mode).
     ``role_vars``: the role variables as a play sets them (the role passes its own; the validate task reads
-    the inventory's). Problems of the variables themselves (a Jinja error, a misdeclared group) become errors.
+    the inventory's). ``defaults``: the roles' defaults of plan inputs the host does not set (the validate action
+    reads them from the roles' defaults files). Problems of the variables themselves (a Jinja error, a misdeclared
+    group) become errors.
     """
     plan = HostPlan(host)
     raw: dict[str, Any] | None = None
@@ -591,6 +569,9 @@ def plan_host(host: str, hostvars: Any, groups: Any, spec: str | None = None, ge
         raise KeyError(f"{unknown[0]} is not a role variable of the plan")
     try:
         raw = read_host_vars(hostvars, host)
+        for name, value in (defaults or {}).items():
+            if name not in raw and value is not None:
+                raw["sglang_model_local_path" if name == "sglang_server_model_path" else name] = check_bounds(name, value)
         for name, value in (role_vars or {}).items():
             if value is not None:
                 raw["sglang_model_local_path" if name == "sglang_server_model_path" else name] = check_bounds(name, value)
