@@ -122,6 +122,10 @@ demo-down: ## Remove the demo's simulated host
 bench: venv simhost wheelhouse provision-fixtures ## Every benchmark (bench/run_all.py) and one table: validation at scale, time to reject, restart overhead, no-op deploy, fleet rollout, model fan-out, the per-task floor
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
+.PHONY: bench-counts
+bench-counts: venv simhost wheelhouse provision-fixtures ## Issue 31's counts, the same on every machine: tasks and module executions of a no-op deploy.yml and of restart.yml on a demo-like simulated host, plan_host calls per host on 2 hosts (bench/task_counts.py)
+	$(BIN)/python bench/task_counts.py $(BENCH_COUNTS_ARGS)
+
 COLLECTION := collections/ansible_collections/blackwell/sglang
 COLLECTION_VERSION = $(shell sed -n 's/^version: *//p' $(COLLECTION)/galaxy.yml)
 dist: venv ## Build the blackwell.sglang collection tarball (plugins, roles, playbooks) into build/dist/

@@ -15,14 +15,17 @@ Runs, one after another, each printing its own table as it goes and writing its 
                              bytes from the Hub and wall time, the fan-out against per-host Hub downloads;
 7. bench/task_floor.py       what one task costs (a module run, a controller-side task, a skipped task) on
                              1 and 4 simulated hosts, the project's ansible.cfg against stock settings: the
-                             floor under the restart and no-op figures.
+                             floor under the restart and no-op figures;
+8. bench/task_counts.py      counts, not clocks (issue 31): tasks and module executions of a no-op deploy.yml
+                             and of restart.yml on one simulated host, plan_host calls per host on 2 hosts,
+                             and restart.yml's wall time beyond stop + start against a by-hand restart.
 
 Every baseline is measured in the same run as what it is compared with. The machine (CPUs, CPU
 model, load average) is printed first: the figures depend on it. Ratio = baseline / ours, so above 1
 means ours is faster. Timings are reported, never asserted: a benchmark fails only when it cannot
 run (its exit status is then that of this script).
 
-Usage: bench/run_all.py [--only validate,restart,noop,rollout,fanout,floor] [--runs N] [--validate-sizes 10,100,1000,5000]
+Usage: bench/run_all.py [--only validate,restart,noop,rollout,fanout,floor,counts] [--runs N] [--validate-sizes 10,100,1000,5000]
                         [--validate-baseline-max 100] [--json FILE]
 Needs: make venv simhost wheelhouse provision-fixtures (`make bench` does it).
 """
@@ -170,9 +173,38 @@ def floor_rows(data: dict[str, Any]) -> list[Row]:
             for r in data["rows"] for kind in what]
 
 
+def counts_rows(data: dict[str, Any]) -> list[Row]:
+    """bench/task_counts.py's figures: a count in ours, its issue-31 target; the restart's wall time against by hand."""
+    targets = data["targets"]
+    noop, restart = data["noop"], data["restart"]
+
+    def most(count: int, limit: int) -> str:
+        return f"<= {limit}: {'met' if count <= limit else 'NOT met'}"
+
+    rows: list[Row] = [
+        ("no-op deploy.yml, 1 host: tasks run (count)", str(noop["tasks"]), "-", "-", most(noop["tasks"], targets["noop_tasks"])),
+        ("no-op deploy.yml, 1 host: module executions on the host (count)", str(noop["module_executions"]), "-", "-",
+         most(noop["module_executions"], targets["noop_module_executions"])),
+        ("restart.yml: module executions on the host (count)", str(restart["module_executions"]), "-", "-",
+         most(restart["module_executions"], targets["restart_module_executions"])),
+        ("restart.yml: controller-side tasks (count)", str(restart["controller_tasks"]), "-", "-",
+         most(restart["controller_tasks"], targets["restart_controller_tasks"])),
+        ("restart.yml wall time beyond stop + start / by hand (task_counts)", seconds(data["restart_wall_beyond_median_s"]),
+         seconds(data["by_hand_wall_beyond_median_s"]),
+         ratio(data["by_hand_wall_beyond_median_s"], data["restart_wall_beyond_median_s"]),
+         within(data["restart_wall_beyond_median_s"], targets["restart_wall_beyond_s"])),
+    ]
+    fleet = data.get("fleet") or {}
+    if fleet:
+        per_host = [sum(n for k, n in fleet["noop"].get(h, {}).items() if k.startswith("plan_host")) for h in fleet["hosts"]]
+        rows.append((f"no-op deploy.yml, {len(per_host)} hosts: plan_host calls per host (count, most)", str(max(per_host)),
+                     "-", "-", most(max(per_host), targets["plan_host_per_host"])))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="validate,restart,noop,rollout,fanout,floor",
+    parser.add_argument("--only", default="validate,restart,noop,rollout,fanout,floor,counts",
                         help="benchmarks to run, comma-separated")
     parser.add_argument("--runs", type=int, help="runs per measurement of restart, noop and rollout (default: each script's)")
     parser.add_argument("--validate-sizes", default="10,100,1000,5000")
@@ -189,6 +221,7 @@ def main() -> int:
         "rollout": ("fleet_rollout.py", runs, rollout_rows),
         "fanout": ("model_fanout.py", runs, fanout_rows),
         "floor": ("task_floor.py", runs, floor_rows),
+        "counts": ("task_counts.py", runs, counts_rows),
     }
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in benchmarks]
