@@ -133,6 +133,20 @@ def test_the_spec_record_alone_makes_no_restart_due(tmp_path: Path) -> None:
     assert result["changed"] and result["changed_instances"] == [] and not result["shared_changed"]
 
 
+def test_a_run_after_a_spec_override_with_the_same_argv_changes_nothing(tmp_path: Path) -> None:
+    """The demo: restart.yml -e spec=auto, then deploy.yml; auto and keep give the same argv on this host."""
+    argv = ["python", "-m", "sglang"]
+    run(host(tmp_path, marker={"mode": "auto", "host": "keep", "override": True, "argv": argv}))
+    record = (tmp_path / "etc" / "sglang.spec.json").read_bytes()
+    keep = {"mode": "keep", "host": "keep", "override": False, "argv": argv}
+    result, _ = run(host(tmp_path, marker=keep), answers={("systemctl", "is-enabled"): (0, "enabled\n", "")})
+    assert not result["changed"] and result["written"] == []
+    assert (tmp_path / "etc" / "sglang.spec.json").read_bytes() == record  # still how the running unit was started
+    # Other arguments: the record is rewritten (and the guard decides, as before).
+    result, _ = run(host(tmp_path, marker={**keep, "argv": [*argv, "--x"]}, run_has_spec=True))
+    assert result["written"] == [str(tmp_path / "etc" / "sglang.spec.json")]
+
+
 def test_a_unit_that_systemd_refuses_changes_nothing(tmp_path: Path) -> None:
     run(host(tmp_path))
     before = {path: path.read_bytes() for path in (tmp_path / "etc").iterdir()}

@@ -134,6 +134,8 @@ options:
       - A unit started with an earlier run's spec override (C(-e spec=...)) is not restarted silently by a run
         without one (C(run_has_spec) false) whose arguments differ only by lacking it; the module fails naming the
         host variable that keeps the mode and the extra variable that confirms the change.
+      - An installed record whose C(argv) is the new record's is left as it is (the unit runs those arguments either
+        way): a run after C(-e spec=auto) whose plan gives the same arguments changes nothing.
     type: list
     elements: dict
     default: []
@@ -337,6 +339,21 @@ def guard_spec(item: dict[str, Any], new: dict[str, Any]) -> None:
         f"sglang_instances); to restart with spec={plan}, run again with -e spec={plan}. Nothing was changed.")
 
 
+def same_argv(path: str, text: Any) -> bool:
+    """True when the installed spec record at ``path`` records the argv the new record does (record_keeps).
+
+    The record says how the running unit was started: with an earlier run's ``-e spec=auto`` it keeps saying so for as
+    long as the unit runs those arguments, also through runs without one whose plan gives the same argv (a deploy
+    after ``restart.yml -e spec=auto``); rewriting it there would report a change although nothing runs differently.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            installed = json.load(handle)
+        return isinstance(installed, dict) and "argv" in installed and installed["argv"] == json.loads(str(text)).get("argv")
+    except (OSError, ValueError, AttributeError):
+        return False  # no record, or one that cannot be read: the new one is written
+
+
 def install(module: AnsibleModule) -> dict[str, Any]:
     """Look at everything, refuse or change what differs; the module's result."""
     params, check = module.params, module.check_mode
@@ -358,10 +375,13 @@ def install(module: AnsibleModule) -> dict[str, Any]:
     secret = params["secret_content"] or {}
     files = []
     unit_changed = False
+    markers = {guard["marker"] for guard in params["spec_guard"]}
     for item, is_secret in [(i, False) for i in params["files"]] + [(i, True) for i in params["secret_files"]]:
         if is_secret and item["path"] not in secret:
             raise Refused(f"secret_content has no content for {item['path']}")
         text = secret[item["path"]] if is_secret else item["content"]
+        if item["path"] in markers and same_argv(item["path"], text):
+            continue  # the running unit's own record: nothing it runs changes (see record_keeps)
         content = (text if isinstance(text, str) else str(text)).encode("utf-8")
         owner, mode = ids(item["owner"], item["group"], check), mode_of(item["mode"], item["path"])
         differs, old = file_differs(item["path"], content, owner, mode)
