@@ -98,9 +98,22 @@ def systemd_exec_lines(argv: list[Any]) -> list[str]:
     return [" ".join(line) for line in lines]
 
 
+def _plain_data(value: Any) -> Any:
+    """``value`` as plain ``dict``, ``list`` and ``str``: Ansible hands templates its own string types (a value with its
+    origin, a vaulted one), which the YAML writer does not know; their text is what is written."""
+    if isinstance(value, Mapping):
+        return {_plain_data(k): _plain_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_data(v) for v in value]
+    if isinstance(value, str):
+        text = str(value)  # a vaulted value decrypts here
+        return text if type(text) is str else str.__str__(text)  # pylint: disable=unidiomatic-typecheck
+    return value
+
+
 def _nice_yaml(value: Any) -> str:
     """YAML as Ansible's ``to_nice_yaml(indent=2, width=2147483647)`` writes plain data."""
-    return yaml.safe_dump(value, indent=2, allow_unicode=True, default_flow_style=False, width=2147483647)
+    return yaml.safe_dump(_plain_data(value), indent=2, allow_unicode=True, default_flow_style=False, width=2147483647)
 
 
 @functools.lru_cache(maxsize=8)
