@@ -11,7 +11,6 @@ entry without a mapping fails here, so a new SGLang check nobody looked at canno
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +23,12 @@ REPO = Path(__file__).resolve().parents[2]
 VERSION = "0.5.23"
 CATALOG = REPO / "tests" / "catalog" / f"catalog-{VERSION}.json"
 MAPPING = REPO / "tests" / "catalog" / f"mapping-{VERSION}.yml"
-PLUGIN_UTILS = REPO / "collections/ansible_collections/blackwell/sglang/plugins/plugin_utils"
 KINDS = ("rule", "preflight", "not_applicable")
 ACCOUNT_FOR_IT = (
     f"read the check in the wheel (make wheel) and map it in tests/catalog/mapping-{VERSION}.yml as one of: "
-    "`rule: <id>` (write the rule in plugins/plugin_utils/sglang_rules.py, citing SGLang's file:line, with "
-    "conformance cases in tests/conformance/cases.yaml), `preflight: <why it needs config.json, the GPU or the "
-    "host>`, or `not_applicable: <why no deployment of this project reaches it>`"
+    "`rule: <id>` (write the rule in plugins/plugin_utils/sglang_rules/, citing SGLang's file:line, with "
+    "conformance cases in tests/conformance/cases.yaml; docs/contributing-rules.md), `preflight: <why it needs "
+    "config.json, the GPU or the host>`, or `not_applicable: <why no deployment of this project reaches it>`"
 )
 
 
@@ -50,19 +48,8 @@ def mapping() -> dict[str, dict[str, str]]:
 
 
 def known_rule_ids() -> set[str]:
-    """Every rule id the validator registers and every problem id it can report ({fam} over the profiles)."""
-    ids = {r.rule_id for r in sglang_rules.RULES}
-    families = {p.family for p in sglang_rules.PROFILES.values()}
-    pattern = re.compile(r"ctx\.(?:error|warn)\(\s*(f?)\"([a-z0-9_.{}]+)\"")
-    for path in PLUGIN_UTILS.glob("*.py"):
-        for is_f, text in pattern.findall(path.read_text(encoding="utf-8")):
-            if not is_f:
-                ids.add(text)
-            elif text.startswith("{"):
-                ids.update(re.sub(r"^\{[^}]+\}", fam, text) for fam in families)
-            elif text == "numeric.{dest}":
-                ids.update(f"numeric.{d}" for d in ("max_running_requests", "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill"))
-    return ids
+    """Every rule id the validator registers and every problem id it can report, as the registry declares them."""
+    return sglang_rules.problem_ids()
 
 
 def test_known_rule_ids_are_read() -> None:

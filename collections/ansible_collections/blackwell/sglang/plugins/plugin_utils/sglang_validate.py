@@ -19,7 +19,8 @@ from typing import Any
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_inputs as inputs
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ModelFacts, lookup_model
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import MAX_GPUS_PER_HOST, RENAMED, RULES, gpu_ids, run_rules
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import RENAMED, RULES, run_rules
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import MAX_GPUS_PER_HOST, gpu_ids
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import (
     ArgSpec,
     Schema,

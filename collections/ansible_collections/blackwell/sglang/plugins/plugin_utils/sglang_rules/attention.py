@@ -1,0 +1,264 @@
+"""Attention backends: the architecture profile's attention checks, tokenspeed_mla, FP4 KV caches and linear attention.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
+    _AH,
+    RAGGED_ENV,
+    _attention_backends,
+    _cc,
+    _choice,
+    _int,
+    _num,
+)
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.profiles import (
+    _REG,
+    MIN_PROFILED,
+    PROFILES,
+    ArchProfile,
+    arch_profile,
+)
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
+    KV4_BACKENDS,
+    KV4_DTYPES,
+    default_attention_backend,
+    linear_decode_backend,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
+
+
+@rule("server.tokenspeed_mla", until="0.5.23", sources=(
+    "sglang/srt/arg_groups/overrides.py:1168-1180",
+))
+def _tokenspeed_mla(ctx: Context, report: Report) -> None:
+    """tokenspeed_mla while it is a backend of its own (0.5.20-0.5.22; an alias of cutedsl_mla from 0.5.23):
+    _mla_kv_cache_dtype_checks (sglang/srt/arg_groups/overrides.py:1168-1180 in 0.5.22, :1149-1161 in 0.5.21,
+    :1263-1275 in 0.5.20) wants a Blackwell GPU and an FP8 E4M3 KV cache. kv_cache_dtype auto is refused only for
+    checkpoints without KV scales (unquantized or FP8 block), where SGLang keeps the model's 16-bit dtype."""
+    if "tokenspeed_mla" not in (_choice(ctx, "attention_backend", ""), _choice(ctx, "decode_attention_backend", "")):
+        return
+    where = "sglang/srt/arg_groups/overrides.py:1168-1180"
+    cc, kv = ctx.compute_capability, _choice(ctx, "kv_cache_dtype", "auto")
+    if cc is not None and cc[0] not in (10, 11, 12):
+        ctx.error("server.tokenspeed_mla", "attention_backend", f"the tokenspeed_mla backend runs on Blackwell GPUs "
+                  f"(SM100/SM12x) only, not compute capability {_cc(ctx)}. SGLang refuses the launch.",
+                  "use another attention backend (e.g. flashinfer or triton)", where)
+    elif kv != "fp8_e4m3" and (kv != "auto" or ctx.model.quant_method in ("", "fp8")):
+        ctx.error("server.tokenspeed_mla", "kv_cache_dtype", f"the tokenspeed_mla backend needs kv_cache_dtype fp8_e4m3 "
+                  f"in SGLang {ctx.schema.version}, not {kv}. SGLang refuses the launch.",
+                  f"set {ctx.var('kv_cache_dtype')}: fp8_e4m3", where)
+
+
+@rule("arch.profile",
+      ids=("arch.unknown", "arch.unsupported"),
+      stricter=("SGLang has no list of the GPUs it supports: on a compute capability without a profile (or older than Ampere) "
+                "its kernels fail at run time, so the validator says what it did not check"))
+def _arch_known(ctx: Context, report: Report) -> None:
+    """A compute capability without a profile is said so, never passed in silence."""
+    if ctx.compute_capability is None or ctx.compute_capability in PROFILES:
+        return
+    known = ", ".join(".".join(map(str, cc)) for cc in PROFILES)
+    if ctx.compute_capability < MIN_PROFILED:
+        ctx.error("arch.unsupported", "nvidia_gpu_compute_capability",
+                  f"compute capability {_cc(ctx)} is older than Ampere (8.0): its GPUs have no bfloat16, which the "
+                  "checkpoints this project serves are made of, and most of SGLang's kernels (FlashInfer, FP8 and FP4 "
+                  f"MoE) are not built for it. Profiled: {known}.",
+                  "serve from Ampere (8.0) or newer GPUs; if the value is a typo, set what nvidia-smi "
+                  "--query-gpu=compute_cap prints", value=_cc(ctx))
+        return
+    ctx.warn("arch.unknown", "nvidia_gpu_compute_capability",
+             f"the validator has no hardware profile for compute capability {_cc(ctx)} (profiled: {known}); the "
+             "attention, MoE, quantization and KV cache rules for the GPU were NOT checked.",
+             "check the value against nvidia-smi --query-gpu=compute_cap; if it is right, try the configuration on one "
+             "host first (or add a profile to sglang_rules.PROFILES from SGLang's own checks)", value=_cc(ctx))
+
+
+def _trtllm_in(ctx: Context, dests: tuple[str, ...]) -> bool:
+    return any(b == "trtllm_mha" for d, b in _attention_backends(ctx) if d in dests)
+
+
+@rule("arch.attention",
+      ids=("{family}.mm_attention", "{family}.trtllm_mha_kv", "{family}.trtllm_mha_cp", "{family}.linear_attention",
+           "{family}.kv_cache", "{family}.attention", "{family}.hybrid_attention",),
+      sources=(
+    "sglang/srt/arg_groups/attention_hook.py:218",
+    "sglang/srt/arg_groups/attention_hook.py:226-236",
+    "sglang/srt/layers/attention/attention_registry.py:462-476",
+))
+def _arch_attention(ctx: Context, report: Report) -> None:
+    profile = arch_profile(ctx)
+    if profile is None:
+        return
+    cc, fam = _cc(ctx), profile.family
+    hybrid_fix = " (trtllm_mha for hybrid models)" if ctx.model.hybrid_linear_attention else ""
+    for dest, backend in _attention_backends(ctx):
+        refusal = profile.attention.get(backend) or (profile.mla_attention.get(backend) if ctx.model.mla else None)
+        if refusal:
+            ctx.error(f"{fam}.attention", dest,
+                      f"{dest} {backend!r} does not work on compute capability {cc} ({profile.gpus}): {refusal.why}.",
+                      "use triton or flashinfer" + hybrid_fix, refusal.source)
+        elif (profile.hybrid_attention and ctx.model.hybrid_linear_attention and dest != "speculative_draft_attention_backend"
+              and backend not in profile.hybrid_attention):
+            ctx.error(f"{fam}.hybrid_attention", dest,
+                      f"{ctx.model.architecture} mixes linear and full attention; on compute capability {cc} its full-attention "
+                      f"layers run only on {', '.join(profile.hybrid_attention)}, not {backend!r} (SGLang asserts it when "
+                      "it builds the attention backend, after loading the weights).",
+                      "use triton (safest), flashinfer or trtllm_mha", f"{_REG}:462-476")
+    mm = ctx.args.get("mm_attention_backend")
+    if mm is not None and str(mm) in profile.mm_attention and "mm_attention_backend" in ctx.schema.arguments:
+        refusal = profile.mm_attention[str(mm)]
+        ctx.error(f"{fam}.mm_attention", "mm_attention_backend",
+                  f"mm_attention_backend {mm!r} (the vision encoder) does not work on compute capability {cc}: {refusal.why}.",
+                  "use triton_attn or sdpa, or leave it unset (SGLang picks per GPU)", refusal.source)
+    non_draft = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+    if profile.trtllm_mha_fp8_kv and _trtllm_in(ctx, non_draft) and str(ctx.args.get("kv_cache_dtype") or "") == "fp8_e4m3":
+        ctx.error(f"{fam}.trtllm_mha_kv", "kv_cache_dtype",
+                  f"trtllm_mha with kv_cache_dtype fp8_e4m3 is not supported on compute capability {cc} "
+                  "(TRTLLM FMHAv2 prefill on SM120).",
+                  "use kv_cache_dtype auto (or bf16), or the triton / flashinfer backend",
+                  "sglang/srt/arg_groups/attention_hook.py:218")
+    if profile.trtllm_mha_cp and _trtllm_in(ctx, ("attention_backend", "prefill_attention_backend")) \
+            and _int(ctx, "attn_cp_size", 1) > 1:
+        ctx.error(f"{fam}.trtllm_mha_cp", "attn_cp_size",
+                  f"prefill context parallelism (attn_cp_size={_int(ctx, 'attn_cp_size', 1)}) with the TRTLLM MHA prefill "
+                  f"backend needs SM100; compute capability {cc} has the fmha_v2 prefill path, which lacks it.",
+                  "set attn_cp_size: 1, or another prefill_attention_backend", "sglang/srt/arg_groups/attention_hook.py:226-236")
+    if profile.linear_flashinfer_bf16:
+        _linear_flashinfer(ctx, profile)
+    kv = str(ctx.args.get("kv_cache_dtype") or "")
+    if kv in profile.kv_cache:
+        refusal = profile.kv_cache[kv]
+        ctx.error(f"{fam}.kv_cache", "kv_cache_dtype",
+                  f"kv_cache_dtype {kv!r} does not work on compute capability {cc}: {refusal.why}.",
+                  "use kv_cache_dtype auto, bf16 or fp8_e4m3", refusal.source)
+
+
+def _linear_flashinfer(ctx: Context, profile: ArchProfile) -> None:
+    """FlashInfer GDN decode / verify on SM100+ needs mamba_ssm_dtype bfloat16 (unset is refused too)."""
+    if ctx.args.get("mamba_ssm_dtype") == "bfloat16":
+        return
+    decode_dest = "linear_attn_decode_backend" if ctx.args.get("linear_attn_decode_backend") else "linear_attn_backend"
+    decode = ctx.args.get(decode_dest)
+    verify = ctx.args.get("linear_attn_verify_backend")
+    for dest, backend, line in ((decode_dest, decode, "333-344"), ("linear_attn_verify_backend", verify, "366-375")):
+        if backend == "flashinfer":
+            ctx.error(f"{profile.family}.linear_attention", dest,
+                      f"{dest} flashinfer on compute capability {_cc(ctx)} (SM100 and newer) keeps the linear-attention "
+                      f"state in bfloat16 and needs mamba_ssm_dtype bfloat16; it is "
+                      f"{ctx.args.get('mamba_ssm_dtype') or 'unset'}.",
+                      f"set {ctx.var('mamba_ssm_dtype')}: bfloat16, or use the triton linear-attention backend",
+                      f"sglang/srt/arg_groups/attention_hook.py:{line}")
+            return
+
+
+# _mla_kv_cache_dtype_checks (sglang/srt/arg_groups/overrides.py:1203-1218): TRTLLM MLA runs fp8_e4m3, bf16 or auto
+# KV caches; these dtypes are certainly none of them (the check compares the spelling: bfloat16 is refused, bf16 not).
+TRTLLM_MLA_BAD_KV = ("fp8_e5m2", "mxfp8", "bfloat16", *KV4_DTYPES)
+
+
+@rule("kv4.attention", sources=(
+    "sglang/srt/arg_groups/kv_cache_hook.py:277-316",
+    "sglang/srt/arg_groups/overrides.py:1214-1217",
+))
+def _kv4_attention(ctx: Context, report: Report) -> None:
+    """An FP4 KV cache against the attention backends SGLang resolves (kv_cache_hook.py:112-316), and the KV cache
+    dtypes of TRTLLM MLA."""
+    kv = ctx.args.get("kv_cache_dtype")
+    if kv not in (*KV4_DTYPES, *TRTLLM_MLA_BAD_KV) or ctx.model.family == "unknown":
+        return
+    backend = ctx.args.get("attention_backend")
+    prefill, decode = ctx.args.get("prefill_attention_backend"), ctx.args.get("decode_attention_backend")
+    if prefill is not None and prefill == decode:
+        backend = prefill  # sglang/srt/arg_groups/overrides.py:1127-1131
+    # 0.5.20 also resolves the unset prefill/shared backend next to an explicit decode one and checks it (below).
+    if backend is None and prefill is None and (decode is None or not added_in(ctx, "0.5.21")):
+        backend = default_attention_backend(ctx)
+    if "trtllm_mla" in (backend, decode) and kv in TRTLLM_MLA_BAD_KV:
+        ctx.error("kv4.attention", "kv_cache_dtype",
+                  f"the TRTLLM MLA attention backend runs kv_cache_dtype fp8_e4m3, bf16 or auto only, not {kv}"
+                  + ("" if ctx.args.get("attention_backend") or decode else " (trtllm_mla is SGLang's choice for this "
+                     "model on this GPU: the attention backend is unset)") + "; SGLang refuses it at start-up.",
+                  ("write kv_cache_dtype bf16 (the spelling TRTLLM MLA takes), or use another attention backend"
+                   if kv == "bfloat16" else
+                   "use kv_cache_dtype fp8_e4m3 (or auto), or another attention backend (e.g. flashinfer)"),
+                  "sglang/srt/arg_groups/overrides.py:1214-1217")
+        return
+    if kv not in KV4_DTYPES:
+        return
+    fa4, mla = (prefill or backend) == "fa4", bool(ctx.model.mla)
+    if fa4:
+        checked, dest = decode or backend, "decode_attention_backend"
+    else:
+        if (prefill or backend) != (decode or backend):
+            return  # SGLang only warns about the mixed pair (kv_cache_hook.py:262-274)
+        checked, dest = backend, "attention_backend"
+    # From 0.5.21 an nvfp4 cache may get backends chosen for it (handle_nvfp4_prefill_kv_dequant_dtype): only explicit
+    # ones are checked; 0.5.20 checks the resolved backend of every FP4 cache alike (kv_cache_hook.py:40-110 there).
+    if checked is None or (kv == "nvfp4" and added_in(ctx, "0.5.21") and not ctx.args.get(dest)
+                           and not ctx.args.get("attention_backend")):
+        return
+    allowed = KV4_BACKENDS[(fa4, mla)]
+    if checked in allowed:
+        return
+    chosen = "" if ctx.args.get(dest) or prefill is not None else " (SGLang's default here: the key is unset)"
+    ctx.error("kv4.attention", "kv_cache_dtype",
+              f"kv_cache_dtype {kv} ({'MLA' if mla else 'MHA'} model{', FA4 prefill' if fa4 else ''}) runs with "
+              f"{dest} {' / '.join(allowed)} only; it would be {checked!r}{chosen}. SGLang refuses it at start-up.",
+              f"set sglang_args.{dest}: {allowed[0]}, or use kv_cache_dtype auto or fp8_e4m3",
+              "sglang/srt/arg_groups/kv_cache_hook.py:277-316")
+
+
+@rule("server.linear_attn", file=_AH, sources=(
+    "sglang/srt/arg_groups/attention_hook.py:319",
+    "sglang/srt/arg_groups/attention_hook.py:452",
+    "sglang/srt/arg_groups/attention_hook.py:411",
+    "sglang/srt/arg_groups/attention_hook.py:460",
+    "sglang/srt/arg_groups/attention_hook.py:435",
+    "sglang/srt/arg_groups/attention_hook.py:484",
+    "sglang/srt/arg_groups/attention_hook.py:500",
+))
+def _linear_attn(ctx: Context, report: Report) -> None:
+    """handle_linear_attn_backend's FlashKDA and ReplaySSM checks (attention_hook.py:317-505), which SGLang runs on
+    every launch, linear-attention model or not."""
+    if _choice(ctx, "linear_attn_decode_backend", "") == "flashkda":
+        report.refuse("linear_attn_decode_backend", "linear_attn_decode_backend flashkda: FlashKDA is a prefill-only kernel.",
+                      f"set {ctx.var('linear_attn_prefill_backend')}: flashkda instead (decode stays on triton)", 319)
+        return
+    decode = linear_decode_backend(ctx)
+    replay, spec = ctx.is_set("enable_linear_replayssm"), ctx.is_set("enable_linear_replayssm_spec")
+    if replay:
+        length = _num(ctx, "linear_replayssm_cache_len")
+        if decode is not None and decode not in ("triton", "helion"):
+            report.refuse("linear_attn_decode_backend", f"enable_linear_replayssm needs the triton (or, for KDA, helion) "
+                          f"linear-attention decode backend, not {decode}.", f"set {ctx.var('linear_attn_decode_backend')}: "
+                          "triton, or remove enable_linear_replayssm", 411)
+        elif length is not None and length < 1:
+            report.refuse("linear_replayssm_cache_len", f"linear_replayssm_cache_len={length} must be at least 1.",
+                          f"set {ctx.var('linear_replayssm_cache_len')} >= 1, or remove it (default 16)", 435)
+    if not spec:
+        return
+    topk = _num(ctx, "speculative_eagle_topk")
+    ragged = ctx.env.get(RAGGED_ENV, "static")
+    algo = _choice(ctx, "speculative_algorithm", "").upper()
+    verify = _choice(ctx, "linear_attn_verify_backend", "")
+    if topk is not None and topk != 1:
+        report.refuse("speculative_eagle_topk", f"enable_linear_replayssm_spec needs a linear draft chain (speculative_eagle_topk "
+                      f"1), not speculative_eagle_topk={topk}.", f"set {ctx.var('speculative_eagle_topk')}: 1, or remove "
+                      "enable_linear_replayssm_spec", 452)
+    elif decode is not None and decode not in ("triton", "flashinfer"):
+        report.refuse("linear_attn_decode_backend", f"enable_linear_replayssm_spec needs the triton or flashinfer linear-attention "
+                      f"decode backend, not {decode}.", f"set {ctx.var('linear_attn_decode_backend')}: triton", 460)
+    elif ragged != "static" and (algo not in ("DSPARK", "DFLASH") or verify not in ("triton", "nv_cutedsl")):
+        report.refuse(f"sglang_env.{RAGGED_ENV}", f"enable_linear_replayssm_spec with {RAGGED_ENV}={ragged} needs DSPARK or "
+                      "DFLASH and linear_attn_verify_backend triton or nv_cutedsl.",
+                      f"remove sglang_env.{RAGGED_ENV} (static), or use those", 484)
+    elif replay:
+        report.refuse("enable_linear_replayssm_spec", "enable_linear_replayssm_spec and enable_linear_replayssm are mutually "
+                      "exclusive (they drive the same ring with different cursors).",
+                      f"remove {ctx.var('enable_linear_replayssm')} or {ctx.var('enable_linear_replayssm_spec')}", 500)

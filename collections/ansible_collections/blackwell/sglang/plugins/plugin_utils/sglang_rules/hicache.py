@@ -1,0 +1,81 @@
+"""Hierarchical KV cache (HiCache) and its storage backends.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import _HCH, _choice, _given, _int, _json_arg, _num
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
+
+
+@rule("server.hicache", since="0.5.21", shared=True, file=_HCH, sources=(
+    "sglang/srt/arg_groups/hicache_hook.py:117",
+))
+def _hicache_host_memory(ctx: Context, report: Report) -> None:
+    """hicache_host_memory_fraction in (0, 1] (hicache_hook.py:117, new in 0.5.21)."""
+    fraction = _num(ctx, "hicache_host_memory_fraction")
+    if fraction is not None and not 0 < fraction <= 1:
+        report.refuse("hicache_host_memory_fraction", f"hicache_host_memory_fraction={fraction} is outside (0, 1].",
+                      f"set {ctx.var('hicache_host_memory_fraction')} in (0, 1], or remove it (0.8)", 117)
+
+
+@rule("server.hicache", shared=True, file=_HCH, sources=(
+    "sglang/srt/arg_groups/hicache_hook.py:28",
+    "sglang/srt/arg_groups/hicache_hook.py:43",
+    "sglang/srt/arg_groups/hicache_hook.py:273",
+))
+def _hicache(ctx: Context, report: Report) -> None:
+    """handle_hicache and its helpers (hicache_hook.py), on the flags."""
+    config = _json_arg(ctx, "unified_cache_external_linker_config")
+    if added_in(ctx, "0.5.23") and _given(ctx, "unified_cache_external_linker_config") and config is not None and \
+            not isinstance(config, dict):
+        report.refuse("unified_cache_external_linker_config", "unified_cache_external_linker_config must be a JSON object.",
+                      f"write {ctx.var('unified_cache_external_linker_config')} as a mapping", 28)
+        return
+    linker = ctx.is_set("enable_unified_cache_external_linker")
+    if added_in(ctx, "0.5.21") and ctx.is_set("enable_linker_mla_dedup") and not (
+            linker and _choice(ctx, "unified_cache_external_linker_backend", "mooncake") == "mooncake"):
+        report.refuse("enable_linker_mla_dedup", "enable_linker_mla_dedup needs the Mooncake external linker "
+                      "(enable_unified_cache_external_linker, backend mooncake).",
+                      f"set {ctx.var('enable_unified_cache_external_linker')}: true, or remove enable_linker_mla_dedup", 43)
+        return
+    if linker:
+        for bad, dest, why, line in (
+            (added_in(ctx, "0.5.23") and (ctx.is_set("disable_radix_cache") or _given(ctx, "radix_cache_backend")),
+             "disable_radix_cache", "needs the default radix cache (no disable_radix_cache, no radix_cache_backend)", 46),
+            (ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache", "and enable_hierarchical_cache are "
+             "mutually exclusive", 51),
+            (_given(ctx, "hicache_storage_backend"), "hicache_storage_backend", "does not use hicache_storage_backend", 56),
+        ):
+            if bad:
+                report.refuse(dest, f"enable_unified_cache_external_linker {why}.", f"remove {ctx.var(dest)}", line)
+                return
+        return
+    if not ctx.is_set("enable_hierarchical_cache"):
+        return
+    storage = _given(ctx, "hicache_storage_backend")
+    buffer_only = _choice(ctx, "hicache_host_memory_mode", "cache") == "buffer_only"
+    if buffer_only and not storage:
+        report.refuse("hicache_host_memory_mode", "hicache_host_memory_mode buffer_only needs hicache_storage_backend (host "
+                      "memory is only a staging buffer).", f"set {ctx.var('hicache_storage_backend')}, or "
+                      "hicache_host_memory_mode: cache", 273)
+        return
+    if _int(ctx, "dcp_size", 1) > 1:
+        algo = str(ctx.args.get("speculative_algorithm") or "").upper() if _given(ctx, "speculative_algorithm") else ""
+        for bad, dest, why, line in (
+            (storage and buffer_only, "hicache_host_memory_mode", "buffer_only host memory with a storage backend", 138),
+            # Before 0.5.23 any storage backend (L3) with DCP (hicache_hook.py:115-116 in 0.5.21 and 0.5.22, :89-90 in 0.5.20).
+            (storage and not added_in(ctx, "0.5.23"), "hicache_storage_backend", "a storage backend (L3)",
+             "115-116 (0.5.21, 0.5.22; 0.5.20 :89-90)"),
+            (algo not in ("", "DSPARK"), "speculative_algorithm", f"speculative decoding other than DSPARK ({algo})", 142),
+            (ctx.is_set("enable_lmcache"), "enable_lmcache", "enable_lmcache", 148),
+            (ctx.is_set("enable_hisparse"), "enable_hisparse", "enable_hisparse", 153),
+        ):
+            if bad:
+                report.refuse(dest, f"HiCache with decode context parallelism (dcp_size > 1) does not support {why}.",
+                              f"remove {ctx.var(dest)}, or set dcp_size: 1", line)
+                return

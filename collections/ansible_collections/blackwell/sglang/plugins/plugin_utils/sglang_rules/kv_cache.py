@@ -1,0 +1,353 @@
+"""KV cache and memory: KV cache dtypes and their backends, chunked prefill against the page size, unified
+memory and the mamba radix cache.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
+    _KVH,
+    MAMBA_EXTRA_BUFFER,
+    _attention_backends,
+    _choice,
+    _given,
+    _int,
+    _json_arg,
+    _num,
+    _spec_values,
+)
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
+    NVFP4_PREFILL_BACKEND,
+    QWEN35_OVERRIDE_PAGE,
+    attention_dp_on,
+    attention_dp_width,
+    possible_default_chunked_prefill_sizes,
+    qwen35_sm100_backend,
+    qwen35_sm100_picks_triton,
+    resolved_attention_backends,
+    resolved_page_size,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
+
+
+@rule("mamba.no_buffer", ids=("mamba.no_buffer", "mamba.trtllm_mha"), sources=(
+    "sglang/srt/arg_groups/mamba_hook.py:158",
+    "sglang/srt/arg_groups/mamba_hook.py:161",
+))
+def _mamba_no_buffer(ctx: Context, report: Report) -> None:
+    if str(ctx.args.get("mamba_radix_cache_strategy") or "") != "no_buffer":
+        return
+    if any(b == "trtllm_mha" for d, b in _attention_backends(ctx) if d != "speculative_draft_attention_backend"):
+        ctx.error("mamba.trtllm_mha", "mamba_radix_cache_strategy",
+                  "trtllm_mha does not support mamba_radix_cache_strategy no_buffer.",
+                  "use mamba_radix_cache_strategy extra_buffer, or the triton backend",
+                  "sglang/srt/arg_groups/mamba_hook.py:161")
+    if ctx.is_set("disable_overlap_schedule") or (ctx.model.known and not ctx.model.hybrid_linear_attention):
+        return
+    ctx.error("mamba.no_buffer", "mamba_radix_cache_strategy",
+              "mamba_radix_cache_strategy no_buffer needs the overlap scheduler off; SGLang asserts otherwise.",
+              "use extra_buffer (recommended), or also set disable_overlap_schedule: true",
+              "sglang/srt/arg_groups/mamba_hook.py:158")
+
+
+@rule("server.kv_cache", shared=True, file=_KVH, sources=(
+    "sglang/srt/arg_groups/kv_cache_hook.py:394",
+    "sglang/srt/arg_groups/kv_cache_hook.py:431",
+    "sglang/srt/arg_groups/kv_cache_hook.py:380-391",
+))
+def _kv_cache(ctx: Context, report: Report) -> None:
+    """handle_cache_compatibility and validate_prefill_only_disable_kv_cache_args (kv_cache_hook.py), on the flags."""
+    if added_in(ctx, "0.5.21") and _choice(ctx, "radix_eviction_policy", "lru") == "tlru":
+        config = _json_arg(ctx, "radix_eviction_policy_config")
+        config = config if isinstance(config, dict) else {}
+        threshold, estimate = config.get("threshold", 0), config.get("next_prompt_estimate", 0)
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (threshold, estimate))
+        if numbers and (threshold < 0 or estimate < 0 or threshold <= estimate):
+            report.refuse("radix_eviction_policy_config", f"radix_eviction_policy tlru needs radix_eviction_policy_config with "
+                          f"threshold > next_prompt_estimate >= 0 (got {threshold} and {estimate}).",
+                          f"set {ctx.var('radix_eviction_policy_config')}: {{threshold: ..., next_prompt_estimate: ...}} with "
+                          "threshold the larger, or another radix_eviction_policy", "380-391")
+    radix_off = ctx.is_set("disable_radix_cache")
+    if ctx.is_set("enable_hierarchical_cache") and radix_off:
+        report.refuse("disable_radix_cache", "enable_hierarchical_cache and disable_radix_cache are mutually exclusive.",
+                      f"remove {ctx.var('disable_radix_cache')} or {ctx.var('enable_hierarchical_cache')}", 394)
+    tails = _num(ctx, "swa_prefix_tails")
+    if added_in(ctx, "0.5.21") and tails is not None and tails < 0:
+        report.refuse("swa_prefix_tails", f"swa_prefix_tails={tails} is negative.", f"set {ctx.var('swa_prefix_tails')} >= 0", 431)
+    if ctx.is_set("enable_lmcache"):
+        lmcache = added_in(ctx, "0.5.21")  # 0.5.20 has the DCP check alone (hicache_hook.py:104)
+        for bad, dest, why, line in (
+            (lmcache and ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache", "enable_hierarchical_cache",
+             435),
+            (lmcache and ctx.is_set("enable_unified_cache_external_linker"), "enable_unified_cache_external_linker",
+             "enable_unified_cache_external_linker", 440),
+            (lmcache and radix_off, "disable_radix_cache", "disable_radix_cache (LMCache needs the radix cache)", 445),
+            (lmcache and _given(ctx, "speculative_algorithm") and not ctx.is_set("enable_return_aux_hidden_states"),
+             "speculative_algorithm", "speculative decoding", 450),
+            (lmcache and attention_dp_on(ctx), "attn_dp_size", "attention DP", 454),
+            (_int(ctx, "dcp_size", 1) > 1, "dcp_size", "decode context parallelism (dcp_size > 1)", 458),
+            (lmcache and ctx.is_set("enable_streaming_session"), "enable_streaming_session", "streaming sessions", 463),
+            (lmcache and _choice(ctx, "hicache_host_memory_mode", "cache") == "buffer_only", "hicache_host_memory_mode",
+             "hicache_host_memory_mode buffer_only (a HiCache-only mode)", 467),
+        ):
+            if bad:
+                report.refuse(dest, f"enable_lmcache does not work with {why}.", f"remove {ctx.var(dest)} or "
+                              f"{ctx.var('enable_lmcache')}", line)
+                break
+    if ctx.is_set("prefill_only_disable_kv_cache"):
+        kv = _choice(ctx, "kv_cache_dtype", "auto")
+        for bad, dest, why, line in (
+            (kv in ("nvfp4", "fp4_mx_block16", "mxfp8"), "kv_cache_dtype", f"kv_cache_dtype {kv}", "886-896"),
+            (_int(ctx, "attn_cp_size", 1) > 1, "attn_cp_size", "attn_cp_size > 1", 920),
+            (ctx.is_set("enable_prefill_cp"), "enable_prefill_cp", "enable_prefill_cp", 926),
+            (ctx.is_set("enable_hisparse"), "enable_hisparse", "enable_hisparse", 935),
+        ):
+            if bad:
+                report.refuse(dest, f"prefill_only_disable_kv_cache does not work with {why}.",
+                              f"remove {ctx.var(dest)} or {ctx.var('prefill_only_disable_kv_cache')}", line)
+                break
+
+
+@rule("mamba.extra_buffer", sources=(
+    "sglang/srt/arg_groups/overrides.py:453-488",
+    "sglang/srt/arg_groups/mamba_hook.py:117",
+    "sglang/srt/arg_groups/overrides.py:438-450",
+    "sglang/srt/arg_groups/mamba_hook.py:124-127",
+    "sglang/srt/arg_groups/mamba_hook.py:132-133",
+    "sglang/srt/arg_groups/mamba_hook.py:134-135",
+    "sglang/srt/arg_groups/model_hook.py:1063",
+    "sglang/srt/arg_groups/mamba_hook.py:157",
+))
+def _mamba_extra_buffer(ctx: Context, report: Report) -> None:
+    """handle_mamba_radix_cache / validate_mamba_extra_buffer / validate_mamba_no_buffer (page size) for the
+    architectures of the model table.
+
+    SGLang resolves the strategy first (sglang/srt/arg_groups/overrides.py:453-488): nothing with the radix cache
+    off; ``auto`` becomes extra_buffer when the overlap scheduler is on or pages are larger than 1 and the model
+    supports it (its architecture with linear_attn_backend triton, :438-450), else no_buffer.
+    """
+    arch = ctx.model.architecture
+    if ctx.model.family == "unknown" or ctx.is_set("disable_radix_cache"):  # not in the architecture table
+        return
+    strategy = str(ctx.get("mamba_radix_cache_strategy", "auto"))
+    backend = str(ctx.get("linear_attn_backend", "triton"))
+    if not ctx.model.hybrid_linear_attention:
+        if strategy in MAMBA_EXTRA_BUFFER:
+            ctx.error("mamba.extra_buffer", "mamba_radix_cache_strategy",
+                      f"mamba_radix_cache_strategy {strategy} needs a model with mamba (linear-attention) state; "
+                      f"{arch} has none. SGLang refuses it at start-up.",
+                      f"remove {ctx.var('mamba_radix_cache_strategy')} (it is for hybrid models such as Qwen3.5 and "
+                      "Qwen3-Next)", "sglang/srt/arg_groups/model_hook.py:1063")
+        return
+    page = _num(ctx, "page_size")
+    override = qwen35_sm100_backend(ctx)
+    if override is not None:
+        # The Qwen3.5 override's page replaces the host's before the strategy resolves and the mamba checks run
+        # (sglang/srt/arg_groups/model_hook.py:233-236, :737; qwen35_sm100_backend).
+        page = QWEN35_OVERRIDE_PAGE[override]
+    forced = "" if override is None else (f" (SGLang's {arch} override on SM100 sets it with attention backend "
+                                          f"{override}, in place of the host's page_size: model_overrides/qwen3_5.py:48)")
+    paging = page is not None and page > 1
+    if strategy == "auto":
+        strategy = ("extra_buffer" if (not ctx.is_set("disable_overlap_schedule") or paging) and backend == "triton"
+                    else "no_buffer")
+    if strategy not in MAMBA_EXTRA_BUFFER:
+        if paging:
+            ctx.error("mamba.extra_buffer", "page_size",
+                      f"page_size={page}{forced} with the mamba radix cache strategy no_buffer (what {arch} resolves to "
+                      "here): SGLang's no_buffer cache supports page_size 1 only.",
+                      "remove sglang_args.page_size (or set 1), or use mamba_radix_cache_strategy extra_buffer with "
+                      "linear_attn_backend triton", "sglang/srt/arg_groups/mamba_hook.py:157")
+        return
+    if backend != "triton":
+        ctx.error("mamba.extra_buffer", "mamba_radix_cache_strategy",
+                  f"mamba_radix_cache_strategy {strategy} on {arch} needs linear_attn_backend triton (got {backend!r}); "
+                  "SGLang refuses other linear-attention backends with it.",
+                  "set sglang_args.linear_attn_backend: triton, or mamba_radix_cache_strategy: no_buffer "
+                  "(with disable_overlap_schedule: true)",
+                  "sglang/srt/arg_groups/mamba_hook.py:117, sglang/srt/arg_groups/overrides.py:438-450")
+        return
+    mode = str(ctx.get("disaggregation_mode", "null"))
+    if strategy == "extra_buffer_lazy" and mode != "null":
+        ctx.error("mamba.extra_buffer", "mamba_radix_cache_strategy",
+                  f"mamba_radix_cache_strategy extra_buffer_lazy is not supported with disaggregation_mode {mode}.",
+                  "use mamba_radix_cache_strategy: extra_buffer", "sglang/srt/arg_groups/mamba_hook.py:124-127")
+    interval = _int(ctx, "mamba_track_interval", 256)
+    # SGLang asserts on the value as given, speculative decoding on or off: validate_mamba_extra_buffer runs from
+    # handle_model_specific_adjustments (sglang/srt/arg_groups/model_hook.py:737, pipeline.py:225), before
+    # handle_speculative_decoding fills a default in (pipeline.py:306), so an unset speculative_num_draft_tokens is
+    # never compared and a set one always is.
+    draft = _num(ctx, "speculative_num_draft_tokens")
+    if draft is not None and interval < draft:
+        ctx.error("mamba.extra_buffer", "mamba_track_interval",
+                  f"mamba_track_interval={interval} is below speculative_num_draft_tokens={draft}; SGLang's mamba "
+                  "extra_buffer cache asserts it is at least that"
+                  + ("" if ctx.args.get("speculative_algorithm") else
+                     ", even with speculative decoding off (the value is compared as given)") + ".",
+                  f"set sglang_args.mamba_track_interval >= {draft}"
+                  + ("" if ctx.args.get("speculative_algorithm") else
+                     ", or remove sglang_args.speculative_num_draft_tokens (no speculative_algorithm uses it)"),
+                  "sglang/srt/arg_groups/mamba_hook.py:132-133")
+    if page is not None and page > 0 and interval % page:
+        ctx.error("mamba.extra_buffer", "page_size",
+                  f"mamba_track_interval={interval} is not a multiple of page_size={page}{forced}; SGLang's mamba "
+                  "extra_buffer cache asserts it is.",
+                  f"use a page_size that divides {interval} (e.g. 1, 16, 64)" if override is None else
+                  f"set sglang_args.mamba_track_interval to a multiple of {page}",
+                  "sglang/srt/arg_groups/mamba_hook.py:134-135")
+
+
+@rule("memory.chunked_page", sources=(
+    "sglang/srt/arg_groups/validation_hook.py:241-246",
+    "sglang/srt/arg_groups/validation_hook.py:244",
+))
+def _chunked_page(ctx: Context, report: Report) -> None:
+    """check_server_args (sglang/srt/arg_groups/validation_hook.py:241-246) on the values SGLang settles on.
+
+    numeric.chunked_prefill_size checks the host's own pair; this covers SGLang's default chunked_prefill_size (by
+    the GPU's memory, memory_hook.py:88-180: exact when the memory is known, else refused only when no default the
+    architecture's GPUs can get is a multiple: possible_default_chunked_prefill_sizes) and the page size an
+    attention backend forces (resolved_page_size). With attention DP the check sees the size divided by the width
+    (parallel_hook.py:326-331).
+    """
+    if ctx.model.family == "unknown" or str(ctx.get("disaggregation_mode", "null")) == "decode":
+        return
+    page, chunk = resolved_page_size(ctx), ctx.args.get("chunked_prefill_size")
+    if page is None or page <= 1 or (chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool))):
+        return
+    override = qwen35_sm100_backend(ctx)
+    host_page = ctx.args.get("page_size") if override is None else None  # the Qwen3.5 override replaces it
+    if chunk is not None and (chunk <= 0 or page == host_page):
+        return  # disabled, or the host's own pair (numeric.chunked_prefill_size)
+    sizes = [chunk] if chunk is not None else list(possible_default_chunked_prefill_sizes(ctx))
+    width = attention_dp_width(ctx)
+    if all(size // width > 0 and (size // width) % page for size in sizes):
+        forced = page != host_page
+        what = (f"chunked_prefill_size={chunk}" if chunk is not None else
+                f"SGLang's default chunked_prefill_size ({' / '.join(map(str, sizes))}, by the GPUs' memory)")
+        if width > 1:
+            what += f" per attention-DP rank (divided by {width}: {' / '.join(str(x // width) for x in sizes)})"
+        why = (f" (which SGLang's {ctx.model.architecture} override on SM100 sets with attention backend {override} "
+               "in place of the host's page_size: model_overrides/qwen3_5.py:25-49)"
+               if override is not None and page == QWEN35_OVERRIDE_PAGE[override] else
+               " (which the attention backend forces)" if forced else "")
+        ctx.error("memory.chunked_page", "chunked_prefill_size" if chunk is not None else "page_size",
+                  f"{what} is not a multiple of the page size {page}" + why + "; SGLang refuses the pair at start-up.",
+                  f"set sglang_args.chunked_prefill_size to a multiple of {page}" if chunk is not None else
+                  f"use a power-of-two page_size (e.g. 16 or 64), or set sglang_args.chunked_prefill_size to a multiple "
+                  f"of {page}", "sglang/srt/arg_groups/validation_hook.py:244")
+
+
+@rule("server.unified_memory", file=_KVH, sources=(
+    "sglang/srt/arg_groups/kv_cache_hook.py:783",
+))
+def _unified_memory(ctx: Context, report: Report) -> None:
+    """handle_page_major_kv_layout and handle_unified_memory_pool (kv_cache_hook.py:528-861) on the flags."""
+    unified, page_major = ctx.is_set("enable_unified_memory"), ctx.is_set("enable_page_major_kv_layout")
+    if page_major and not unified:
+        report.refuse("enable_page_major_kv_layout", "enable_page_major_kv_layout without enable_unified_memory is unsupported "
+                      "in this release.", f"remove {ctx.var('enable_page_major_kv_layout')} (enable_unified_memory implies it)", 783)
+        return
+    if not unified:
+        return
+    mamba = _choice(ctx, "mamba_backend", "triton")
+    raw = _choice(ctx, "speculative_algorithm", "").upper()
+    algo = {"NEXTN": "EAGLE"}.get(raw, raw)
+    topk = _num(ctx, "speculative_eagle_topk")
+    if topk is None and algo in ("EAGLE", "EAGLE3") and ctx.model.known and not ctx.is_set("speculative_adaptive") \
+            and all(v is None for v in _spec_values(ctx)):
+        topk = ctx.model.spec_auto[1]  # _auto_choose_speculative_params (spec.triple)
+    for bad, dest, why, line in (
+        (mamba != "triton", "mamba_backend", f"enable_unified_memory (page-major layout) needs the Triton Mamba kernels, "
+         f"not mamba_backend {mamba}", 858),
+        (added_in(ctx, "0.5.22") and algo not in ("", "DSPARK", "EAGLE", "EAGLE3", "DFLASH"), "speculative_algorithm",
+         f"enable_unified_memory supports DSPARK, DFLASH, EAGLE / NEXTN and EAGLE3 speculative decoding only, not {raw}", 588),
+        # Before 0.5.22 DSPARK only, with a linear chain (kv_cache_hook.py:545-557 in 0.5.21, :225-237 in 0.5.20).
+        (not added_in(ctx, "0.5.22") and algo not in ("", "DSPARK"), "speculative_algorithm",
+         f"enable_unified_memory supports DSPARK speculative decoding only in this release, not {raw}",
+         "545 (0.5.21; 0.5.20 :225)"),
+        (not added_in(ctx, "0.5.22") and algo == "DSPARK" and _num(ctx, "speculative_eagle_topk") not in (None, 1),
+         "speculative_eagle_topk", "enable_unified_memory with DSPARK supports a linear draft chain only "
+         "(speculative_eagle_topk 1)", "552 (0.5.21; 0.5.20 :232)"),
+        (algo in ("EAGLE", "EAGLE3") and topk is not None and topk != 1, "speculative_eagle_topk",
+         f"enable_unified_memory supports a linear draft chain only (speculative_eagle_topk 1), not {topk}", 601),
+        (ctx.is_set("enable_two_batch_overlap"), "enable_two_batch_overlap",
+         "enable_unified_memory does not support enable_two_batch_overlap", 653),
+        (added_in(ctx, "0.5.21") and ctx.is_set("enable_lmcache"), "enable_lmcache",
+         "enable_unified_memory does not work with enable_lmcache", 658),
+        # 0.5.20 refuses HiCache and LMCache in one assert (kv_cache_hook.py:256-260 there).
+        (not added_in(ctx, "0.5.21") and (ctx.is_set("enable_hierarchical_cache") or ctx.is_set("enable_lmcache")),
+         "enable_hierarchical_cache" if ctx.is_set("enable_hierarchical_cache") else "enable_lmcache",
+         "enable_unified_memory does not work with enable_hierarchical_cache or enable_lmcache in this release",
+         "256-260 (0.5.20)"),
+        (added_in(ctx, "0.5.22") and ctx.is_set("enable_unified_cache_external_linker"), "enable_unified_cache_external_linker",
+         "enable_unified_memory does not support enable_unified_cache_external_linker", 663),
+        (added_in(ctx, "0.5.22") and algo in ("EAGLE", "EAGLE3") and ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache",
+         "enable_unified_memory with EAGLE / EAGLE3 does not support enable_hierarchical_cache", 678),
+    ):
+        if bad:
+            report.refuse(dest, why + ".", f"fix {ctx.var(dest)}, or remove {ctx.var('enable_unified_memory')}", line)
+            return
+
+
+@rule("server.kv_cache", shared=True, file=_KVH, sources=(
+    "sglang/srt/arg_groups/kv_cache_hook.py:428",
+    "sglang/srt/arg_groups/kv_cache_hook.py:41",
+    "sglang/srt/arg_groups/kv_cache_hook.py:344",
+    "sglang/srt/arg_groups/kv_cache_hook.py:53",
+    "sglang/srt/arg_groups/kv_cache_hook.py:71",
+    "sglang/srt/arg_groups/kv_cache_hook.py:80",
+))
+def _kv_cache_resolved(ctx: Context, report: Report) -> None:
+    """handle_nvfp4_prefill_kv_dequant_dtype, handle_prefill_only_disable_kv_cache and handle_cache_compatibility's
+    SWA ratio (kv_cache_hook.py:35-92, 335-349, 427)."""
+    kv, requested = _choice(ctx, "kv_cache_dtype", "auto"), _choice(ctx, "prefill_kv_cache_dequant_dtype", "auto")
+    prefill, base = _choice(ctx, "prefill_attention_backend", ""), _choice(ctx, "attention_backend", "")
+    decode = _choice(ctx, "decode_attention_backend", "")
+    if not added_in(ctx, "0.5.21"):  # handle_nvfp4_prefill_kv_dequant_dtype is new in 0.5.21
+        pass
+    elif kv != "nvfp4" and requested != "auto":
+        report.refuse("prefill_kv_cache_dequant_dtype", f"prefill_kv_cache_dequant_dtype {requested} applies only with "
+                      "kv_cache_dtype nvfp4.", f"remove {ctx.var('prefill_kv_cache_dequant_dtype')}", 41)
+    elif kv == "nvfp4":
+        cc = ctx.compute_capability
+        chosen = ""
+        if not prefill and not base and qwen35_sm100_picks_triton(ctx):
+            chosen = base = "triton"
+        explicit = prefill or base
+        by_backend = {b: d for d, b in NVFP4_PREFILL_BACKEND.items()}
+        if requested == "auto" and explicit and explicit not in by_backend:
+            report.refuse("prefill_attention_backend" if prefill else "attention_backend",
+                          f"kv_cache_dtype nvfp4 prefills through flashinfer (FP8 workspace) or trtllm_mha (native NVFP4); "
+                          f"{explicit} provides neither"
+                          + (f" (SGLang's {ctx.model.architecture} override picks triton on SM100 when the attention backend "
+                             "is unset and trtllm_mha is not its default there or nothing asks for it: an explicit extra_buffer "
+                             "mamba strategy, a disabled radix cache or speculative decoding; model_overrides/qwen3_5.py:25-49)"
+                             if chosen else "") + ".",
+                          "set attention_backend: trtllm_mha (native NVFP4) or flashinfer (FP8 workspace)" if chosen else
+                          "remove the attention backend option (NVFP4 selects its own)", 53)
+            return
+        if requested == "auto":
+            requested = by_backend.get(explicit) or ("" if cc is None else "nvfp4" if cc[0] == 10 else "fp8_e4m3")
+        target = NVFP4_PREFILL_BACKEND.get(requested)
+        if prefill and target and prefill != target:
+            report.refuse("prefill_attention_backend", f"kv_cache_dtype nvfp4 with prefill dequant dtype {requested} needs the "
+                          f"{target} prefill backend, not prefill_attention_backend {prefill}.",
+                          f"remove {ctx.var('prefill_attention_backend')} and choose the dtype only", 71)
+        elif decode not in ("", "trtllm_mha"):
+            report.refuse("decode_attention_backend", f"kv_cache_dtype nvfp4 decodes with trtllm_mha, not {decode}.",
+                          f"remove {ctx.var('decode_attention_backend')} (NVFP4 selects its decode backend)", 80)
+    if ctx.is_set("prefill_only_disable_kv_cache"):
+        resolved, _ = resolved_attention_backends(ctx)
+        if resolved is not None and resolved not in ("fa3", "fa4"):
+            report.refuse("prefill_only_disable_kv_cache", f"prefill_only_disable_kv_cache needs the FlashAttention prefill "
+                          f"backend (fa3 / fa4), not {resolved}.", f"set {ctx.var('prefill_attention_backend')}: fa4 (or fa3 "
+                          "where the GPU runs it), or remove prefill_only_disable_kv_cache", 344)
+    ratio = _num(ctx, "swa_full_tokens_ratio")
+    if ratio is not None and ctx.model.known and not 0 < ratio <= 1.0:
+        report.refuse("swa_full_tokens_ratio", f"swa_full_tokens_ratio={ratio} is outside (0, 1].",
+                      f"set {ctx.var('swa_full_tokens_ratio')} in (0, 1], or remove it", 428)

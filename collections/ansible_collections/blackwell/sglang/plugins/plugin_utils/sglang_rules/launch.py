@@ -1,0 +1,346 @@
+"""Further launch checks of SGLang on the arguments alone: minimums, refused pairs, CUDA-graph buckets and
+feature combinations (tests/catalog/mapping-*.yml maps each to its rule).
+
+Each condition is SGLang 0.5.23's own, on the values its resolution pipeline leaves them at; where a hook may
+change a value first, the rule reads the same.  SGLang refuses all of them before or just after the weights load.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
+    _SH,
+    _VH,
+    _below,
+    _choice,
+    _given,
+    _int,
+    _json_arg,
+    _num,
+    env_true,
+)
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import attention_dp_on, attention_dp_width
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
+
+
+@rule("server.minimum", shared=True, sources=(
+    "sglang/srt/arg_groups/validation_hook.py:183",
+    "sglang/srt/arg_groups/validation_hook.py:273",
+    "sglang/srt/arg_groups/validation_hook.py:275",
+    "sglang/srt/arg_groups/validation_hook.py:276",
+    "sglang/srt/arg_groups/validation_hook.py:314",
+    "sglang/srt/arg_groups/validation_hook.py:660",
+    "sglang/srt/arg_groups/validation_hook.py:662",
+    "sglang/srt/arg_groups/validation_hook.py:688",
+    "sglang/srt/arg_groups/serving_hook.py:127",
+    "sglang/srt/arg_groups/serving_hook.py:132",
+    "sglang/srt/arg_groups/serving_hook.py:145",
+    "sglang/srt/arg_groups/serving_hook.py:379",
+    "sglang/srt/arg_groups/mamba_hook.py:22",
+    "sglang/srt/arg_groups/validation_hook.py:274",
+    "sglang/srt/arg_groups/mamba_hook.py:25",
+    "sglang/srt/arg_groups/validation_hook.py:370",
+))
+def _minimums(ctx: Context, report: Report) -> None:
+    """Numeric arguments SGLang bounds from below (each check names its file:line and the release that added it)."""
+    for dest, least, strict, where, since in (
+        ("pp_max_micro_batch_size", 1, False, f"{_VH}:183", "0.5.20"),
+        ("tokenizer_worker_num", 0, True, f"{_VH}:273", "0.5.20"),
+        ("mm_processor_worker_num", 0, False, f"{_VH}:275", "0.5.20"),
+        ("mm_io_worker_num", 0, False, f"{_VH}:276", "0.5.20"),
+        ("schedule_conservativeness", 0, False, f"{_VH}:314", "0.5.20"),
+        ("prefill_decode_interval", 0, False, f"{_VH}:660", "0.5.20"),
+        ("prefill_decode_interval_min_bs", 0, False, f"{_VH}:662", "0.5.23"),
+        ("sampling_mask_max_tokens", 0, True, f"{_VH}:688", "0.5.20"),
+        ("asr_max_buffer_seconds", 0, True, f"{_SH}:127", "0.5.20"),
+        ("asr_max_concurrent_sessions", 0, True, f"{_SH}:132", "0.5.20"),
+        ("mm_preprocess_cache_size_mb", 0, False, f"{_SH}:145", "0.5.20"),
+        ("grpc_response_timeout_secs", 0, True, f"{_SH}:379", "0.5.21"),
+        ("mamba_cache_philox_rounds", 0, False, "sglang/srt/arg_groups/mamba_hook.py:22", "0.5.20"),
+    ):
+        if added_in(ctx, since):
+            _below(ctx, "server.minimum", dest, least, where, strict)
+    # skip_tokenizer_init leaves nothing to detokenize: SGLang then forces detokenizer_worker_num to 1 first
+    # (serving_hook.py:764-772, unless SGLANG_RUST_SERVER).
+    if not ctx.is_set("skip_tokenizer_init") or env_true(ctx.env, "SGLANG_RUST_SERVER"):
+        _below(ctx, "server.minimum", "detokenizer_worker_num", 0, f"{_VH}:274", strict=True)
+    states = _num(ctx, "mamba_max_states_per_path")
+    if states is not None and (states == 0 or states < -1):
+        ctx.error("server.minimum", "mamba_max_states_per_path",
+                  f"mamba_max_states_per_path={states}: SGLang takes -1 (unlimited) or a positive number only.",
+                  f"set {ctx.var('mamba_max_states_per_path')} to -1 or a positive number, or remove it",
+                  "sglang/srt/arg_groups/mamba_hook.py:25")
+    gc = ctx.args.get("gc_threshold")
+    if isinstance(gc, list) and len(gc) > 3:
+        ctx.error("server.minimum", "gc_threshold", f"gc_threshold has {len(gc)} values; SGLang takes 1 to 3 integers.",
+                  f"give {ctx.var('gc_threshold')} at most 3 integers", f"{_VH}:370")
+
+
+@rule("server.combination", sources=(
+    "sglang/srt/arg_groups/validation_hook.py:188",
+    "sglang/srt/arg_groups/validation_hook.py:282",
+    "sglang/srt/arg_groups/validation_hook.py:304",
+    "sglang/srt/arg_groups/validation_hook.py:341",
+    "sglang/srt/arg_groups/validation_hook.py:375",
+    "sglang/srt/arg_groups/validation_hook.py:484",
+    "sglang/srt/arg_groups/validation_hook.py:165",
+    "sglang/srt/arg_groups/serving_hook.py:757",
+    "sglang/srt/arg_groups/mamba_hook.py:32",
+    "sglang/srt/arg_groups/memory_hook.py:34",
+    "sglang/srt/arg_groups/memory_hook.py:41",
+    "sglang/srt/arg_groups/kv_shard_hook.py:99-104",
+    "sglang/srt/arg_groups/model_path_hook.py:271",
+    "sglang/srt/arg_groups/model_path_hook.py:282",
+))
+def _combinations(ctx: Context, report: Report) -> None:
+    """Pairs of arguments SGLang refuses together (or one without the other)."""
+    if ctx.is_set("disable_cuda_graph_padding") and ctx.is_set("enable_torch_compile"):
+        report.refuse("disable_cuda_graph_padding", "disable_cuda_graph_padding and enable_torch_compile: without padding every "
+                      "batch size gets its own torch.compile cycle.",
+                      f"remove {ctx.var('disable_cuda_graph_padding')} or {ctx.var('enable_torch_compile')}", f"{_VH}:188")
+    if ctx.is_set("enable_priority_scheduling") and _choice(ctx, "schedule_policy", "fcfs") not in ("fcfs", "lof"):
+        report.refuse("schedule_policy", f"enable_priority_scheduling needs schedule_policy fcfs or lof, not "
+                      f"{_choice(ctx, 'schedule_policy', 'fcfs')!r}.", f"set {ctx.var('schedule_policy')}: fcfs (or lof)", f"{_VH}:282")
+    if ctx.args.get("retraction_policy") == "priority" and not ctx.is_set("enable_priority_scheduling"):
+        report.refuse("retraction_policy", "retraction_policy priority needs enable_priority_scheduling.",
+                      f"set {ctx.var('enable_priority_scheduling')}: true, or retraction_policy: length", f"{_VH}:304")
+    if ctx.is_set("export_metrics_to_file") and not ctx.is_set("export_metrics_to_file_dir"):
+        report.refuse("export_metrics_to_file", "export_metrics_to_file needs export_metrics_to_file_dir.",
+                      f"set {ctx.var('export_metrics_to_file_dir')} (a directory on the host), or remove "
+                      f"{ctx.var('export_metrics_to_file')}", f"{_VH}:341")
+    if ctx.is_set("enable_quant_communications"):
+        tp1 = _int(ctx, "tp_size", 1) == 1
+        report.refuse("enable_quant_communications", "enable_quant_communications (INT8 TP communications) "
+                      + ("is only used with tp_size > 1, and " if tp1 else "") + "is supported on Ascend NPUs only.",
+                      f"remove {ctx.var('enable_quant_communications')}", f"{_VH}:{350 if tp1 else 353}")
+    if (_num(ctx, "kv_canary_sweep_interval") or 0) > 0 and _choice(ctx, "kv_canary", "none") == "none":
+        report.refuse("kv_canary_sweep_interval", "kv_canary_sweep_interval > 0 needs kv_canary log or raise.",
+                      f"set {ctx.var('kv_canary')}: log, or remove {ctx.var('kv_canary_sweep_interval')}", f"{_VH}:375")
+    if added_in(ctx, "0.5.21") and ctx.args.get("sampling_backend") == "intel_xpu" and _choice(ctx, "device", "cuda") != "xpu":
+        report.refuse("sampling_backend", "sampling_backend intel_xpu is for Intel GPUs (device xpu).",
+                      f"use flashinfer or pytorch, or remove {ctx.var('sampling_backend')}", f"{_VH}:484")
+    if _int(ctx, "pp_size", 1) > 1 and _given(ctx, "min_free_slots_delay"):
+        report.refuse("min_free_slots_delay", f"min_free_slots_delay does not work with pipeline parallelism "
+                      f"(pp_size={_int(ctx, 'pp_size', 1)}).", f"remove {ctx.var('min_free_slots_delay')}", f"{_VH}:165")
+    if ctx.is_set("enable_tokenizer_batch_encode") and ctx.is_set("enable_dynamic_batch_tokenizer"):
+        report.refuse("enable_dynamic_batch_tokenizer", "enable_tokenizer_batch_encode and enable_dynamic_batch_tokenizer are "
+                      "two tokenizer batching approaches; choose one.",
+                      f"remove {ctx.var('enable_tokenizer_batch_encode')} or {ctx.var('enable_dynamic_batch_tokenizer')}",
+                      f"{_SH}:757")
+    if ctx.is_set("enable_mamba_cache_stochastic_rounding") and ctx.args.get("mamba_ssm_dtype") not in (None, "float16"):
+        report.refuse("mamba_ssm_dtype", f"enable_mamba_cache_stochastic_rounding needs mamba_ssm_dtype float16, not "
+                      f"{ctx.args.get('mamba_ssm_dtype')!r}.", f"set {ctx.var('mamba_ssm_dtype')}: float16, or remove "
+                      f"{ctx.var('enable_mamba_cache_stochastic_rounding')}", "sglang/srt/arg_groups/mamba_hook.py:32")
+    ple = ctx.args.get("ple_offload_embedding")
+    if ple is True and ((_num(ctx, "cpu_offload_gb") or 0) > 0 or (_num(ctx, "offload_group_size") or 0) > 0):
+        report.refuse("ple_offload_embedding", "ple_offload_embedding with cpu_offload_gb or offload_group_size: generic layer "
+                      "offload would stage the pinned embedding back to the GPU.",
+                      f"remove {ctx.var('cpu_offload_gb')} / offload_group_size, or ple_offload_embedding",
+                      "sglang/srt/arg_groups/memory_hook.py:34")
+    if ctx.args.get("ple_offload_backend") == "file" and ple is False:  # false renders --no-ple-offload-embedding
+        report.refuse("ple_offload_backend", "ple_offload_backend file with ple_offload_embedding false "
+                      "(--no-ple-offload-embedding): the file-backed table is the offloaded table.",
+                      f"set {ctx.var('ple_offload_embedding')}: true (or leave it unset), or ple_offload_backend: pinned",
+                      "sglang/srt/arg_groups/memory_hook.py:41")
+    if added_in(ctx, "0.5.22") and ctx.is_set("enable_kv_cache_sharding") and \
+            _choice(ctx, "disaggregation_mode", "null") != "prefill":
+        report.refuse("enable_kv_cache_sharding", "enable_kv_cache_sharding works on PD prefill workers only (a rank's pool "
+                      "holds just its stripe of each page, which local decode cannot use).",
+                      f"remove {ctx.var('enable_kv_cache_sharding')}", "sglang/srt/arg_groups/kv_shard_hook.py:99-104")
+    if ctx.args.get("load_format") == "ipc_cache":
+        report.refuse("load_format", "load_format ipc_cache is internal to SGLang's weight cache.",
+                      "use weight_cache_mode client or daemon instead", "sglang/srt/arg_groups/model_path_hook.py:271")
+    if _choice(ctx, "weight_cache_mode", "off") != "off" and _given(ctx, "speculative_algorithm"):
+        report.refuse("weight_cache_mode", "weight_cache_mode with speculative decoding: the weight cache daemon does not "
+                      "export the draft model's weights.", f"set {ctx.var('weight_cache_mode')}: off, or turn speculative "
+                      "decoding off (-e spec=off)", "sglang/srt/arg_groups/model_path_hook.py:282")
+
+
+@rule("server.buckets", sources=(
+    "sglang/srt/arg_groups/validation_hook.py:384-431",
+))
+def _buckets(ctx: Context, report: Report) -> None:
+    """validate_buckets_rule (sglang/srt/arg_groups/validation_hook.py:384-431) on the two histogram bucket rules."""
+    for dest in ("prompt_tokens_buckets", "generation_tokens_buckets"):
+        rule_ = ctx.args.get(dest)
+        if not isinstance(rule_, list) or not rule_:
+            continue
+        problem, kind, rest = None, str(rule_[0]), [str(v) for v in rule_[1:]]
+        if kind not in ("tse", "default", "custom"):
+            problem = f"its first word {kind!r} is not a rule type (tse, default or custom)"
+        elif kind == "tse":
+            try:
+                middle, base, count = (float(rest[0]), float(rest[1]), int(rest[2])) if len(rest) == 3 else (None, None, None)
+            except ValueError:
+                middle = base = count = None
+                problem = "tse takes <float middle> <float base> <int count>"
+            if problem is None and middle is None:
+                problem = f"tse takes exactly 3 parameters (middle, base, count), got {len(rest)}"
+            elif problem is None and not (base > 1 and count > 0 and middle > 0):  # type: ignore[operator]
+                problem = "tse needs base > 1, count > 0 and middle > 0"
+        elif kind == "default" and rest:
+            problem = "default takes no parameters"
+        elif kind == "custom":
+            try:
+                values = [float(v) for v in rest]
+            except ValueError:
+                values, problem = [], "custom bucket values must be numbers"
+            if problem is None and not values:
+                problem = "custom needs at least one bucket value"
+            elif problem is None and len(set(values)) != len(values):
+                problem = "custom bucket values must not repeat"
+            elif problem is None and any(v < 0 for v in values):
+                problem = "custom bucket values must be non-negative"
+        if problem:
+            ctx.error("server.buckets", dest, f"{dest} {rule_}: {problem}; SGLang asserts it at start-up.",
+                      f"set {ctx.var(dest)} to e.g. [default], [tse, 1000, 2, 8] or [custom, 10, 50, 100]",
+                      f"{_VH}:384-431")
+
+
+DETERMINISTIC_ATTENTION = ("ascend", "fa3", "fa4", "flashinfer", "intel_xpu", "triton")  # choices.py:113-120
+
+
+@rule("server.features", shared=True, ids=("server.combination", "server.speculative"), sources=(
+    "sglang/srt/arg_groups/overrides.py",
+    "sglang/srt/arg_groups/validation_hook.py:680",
+    "sglang/srt/arg_groups/attention_hook.py:161",
+    "sglang/srt/arg_groups/serving_hook.py:895",
+    "sglang/srt/arg_groups/serving_hook.py:915",
+    "sglang/srt/arg_groups/model_hook.py:1094",
+))
+def _features(ctx: Context, report: Report) -> None:
+    """Further flag pairs SGLang refuses: LM-head layouts, multimodal transport, language-model-only, deterministic
+    inference, Flex Attention, the prefill CUDA-graph context and a retired variable (LoRA MoE runners: lora.py)."""
+    tp, attn_dp, cp = _int(ctx, "tp_size", 1), attention_dp_width(ctx), _int(ctx, "attn_cp_size", 1)
+    lm = "sglang/srt/arg_groups/overrides.py"
+    if ctx.args.get("enable_tp_lm_head_all_to_all") is True:
+        # Before 0.5.22: enable_dp_attention and tp_size == dp_size (0.5.21 overrides.py:1369-1376).
+        for bad, dest, why, line in (
+            (not attention_dp_on(ctx), "attn_dp_size", "needs attention DP (attn_dp_size > 1)", 1429),
+            (ctx.is_set("enable_dp_lm_head"), "enable_dp_lm_head", "is incompatible with enable_dp_lm_head", 1432),
+            (tp != attn_dp, "attn_dp_size", f"needs tp_size == attn_dp_size ({tp} != {attn_dp})", 1436),
+            (cp != 1, "attn_cp_size", "needs attn_cp_size 1", 1441),
+        ):
+            if bad:
+                report.of("server.combination").refuse(dest, f"enable_tp_lm_head_all_to_all {why}.",
+                                                       f"fix {ctx.var(dest)}, or remove enable_tp_lm_head_all_to_all", f"{lm}:{line}")
+                break
+    transport = _choice(ctx, "mm_feature_transport", "")
+    if not ctx.is_set("encoder_only"):  # encoder-only servers fall back to cpu (serving_hook.py:882-889)
+        if transport == "cuda_vmm" and _int(ctx, "pp_size", 1) != 1:
+            report.of("server.combination").refuse(
+                "mm_feature_transport", "mm_feature_transport cuda_vmm does not support pipeline "
+                "parallelism.", f"set {ctx.var('mm_feature_transport')}: cpu, or pp_size: 1", f"{_SH}:895")
+        elif transport == "cuda_ipc" and _int(ctx, "nnodes", 1) != 1:
+            report.of("server.combination").refuse("mm_feature_transport", "mm_feature_transport cuda_ipc works on a single node "
+                                                   "only.", f"set {ctx.var('mm_feature_transport')}: cpu (or cuda_vmm)", f"{_SH}:915")
+    if ctx.is_set("language_model_only"):
+        for dest in ("encoder_only", "language_only", "enable_prefix_mm_cache", "enable_broadcast_mm_inputs_process",
+                     "mm_enable_dp_encoder"):
+            if ctx.is_set(dest):
+                report.of("server.combination").refuse(
+                    dest, f"language_model_only cannot be combined with {dest}.",
+                    f"remove {ctx.var(dest)} or language_model_only", "sglang/srt/arg_groups/model_hook.py:1094")
+                break
+    if "SGLANG_DISAGGREGATION_SAMPLING_MASK_MAX_TOKENS" in ctx.env:
+        report.of("server.combination").refuse(
+            "sglang_env.SGLANG_DISAGGREGATION_SAMPLING_MASK_MAX_TOKENS",
+            "SGLANG_DISAGGREGATION_SAMPLING_MASK_MAX_TOKENS is retired (SGLang refuses it being set at all).",
+            "remove it from sglang_env (SGLANG_ENABLE_DISAGG_SAMPLING_MASK=1 and sampling_mask_max_tokens replace it)",
+            f"{_VH}:680")
+    backend = _choice(ctx, "attention_backend", "")
+    if backend == "flex_attention" and _given(ctx, "speculative_algorithm"):
+        report.of("server.speculative").refuse(
+            "speculative_algorithm", "speculative decoding does not work with the Flex "
+            "Attention backend.", "use another attention_backend, or turn speculative decoding off (-e spec=off)",
+            "sglang/srt/arg_groups/attention_hook.py:161")
+    if ctx.is_set("enable_deterministic_inference") and backend and backend not in DETERMINISTIC_ATTENTION:
+        report.of("server.combination").refuse(
+            "attention_backend", f"enable_deterministic_inference supports the attention "
+            f"backends {', '.join(DETERMINISTIC_ATTENTION)}, not {backend}.",
+            f"set {ctx.var('attention_backend')}: triton or flashinfer (or leave it unset)", f"{lm}:1119")
+
+
+@rule("server.minimum", since="0.5.21", shared=True, sources=(
+    "sglang/srt/arg_groups/cuda_graph_hook.py:427",
+))
+def _prefill_graph_context(ctx: Context, report: Report) -> None:
+    """cuda_graph_prefill_max_context must be positive (cuda_graph_hook.py:427, new in 0.5.21)."""
+    size = _num(ctx, "cuda_graph_prefill_max_context")
+    if size is not None and size <= 0:
+        report.refuse("cuda_graph_prefill_max_context", f"cuda_graph_prefill_max_context={size} must be positive.",
+                      f"set {ctx.var('cuda_graph_prefill_max_context')} > 0, or remove it",
+                      "sglang/srt/arg_groups/cuda_graph_hook.py:427")
+
+
+CUDA_GRAPH_BACKENDS = ("full", "breakable", "disabled")  # sglang/srt/model_executor/cuda_graph_config.py:51-65
+
+
+CUTEDSL_MLA_KV = ("fp8_e4m3", "bf16", "bfloat16", "auto")  # overrides.py:1248-1256
+
+
+@rule("server.features", shared=True, ids=("server.combination", "server.json_args"), sources=(
+    "sglang/srt/arg_groups/overrides.py:1425",
+    "sglang/srt/arg_groups/validation_hook.py:453",
+    "sglang/srt/arg_groups/cuda_graph_hook.py:417",
+    "sglang/srt/arg_groups/validation_hook.py:461",
+    "sglang/srt/arg_groups/validation_hook.py:463",
+))
+def _features_catalog(ctx: Context, report: Report) -> None:
+    """validate_cuda_graph_config's per-phase backends (cuda_graph_hook.py:410-420), the DP LM head
+    (overrides.py:1424-1427), decode-only CuTe DSL MLA (overrides.py:1233-1256) and load publishing
+    (validation_hook.py:436-466)."""
+    config = _json_arg(ctx, "cuda_graph_config")
+    if isinstance(config, dict):
+        for phase in ("decode", "prefill"):
+            settings = config.get(phase)
+            backend = settings.get("backend") if isinstance(settings, dict) else None
+            if backend is not None and backend not in CUDA_GRAPH_BACKENDS:
+                report.of("server.json_args").refuse(
+                    "cuda_graph_config", f"cuda_graph_config {phase}.backend {backend!r} is not "
+                    f"one of {', '.join(CUDA_GRAPH_BACKENDS)}.", f"set {ctx.var('cuda_graph_config')} {phase}.backend "
+                    "to one of those", "sglang/srt/arg_groups/cuda_graph_hook.py:417")
+                break
+    # With one DP rank SGLang turns enable_dp_lm_head off first (_data_parallelism_defaults, overrides.py:1366-1370):
+    # only DP replicas (dp_size > 1) without attention DP reach the assert. An elastic-EP scale joiner counts as DP.
+    # Before 0.5.22 the assert tests enable_dp_attention (0.5.21 overrides.py:1364-1366).
+    if ctx.is_set("enable_dp_lm_head") and not attention_dp_on(ctx) and _int(ctx, "dp_size", 1) > 1 and \
+            _choice(ctx, "ep_join_mode", "") != "scale":
+        report.of("server.combination").refuse("enable_dp_lm_head", "enable_dp_lm_head needs attention DP (attn_dp_size > 1).",
+                                               f"set {ctx.var('attn_dp_size')} > 1, or remove {ctx.var('enable_dp_lm_head')}",
+                                               "sglang/srt/arg_groups/overrides.py:1425")
+    lm = "sglang/srt/arg_groups/overrides.py"
+    # Elsewhere than SM100, and for the table's non-MLA models, the attention rules of the profiles refuse
+    # cutedsl_mla first (arch.attention, sm10x.hybrid_attention).
+    cc = ctx.compute_capability
+    cutedsl_reaches = (cc is None or cc[0] == 10) and (ctx.model.mla or not ctx.model.known)
+    if not cutedsl_reaches:
+        pass
+    elif _choice(ctx, "prefill_attention_backend", "") == "cutedsl_mla":
+        report.of("server.combination").refuse(
+            "prefill_attention_backend", "the CuTe DSL MLA backend decodes only; "
+            "prefill_attention_backend cutedsl_mla is refused.", f"remove {ctx.var('prefill_attention_backend')} "
+            "(SGLang prefills with trtllm_mla next to a cutedsl_mla decode)", f"{lm}:1241")
+    elif "cutedsl_mla" in (_choice(ctx, "attention_backend", ""), _choice(ctx, "decode_attention_backend", "")):
+        kv = _choice(ctx, "kv_cache_dtype", "auto")
+        if kv not in CUTEDSL_MLA_KV:
+            report.of("server.combination").refuse(
+                "kv_cache_dtype", f"the CuTe DSL MLA backend runs kv_cache_dtype fp8_e4m3, bf16 "
+                f"or auto, not {kv}.", f"set {ctx.var('kv_cache_dtype')}: fp8_e4m3 (or auto)", f"{lm}:1254")
+    mode = str(ctx.args.get("load_publish_endpoint") or "").strip()
+    if mode and mode.lower() != "off":
+        events = _json_arg(ctx, "kv_events_config")
+        fix = (f"set {ctx.var('kv_events_config')} to an active publisher, e.g. "
+               '{"publisher": "zmq", "endpoint": "tcp://*:5557"}, or remove load_publish_endpoint')
+        if not ctx.is_set("kv_events_config"):
+            report.of("server.combination").refuse("load_publish_endpoint", "load_publish_endpoint needs kv_events_config (routers "
+                                                   "find the load range through its kv_events block).", fix, f"{_VH}:453")
+        elif not isinstance(events, dict):
+            report.of("server.json_args").refuse("kv_events_config", "kv_events_config is not a JSON object.", fix, f"{_VH}:461")
+        elif events.get("publisher", "null") == "null" or not events.get("endpoint", "tcp://*:5557"):
+            report.of("server.combination").refuse("kv_events_config", "load_publish_endpoint needs an active kv_events_config "
+                                                   "publisher (publisher null or an empty endpoint).", fix, f"{_VH}:463")

@@ -1,0 +1,161 @@
+"""LoRA serving: the adapters' arguments, LoRA with speculative decoding, and LoRA MoE runners.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import RAGGED_ENV, _choice, _given, _num, env_true
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import v2_lora_unsupported_mode
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
+
+
+@rule("server.lora", shared=True, file="sglang/srt/arg_groups/lora_hook.py", sources=(
+    "sglang/srt/arg_groups/lora_hook.py:33-180",
+    "sglang/srt/arg_groups/lora_hook.py:240-301",
+    "sglang/srt/arg_groups/lora_hook.py:260",
+    "sglang/srt/arg_groups/lora_hook.py:299",
+    "sglang/srt/arg_groups/lora_hook.py:64",
+    "sglang/srt/arg_groups/lora_hook.py:147",
+    "sglang/srt/arg_groups/lora_hook.py:152",
+    "sglang/srt/arg_groups/lora_hook.py:158",
+    "sglang/srt/arg_groups/lora_hook.py:176",
+    "sglang/srt/arg_groups/lora_hook.py:30",
+    "sglang/srt/arg_groups/lora_hook.py:162",
+    "sglang/srt/arg_groups/argparse_actions.py:17",
+))
+def _lora(ctx: Context, report: Report) -> None:
+    """check_lora_server_args (sglang/srt/arg_groups/lora_hook.py:33-180): lora_paths alone turns LoRA on."""
+    paths = ctx.args.get("lora_paths") if isinstance(ctx.args.get("lora_paths"), list) else []
+    for item in paths:  # LoRAPathAction (sglang/srt/arg_groups/argparse_actions.py:15-20), at argument parsing
+        text = item.strip() if isinstance(item, str) else ""
+        if text.startswith("{") and text.endswith("}"):
+            try:
+                obj = json.loads(text)
+            except ValueError:
+                obj = None
+            if not (isinstance(obj, dict) and "lora_path" in obj and "lora_name" in obj):
+                ctx.error("server.lora", "lora_paths", f"lora_paths entry {text!r} looks like JSON but is not an object "
+                          "with lora_name and lora_path. SGLang refuses the launch.",
+                          f"write the {ctx.var('lora_paths')} entry as name=path, a plain path, or "
+                          '{"lora_name": ..., "lora_path": ...}', "sglang/srt/arg_groups/argparse_actions.py:17")
+                return
+    if not (ctx.is_set("enable_lora") or paths):
+        return
+    per_batch = _num(ctx, "max_loras_per_batch")
+    per_batch = 8 if per_batch is None else per_batch
+    loaded = _num(ctx, "max_loaded_loras")
+
+    if ctx.is_set("enable_lora_overlap_loading") and (loaded is None or loaded > 2 * per_batch):
+        report.refuse("max_loaded_loras", f"enable_lora_overlap_loading pins the adapters in CPU memory and needs max_loaded_loras "
+                      f"set to at most 2 x max_loras_per_batch = {2 * per_batch} (it is {loaded}).",
+                      f"set {ctx.var('max_loaded_loras')} <= {2 * per_batch}, or remove enable_lora_overlap_loading", 64)
+    modules = ctx.args.get("lora_target_modules") if isinstance(ctx.args.get("lora_target_modules"), list) else []
+    if "all" in modules and len(set(modules)) > 1:
+        report.refuse("lora_target_modules", f"lora_target_modules {modules}: 'all' must be the only module.",
+                      f"set {ctx.var('lora_target_modules')}: [all], or list the modules without 'all'", 147)
+    if not paths and not (ctx.is_set("max_lora_rank") and modules):
+        report.refuse("enable_lora", "enable_lora without lora_paths needs max_lora_rank and lora_target_modules to size the "
+                      "adapter buffers.", f"set {ctx.var('lora_paths')}, or both max_lora_rank and lora_target_modules", 152)
+        return
+    if loaded is not None and loaded < per_batch:
+        report.refuse("max_loaded_loras", f"max_loaded_loras={loaded} is below max_loras_per_batch={per_batch}.",
+                      f"set {ctx.var('max_loaded_loras')} >= {per_batch}", 158)
+    elif loaded is not None and len(paths) > loaded:
+        report.refuse("max_loaded_loras", f"{len(paths)} lora_paths exceed max_loaded_loras={loaded}.",
+                      f"set {ctx.var('max_loaded_loras')} >= {len(paths)}", 162)
+    threshold = _num(ctx, "lora_drain_wait_threshold")
+    if threshold is not None and threshold < 0:
+        report.refuse("lora_drain_wait_threshold", f"lora_drain_wait_threshold={threshold} is negative.",
+                      f"set {ctx.var('lora_drain_wait_threshold')} >= 0", 176)
+    if ctx.args.get("enable_lora") is False:  # --lora-paths without LoRA: SGLang ignores them (lora_hook.py:45-48)
+        return
+    mode = v2_lora_unsupported_mode(ctx) if added_in(ctx, "0.5.23") else None  # triton_v2 is new in 0.5.23
+    if _choice(ctx, "lora_backend", "csgmv") == "triton_v2" and not _choice(ctx, "moe_runner_backend", "auto").startswith(
+            "lora") and mode:
+        report.refuse("lora_backend", f"lora_backend triton_v2 does not support {mode} yet.",
+                      f"set {ctx.var('lora_backend')}: csgmv, or remove {mode.split(' ', maxsplit=1)[0]}", 30)
+    _lora_speculative(ctx, report)
+
+
+def _lora_speculative(ctx: Context, report: Report) -> None:
+    """check_lora_speculative_compatibility (sglang/srt/arg_groups/lora_hook.py:240-301) on the resolved algorithm.
+
+    UNO is left to server.speculative, whose check (speculative_hook.py:583) SGLang runs first; speculative_adaptive
+    is not read, since SGLang turns it off for many configurations before this check (_maybe_disable_adaptive)."""
+    raw = _choice(ctx, "speculative_algorithm", "").upper()
+    algo = {"NEXTN": "EAGLE"}.get(raw, raw)
+    if algo in ("", "NGRAM", "UNO"):
+        return
+    if algo not in ("EAGLE", "EAGLE3", "DFLASH", "DSPARK"):
+        report.refuse("speculative_algorithm", f"LoRA works with NGRAM, EAGLE, NEXTN, EAGLE3, DFLASH or DSPARK speculative "
+                      f"decoding only, not {raw}.", "use one of those, or serve without LoRA", 260)
+        return
+    ragged = ctx.env.get(RAGGED_ENV, "static")
+    for bad, dest, why in (
+        (algo == "DSPARK" and ragged != "static", f"sglang_env.{RAGGED_ENV}", f"{RAGGED_ENV}={ragged} with DSPARK"),
+        ("experimental_sgl_trtllm" in (_choice(ctx, "moe_runner_backend", ""), _choice(ctx, "speculative_moe_runner_backend", "")),
+         "moe_runner_backend", "the experimental_sgl_trtllm MoE runner"),
+        (env_true(ctx.env, "SGLANG_ENABLE_OVERLAP_PLAN_STREAM"), "sglang_env.SGLANG_ENABLE_OVERLAP_PLAN_STREAM",
+         "SGLANG_ENABLE_OVERLAP_PLAN_STREAM=1"),
+    ):
+        if bad:
+            report.refuse(dest, f"LoRA with {raw} speculative decoding does not support {why}.",
+                          f"remove {dest if dest.startswith('sglang_env') else ctx.var(dest)}, or serve without LoRA", 299)
+            return
+
+
+@rule("server.lora", since="0.5.23", shared=True, file="sglang/srt/arg_groups/lora_hook.py", sources=(
+    "sglang/srt/arg_groups/lora_hook.py:183-240",
+))
+def _lora_moe_runner(ctx: Context, report: Report) -> None:
+    """check_lora_moe_runner_args (sglang/srt/arg_groups/lora_hook.py:183-240), on the explicit values."""
+    draft = _choice(ctx, "speculative_moe_runner_backend", "")
+    if _given(ctx, "speculative_algorithm") and draft.startswith("lora"):
+        report.refuse("speculative_moe_runner_backend", f"speculative_moe_runner_backend {draft}: the draft model has no "
+                      "LoRA adapters.", f"remove {ctx.var('speculative_moe_runner_backend')}", 192)
+    runner = _choice(ctx, "moe_runner_backend", "auto")
+    quant = _choice(ctx, "quantization", "")
+    if not runner.startswith("lora") or quant == "mxfp8":
+        # MXFP8 replaces a MoE runner it does not run (no LoRA runner) before this check (overrides.py:1484-1512).
+        return
+    for bad, dest, why, line in (
+        (not (ctx.is_set("enable_lora") or ctx.args.get("lora_paths")), "enable_lora", "needs enable_lora (or lora_paths)",
+         201),
+        (_choice(ctx, "lora_backend", "csgmv") != "triton_v2", "lora_backend", "needs lora_backend triton_v2", 205),
+        (v2_lora_unsupported_mode(ctx) is not None, "lora_backend",
+         f"(triton_v2 LoRA) does not support {v2_lora_unsupported_mode(ctx)} yet", 30),
+        (quant not in ("", "fp8", "modelopt_fp4"), "quantization", f"runs BF16, FP8 or ModelOpt NVFP4 MoE, not {quant}",
+         211),
+        (quant == "modelopt_fp4" and runner != "lora_marlin", "moe_runner_backend", "cannot run ModelOpt NVFP4 MoE "
+         "(lora_marlin can)", 216),
+        (_choice(ctx, "moe_a2a_backend", "none") != "none", "moe_a2a_backend", "needs moe_a2a_backend none", 221),
+        (ctx.is_set("enable_eplb") or _choice(ctx, "init_expert_location", "trivial") != "trivial"
+         or (_num(ctx, "ep_num_redundant_experts") or 0) > 0, "enable_eplb",
+         "needs trivial expert placement (no EPLB, no redundant experts)", 234),
+    ):
+        if bad:
+            report.refuse(dest, f"moe_runner_backend {runner} {why}.", f"fix {ctx.var(dest)}, or use another "
+                          "moe_runner_backend", line)
+            return
+
+
+# Found by differential fuzzing (tests/conformance/differential.py): restates, exactly, a refusal of SGLang 0.5.23's
+# argument handling that the fuzzer found us accepting.
+
+
+@rule("lora.init", sources=(
+    "sglang/srt/arg_groups/lora_hook.py:36",
+))
+def _lora_init(ctx: Context, report: Report) -> None:
+    """check_lora_server_args (sglang/srt/arg_groups/lora_hook.py:36), which SGLang runs on every launch, LoRA or not
+    (the rest of the function, :152 included, is server.lora's)."""
+    per_batch = _num(ctx, "max_loras_per_batch")
+    if per_batch is not None and per_batch <= 0:
+        ctx.error("lora.init", "max_loras_per_batch", f"max_loras_per_batch={per_batch} must be positive; SGLang "
+                  "asserts it on every launch, LoRA or not.", "remove sglang_args.max_loras_per_batch (default 8) or "
+                  "set it >= 1", "sglang/srt/arg_groups/lora_hook.py:36")

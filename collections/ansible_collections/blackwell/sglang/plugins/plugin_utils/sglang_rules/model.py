@@ -1,0 +1,184 @@
+"""Numeric sanity SGLang does not check at argument time, the context length, the model table and the
+checkpoint's quantization.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import _given, env_true
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
+    CONTEXT_SOURCE,
+    attention_dp_width,
+    derived_context_length,
+    qwen35_sm100_backend,
+    resolved_page_size,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
+
+
+@rule("numeric",
+      ids=("numeric.context_length", "numeric.mem_fraction_static", "numeric.page_size", "numeric.chunked_prefill_size",
+           "numeric.served_model_name", "numeric.grpc_port", "numeric.max_running_requests", "numeric.cuda_graph_max_bs_decode",
+           "numeric.cuda_graph_max_bs_prefill",),
+      sources=(
+    "sglang/srt/arg_groups/validation_hook.py:244",
+    "sglang/srt/arg_groups/validation_hook.py:215",
+    "sglang/srt/arg_groups/validation_hook.py:360",
+    "sglang/srt/managers/tp_worker.py:420",
+))
+def _numeric(ctx: Context, report: Report) -> None:
+    mem = ctx.args.get("mem_fraction_static")
+    if mem is not None and not 0 < mem < 1:
+        ctx.error("numeric.mem_fraction_static", "mem_fraction_static",
+                  f"mem_fraction_static={mem} must be strictly between 0 and 1 (share of each GPU's memory for weights + KV cache).",
+                  "use e.g. 0.85 on a dedicated GPU; lower it if other processes share the GPUs")
+    for dest in ("max_running_requests", "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill"):
+        value = ctx.args.get(dest)
+        if isinstance(value, int) and value < 1:
+            why = (" (SGLang's argument checks let it through; its workers assert it after loading the weights, "
+                   "sglang/srt/managers/tp_worker.py:420)" if dest == "max_running_requests" else "")
+            ctx.error(f"numeric.{dest}", dest, f"{dest}={value} must be at least 1{why}.",
+                      f"set {ctx.var(dest)} >= 1, or remove it (auto)")
+    page_size = ctx.args.get("page_size")
+    if isinstance(page_size, int) and page_size < 1:
+        ctx.error("numeric.page_size", "page_size", f"page_size={page_size} must be at least 1 (SGLang divides by it).",
+                  "remove page_size (auto) or set 1, 16, 64 ...", "sglang/srt/arg_groups/validation_hook.py:244")
+    chunk, page = ctx.args.get("chunked_prefill_size"), ctx.get("page_size", 1)
+    # check_server_args sees the size per attention-DP rank (parallel_hook.py:326-331).
+    width = attention_dp_width(ctx)
+    rank = chunk // width if isinstance(chunk, int) and not isinstance(chunk, bool) else 0
+    # Qwen3.5 / Qwen3-Next on SM100 without an attention backend: SGLang's model override replaces the host's page
+    # size (1 or 64, qwen35_sm100_backend), which memory.chunked_page checks instead. A disaggregation decode server
+    # does no prefill: SGLang skips the check there (validation_hook.py:241-243, the same in 0.5.20-0.5.22).
+    # Likewise an attention backend that forces its page (PAGE_FORCING_BACKENDS: e.g. trtllm_mha, SGLang's default for
+    # Llama on SM100, turns page 17 into 64): SGLang checks the chunk against that page, and so does memory.chunked_page.
+    decode = str(ctx.get("disaggregation_mode", "null")) == "decode"
+    if (rank > 0 and isinstance(page, int) and page > 1 and rank % page and qwen35_sm100_backend(ctx) is None
+            and not decode and (ctx.model.family == "unknown" or resolved_page_size(ctx) in (None, page))):
+        ctx.error("numeric.chunked_prefill_size", "chunked_prefill_size",
+                  f"chunked_prefill_size={chunk} is not a multiple of page_size={page}." if width == 1 else
+                  f"chunked_prefill_size={chunk} per attention-DP rank ({chunk} // {width} = {rank}) is not a multiple "
+                  f"of page_size={page}.",
+                  f"use a multiple of {page}, e.g. {chunk - chunk % page or page}" if width == 1 else
+                  f"use a multiple of {page * width} (page_size x the attention-DP width), e.g. {page * width * max(rank // page, 1)}",
+                  "sglang/srt/arg_groups/validation_hook.py:244")
+    _context_length(ctx)
+    name = ctx.args.get("served_model_name")
+    if name is not None and ":" in str(name):
+        ctx.error("numeric.served_model_name", "served_model_name",
+                  "served_model_name must not contain ':' (SGLang reserves it for the model:adapter LoRA syntax).",
+                  f"use e.g. {str(name).replace(':', '-')!r}", "sglang/srt/arg_groups/validation_hook.py:215")
+    grpc, port = ctx.args.get("grpc_port") if _given(ctx, "grpc_port") else None, ctx.get("port", 30000)
+    if grpc is not None and grpc == port and not ctx.is_set("smg_grpc_mode") and not ctx.is_set("grpc_mode"):
+        ctx.error("numeric.grpc_port", "grpc_port", f"grpc_port {grpc} equals the HTTP port {port}.",
+                  "give the gRPC listener its own port", "sglang/srt/arg_groups/validation_hook.py:360")
+
+
+def _context_length(ctx: Context) -> None:
+    ctxlen, table = ctx.args.get("context_length"), ctx.model.max_context
+    limit = derived_context_length(ctx)
+    if not isinstance(ctxlen, int) or not limit or ctxlen <= limit:
+        pinned = {"original_max_position_embeddings": None}  # what would keep an override's factor out
+        if isinstance(ctxlen, int) and ctx.model.rope_scaling is None and ctxlen > (derived_context_length(ctx, pinned) or ctxlen):
+            ctx.warn("numeric.context_length", "context_length",
+                     f"context_length={ctxlen} fits only through the rope_scaling factor in json_model_override_args "
+                     f"(derived maximum {limit}, {table} as shipped); the validator does not know this checkpoint's config.json, which "
+                     "SGLang merges the override into: if its rope_scaling names original_max_position_embeddings or "
+                     "rope_type llama3, SGLang keeps the factor out, and the factor multiplies max_position_embeddings.",
+                     "check config.json: SGLang allows factor x max_position_embeddings (or max_position_embeddings alone "
+                     "with original_max_position_embeddings / rope_type llama3 in rope_scaling)", CONTEXT_SOURCE)
+        return
+    # SGLang lifts the check when either switch is on (model_config.py:1302-1304, sglang/utils.py:424).
+    if env_true(ctx.env, "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") or env_true(ctx.env, "SGLANG_IS_IN_CI"):
+        return
+    raised = f" ({table} as shipped, {limit} after json_model_override_args)" if limit != table else ""
+    override = ctx.args.get("json_model_override_args")
+    nested = ctx.model.text_config and override is not None and '"text_config"' not in str(override)
+    ctx.error("numeric.context_length", "context_length",
+              f"context_length={ctxlen} exceeds the model's maximum of {limit} tokens{raised}; SGLang refuses it at start-up.",
+              f"use at most {limit}, or set sglang_env.SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: \"1\" if you know "
+              "the model extrapolates (RoPE scaling)"
+              + ("; this model's overrides take effect only under \"text_config\" in json_model_override_args" if nested else ""),
+              CONTEXT_SOURCE)
+
+
+@rule("model",
+      ids=("model.unknown",),
+      stricter=("a model outside the validator's table skips the model-specific checks; SGLang itself has no such table, so "
+                "this warns"))
+def _model(ctx: Context, report: Report) -> None:
+    if ctx.model.known or ctx.model.max_context or not ctx.args.get("model_path"):
+        return
+    ctx.warn("model.unknown", "sglang_model_path",
+             f"{ctx.model.path or ctx.args.get('model_path')} is not in the validator's model table, so the model-specific "
+             "checks were skipped: hybrid-attention backends, NVFP4 MoE kernels, the context length limit and the "
+             "speculative values SGLang would choose for it.",
+             "declare the model's facts: sglang_model_architecture (config.json architectures[0]), "
+             "sglang_model_quantization (nvfp4, fp8 or none) and sglang_model_max_context (its max_position_embeddings)",
+             value=ctx.model.path)
+
+
+# _verify_quantization (sglang/srt/configs/model_config.py:2042-2054): --quantization values SGLang keeps next to a
+# checkpoint of another quant_method (the value's checkpoint methods).
+COMPATIBLE_QUANTIZATION = {
+    "modelopt_fp8": ("modelopt",),
+    "modelopt_fp4": ("modelopt", "fp8"),
+    "modelopt_mixed": ("modelopt",),
+    "nvfp4_online": ("fp8", "modelopt_fp8"),
+    "minimax_m3_nvfp4": ("mxfp8",),
+    "petit_nvfp4": ("modelopt",),
+    "w8a8_int8": ("compressed-tensors", "compressed_tensors"),
+    "w8a8_fp8": ("compressed-tensors", "compressed_tensors"),
+    "auto-round-int8": ("compressed-tensors", "compressed_tensors"),
+}
+
+
+# Choices of --quantization that SGLang registers only off CUDA (sglang/srt/layers/quantization/__init__.py:63-146):
+# on an NVIDIA GPU _verify_quantization calls them unknown (model_config.py:2150-2154).
+NOT_ON_CUDA_QUANTIZATION = ("gptq", "mlx_q4", "mlx_q8")
+
+
+QUANT_SOURCE = "sglang/srt/configs/model_config.py:2086-2154 (_verify_quantization)"
+
+
+@rule("quantization.checkpoint", sources=(
+    "sglang/srt/arg_groups/serving_hook.py:695-701",
+    "sglang/srt/layers/quantization/base_config.py:223-253",
+))
+def _checkpoint_quantization(ctx: Context, report: Report) -> None:
+    """--quantization against the checkpoint's own quant_method, as SGLang's ModelConfig settles them.
+
+    Only for checkpoints whose quant_method is known for certain (ModelFacts.quant_method: the model table, or
+    sglang_model_quantization spelled modelopt_fp4 / modelopt_fp8 / none).  ``unquant`` becomes None before
+    (sglang/srt/arg_groups/serving_hook.py:695-701) and ``quark_mxfp4`` requantizes any checkpoint
+    (REQUANTIZATION_METHODS, model_config.py:545, :2135).  On a ModelOpt checkpoint the first override in
+    QUANTIZATION_METHODS' order, ModelOptFp8Config's (sglang/srt/layers/quantization/base_config.py:223-253),
+    replaces every other value by the checkpoint's method, except nvfp4_online (then only the compatibility list
+    decides); on other checkpoints no override of the table's formats applies (the AWQ/GPTQ/MoE-WNA16 ones need
+    those checkpoints).
+    """
+    quant, method = ctx.args.get("quantization"), ctx.model.quant_method
+    if quant is None or method is None:
+        return
+    value = str(quant).lower()
+    if value in ("unquant", "quark_mxfp4"):
+        return
+    resolved = method if method in ("modelopt_fp4", "modelopt_fp8") and value != "nvfp4_online" else value
+    if resolved == "humming" and method != "mxfp4":
+        return  # HummingConfig claims any checkpoint but MXFP4 (sglang/srt/layers/quantization/humming.py:503-508)
+    if method and resolved != method and method not in COMPATIBLE_QUANTIZATION.get(resolved, ()):
+        fits = sorted({method, "quark_mxfp4", *(k for k, v in COMPATIBLE_QUANTIZATION.items() if method in v)})
+        ctx.error("quantization.checkpoint", "quantization",
+                  f"quantization {quant!r} does not match the checkpoint's own quantization ({method}, "
+                  f"{ctx.model.path or 'the model'}); SGLang refuses the pair when it reads the model's config.",
+                  f"remove sglang_args.quantization (SGLang reads it from the checkpoint) or use one of {', '.join(fits)}",
+                  QUANT_SOURCE)
+    elif resolved in NOT_ON_CUDA_QUANTIZATION:
+        ctx.error("quantization.checkpoint", "quantization",
+                  f"quantization {quant!r} is not available on NVIDIA GPUs in SGLang {ctx.schema.version} (it is "
+                  "registered for other platforms only); SGLang calls it an unknown quantization method.",
+                  "use gptq_marlin for a GPTQ checkpoint, or remove sglang_args.quantization", QUANT_SOURCE)

@@ -1,0 +1,459 @@
+"""Mixture of experts: the runners and all-to-all backends per architecture and SGLang's MoE launch checks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ARCHITECTURES
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
+    _MOEH,
+    _PH,
+    MOE_RUNNER_DESTS,
+    _cc,
+    _choice,
+    _given,
+    _int,
+    _num,
+    env_true,
+)
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.profiles import (
+    NVFP4_ONLINE_SOURCE,
+    QUANT_MIN_CAPABILITY,
+    ArchProfile,
+    arch_profile,
+)
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
+    CHUNKED_PREFILL_DEFAULTS,
+    CUTEDSL_MOE_QUANT,
+    CUTLASS_MOE_QUANT,
+    FLASHINFER_A2A_RUNNERS,
+    NVFP4_ONLINE_RUNNERS,
+    UNCERTAIN,
+    _a2a_may_change,
+    attention_dp_on,
+    attention_dp_width,
+    deepep_v2_architectures,
+    default_chunked_prefill_size,
+    gpu_memory_mib,
+    moe_backends,
+    moe_kernel_quantization,
+    possible_default_chunked_prefill_sizes,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
+
+
+@rule("arch.moe", ids=("{family}.quantization", "{family}.moe", "{family}.nvfp4"), sources=(
+    "sglang/srt/model_loader/loader.py:254-265",
+    "sglang/srt/arg_groups/moe_hook.py:335-339",
+    "sglang/srt/arg_groups/overrides.py:1513-1522",
+))
+def _arch_moe(ctx: Context, report: Report) -> None:
+    profile = arch_profile(ctx)
+    if profile is None:
+        return
+    cc, fam = _cc(ctx), profile.family
+    for dest in MOE_RUNNER_DESTS:
+        runner = ctx.args.get(dest)
+        refusal = profile.moe_runners.get(str(runner)) if runner is not None else None
+        if refusal:
+            ctx.error(f"{fam}.moe", dest, f"MoE runner {runner!r} does not work on compute capability {cc}: {refusal.why}.",
+                      ("use flashinfer_cutlass (NVFP4 on SM120), triton, or leave it unset (auto)" if fam == "sm12x"
+                       else "use triton, flashinfer_cutlass, or leave it unset (auto)"), refusal.source)
+    if not profile.sm100 and ctx.args.get("moe_a2a_backend") == "flashinfer_megamoe":
+        ctx.error(f"{fam}.moe", "moe_a2a_backend",
+                  f"moe_a2a_backend 'flashinfer_megamoe' needs an SM100-family GPU; compute capability {cc} has none of its "
+                  "kernels.", "use moe_a2a_backend none (or deepep)", "sglang/srt/arg_groups/moe_hook.py:335-339")
+    _arch_quantization(ctx, profile)
+    # MoE models only: the SM100-only kernels are MoE runners; a dense NVFP4 checkpoint picks none, and a model
+    # of unknown architecture (moe None) is not accused.
+    quant = ctx.args.get("quantization")
+    if (profile.nvfp4_moe_explicit and ctx.model.moe and ctx.model.quantization == "nvfp4" and quant != "modelopt_fp4"
+            and ctx.args.get("moe_runner_backend") != "flashinfer_cutlass"):
+        ctx.error(f"{fam}.nvfp4", "quantization",
+                  f"{ctx.args.get('model_path')} is an NVFP4 mixture-of-experts checkpoint; on compute capability {cc} "
+                  "SGLang then picks SM100-only MoE kernels at run time unless told otherwise (it picks flashinfer_cutlass "
+                  "on SM110/SM120 only for quantization modelopt_fp4).",
+                  "set sglang_args.quantization: modelopt_fp4 (or moe_runner_backend: flashinfer_cutlass)",
+                  "sglang/srt/arg_groups/overrides.py:1513-1522")
+
+
+def _arch_quantization(ctx: Context, profile: ArchProfile) -> None:
+    quant = ctx.args.get("quantization")
+    if quant is None:
+        return
+    cc, fam, major, minor = _cc(ctx), profile.family, *(ctx.compute_capability or (0, 0))
+    if quant == "nvfp4_online" and not profile.sm100:
+        ctx.error(f"{fam}.quantization", "quantization",
+                  f"quantization 'nvfp4_online' is SM100-only (B200/GB200/B300/GB300); it fails on compute capability {cc}.",
+                  "use a pre-quantized NVFP4 checkpoint with quantization modelopt_fp4", NVFP4_ONLINE_SOURCE)
+        return
+    least = QUANT_MIN_CAPABILITY.get(str(quant))
+    if least and major * 10 + minor < least[0]:
+        ctx.error(f"{fam}.quantization", "quantization",
+                  f"quantization {quant!r} needs compute capability {least[0] // 10}.{least[0] % 10} or newer; this host has "
+                  f"{cc}. SGLang refuses it after reading the model's config.",
+                  "use a checkpoint format the GPU runs (bf16, fp8 or an AWQ/GPTQ checkpoint), or newer GPUs",
+                  f"sglang/srt/model_loader/loader.py:254-265, {least[1]}")
+
+
+@rule("server.moe", shared=True, sources=(
+    "sglang/srt/arg_groups/moe_hook.py:311",
+    "sglang/srt/arg_groups/moe_hook.py:172",
+    "sglang/srt/arg_groups/mega_moe_hook.py:33",
+    "sglang/srt/arg_groups/moe_hook.py:325",
+    "sglang/srt/arg_groups/moe_hook.py:332",
+    "sglang/srt/arg_groups/moe_hook.py:377",
+    "sglang/srt/arg_groups/moe_hook.py:723-731",
+))
+def _moe_launch(ctx: Context, report: Report) -> None:
+    """handle_a2a_moe and check_mega_moe_compat (moe_hook.py, mega_moe_hook.py), on the explicit backends."""
+    a2a = _choice(ctx, "moe_a2a_backend", "none")
+    runner = _choice(ctx, "moe_runner_backend", "auto")
+    overlap = ctx.is_set("enable_two_batch_overlap") or ctx.is_set("enable_single_batch_overlap")
+    dispatch = _choice(ctx, "flashinfer_a2a_dispatch_type", "auto")
+    if a2a != "flashinfer" and dispatch != "auto":
+        report.refuse("flashinfer_a2a_dispatch_type", "flashinfer_a2a_dispatch_type needs moe_a2a_backend flashinfer.",
+                      f"set {ctx.var('moe_a2a_backend')}: flashinfer, or remove flashinfer_a2a_dispatch_type", f"{_MOEH}:311")
+        return
+    if _a2a_may_change(ctx):
+        return
+    tp, attn_dp = _int(ctx, "tp_size", 1), attention_dp_width(ctx)
+    if a2a == "flashinfer" and dispatch != "auto" and "SGLANG_MOE_NVFP4_DISPATCH" in ctx.env:
+        report.refuse("sglang_env.SGLANG_MOE_NVFP4_DISPATCH", "SGLANG_MOE_NVFP4_DISPATCH cannot be set together with "
+                      "flashinfer_a2a_dispatch_type.", "remove one of them (flashinfer_a2a_dispatch_type: nvfp4 says the same)",
+                      f"{_MOEH}:172")
+    if a2a == "flashinfer_megamoe":
+        combine = ctx.env.get("SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE", "bf16").strip().lower()
+        for bad, why, line in (
+            (added_in(ctx, "0.5.23") and env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16") and combine != "bf16",
+             "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16 needs SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE bf16", 217),
+            (combine not in ("bf16", "mxfp8", "nvfp4"),
+             f"SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE {combine!r} is not bf16, mxfp8 or nvfp4", 222),
+            (combine != "bf16" and env_true(ctx.env, "SGLANG_FLASHINFER_MEGAMOE_IN_KERNEL_FC2_REDUCE"),
+             f"SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE {combine} does not work with "
+             "SGLANG_FLASHINFER_MEGAMOE_IN_KERNEL_FC2_REDUCE", 230),
+        ):
+            if bad:
+                report.refuse("sglang_env.SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE", f"FlashInfer MegaMoE: {why}.",
+                              "fix the sglang_env values", f"{_MOEH}:{line}")
+                return
+    if a2a == "megamoe" and overlap and added_in(ctx, "0.5.21"):  # 0.5.20 has no such check
+        report.refuse("moe_a2a_backend", "moe_a2a_backend megamoe has no two-batch / single-batch overlap.",
+                      "remove enable_two_batch_overlap / enable_single_batch_overlap", "sglang/srt/arg_groups/mega_moe_hook.py:33")
+    elif a2a == "flashinfer_megamoe" and not (attention_dp_on(ctx) and attn_dp == tp):
+        report.refuse("attn_dp_size", f"moe_a2a_backend flashinfer_megamoe needs attn_dp_size equal to tp_size ({tp}).",
+                      f"set {ctx.var('attn_dp_size')}: {tp}", f"{_MOEH}:325")
+    elif a2a == "flashinfer_megamoe" and runner not in ("auto", "flashinfer_megamoe"):
+        report.refuse("moe_runner_backend", "moe_a2a_backend flashinfer_megamoe needs moe_runner_backend flashinfer_megamoe.",
+                      f"set {ctx.var('moe_runner_backend')}: flashinfer_megamoe (or leave it auto)", f"{_MOEH}:332")
+    elif a2a == "deepep" and runner == "flashinfer_cutedsl" and _choice(ctx, "deepep_mode", "auto") == "normal":
+        report.refuse("deepep_mode", "flashinfer_cutedsl FP4 MoE has no DeepEP normal (prefill) dispatch.",
+                      f"set {ctx.var('deepep_mode')}: low_latency or auto", f"{_MOEH}:377")
+    elif a2a == "deepep_v2" and ctx.model.architecture in ARCHITECTURES and \
+            ctx.model.architecture not in deepep_v2_architectures(ctx):
+        # Stricter in one way: a model package may register more architectures before SGLang validates the
+        # arguments (register_deepep_v2_model); this table holds SGLang's own models, which none registers.
+        report.refuse("moe_a2a_backend", f"moe_a2a_backend deepep_v2 is not validated for {ctx.model.architecture}: SGLang "
+                      f"runs it for {', '.join(deepep_v2_architectures(ctx))} only.",
+                      f"use {ctx.var('moe_a2a_backend')}: deepep (or none)", f"{_MOEH}:723-731")
+    elif a2a == "deepep_v2":
+        for bad, dest, why, line in (
+            (runner not in ("auto", "deep_gemm"), "moe_runner_backend", f"supports moe_runner_backend deep_gemm only, "
+             f"not {runner}", 414),
+            (overlap, "enable_two_batch_overlap", "has no two-batch / single-batch overlap hooks", 421),
+            (ctx.is_set("enforce_shared_experts_fusion"), "enforce_shared_experts_fusion",
+             "has not validated fused shared experts", 427),
+            (added_in(ctx, "0.5.22") and _choice(ctx, "deepep_v2_mode", "direct") == "direct" and _int(ctx, "nnodes", 1) > 1,
+             "deepep_v2_mode",
+             "deepep_v2_mode direct is NVLink-only and cannot span nodes", 433),
+        ):
+            if bad:
+                report.refuse(dest, f"moe_a2a_backend deepep_v2 {why}.", f"fix {ctx.var(dest)} (deepep_v2_mode: hybrid across "
+                              "nodes), or use another moe_a2a_backend", f"{_MOEH}:{line}")
+                break
+    elif a2a == "pplx":
+        for bad, dest, why, line in (
+            (_choice(ctx, "deepep_mode", "auto") == "normal", "deepep_mode", "supports low-latency mode only", 577),
+            (attn_dp < 2, "attn_dp_size", "needs attention DP with at least 2 groups", 591),
+            (runner not in ("auto", "deep_gemm"), "moe_runner_backend", f"runs deep_gemm only, not {runner}", 599),
+        ):
+            if bad:
+                report.refuse(dest, f"moe_a2a_backend pplx {why}.", f"fix {ctx.var(dest)}, or use another moe_a2a_backend",
+                              f"{_MOEH}:{line}")
+                break
+
+
+MORI_ENV = "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
+
+
+@rule("moe.mori", ids=("{family}.moe", "moe.mori"), sources=(
+    "sglang/srt/arg_groups/moe_hook.py:564-572",
+))
+def _mori(ctx: Context, report: Report) -> None:
+    """MoRI all-to-all: an AMD ROCm library, and its dispatch buffer against chunked prefill."""
+    if ctx.args.get("moe_a2a_backend") != "mori":
+        return
+    profile = arch_profile(ctx)
+    if profile is not None:
+        ctx.error(f"{profile.family}.moe", "moe_a2a_backend",
+                  f"moe_a2a_backend 'mori' is AMD's MoRI all-to-all library (ROCm only); it does not run on compute "
+                  f"capability {_cc(ctx)} (stricter than SGLang, whose argument checks only size its buffer).",
+                  "use moe_a2a_backend deepep (or none)")
+    chunk = ctx.args.get("chunked_prefill_size")
+    if chunk is None:
+        chunk = default_chunked_prefill_size(gpu_memory_mib(ctx)[0])
+    if not isinstance(chunk, int) or chunk <= 0 or str(ctx.get("disaggregation_mode", "null")) == "decode":
+        return
+    try:
+        limit = int(ctx.env.get(MORI_ENV, 4096))
+    except (TypeError, ValueError):
+        return
+    if chunk > limit:
+        ctx.error("moe.mori", "moe_a2a_backend",
+                  f"MoRI dispatches up to chunked_prefill_size={chunk} tokens per rank, more than {MORI_ENV}={limit}; "
+                  "SGLang refuses it at start-up.",
+                  f"set sglang_args.chunked_prefill_size <= {limit}, or raise sglang_env.{MORI_ENV}",
+                  "sglang/srt/arg_groups/moe_hook.py:564-572")
+
+
+PPLX_ENV = "SGLANG_PPLX_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
+
+
+@rule("moe.pplx", sources=(
+    "sglang/srt/arg_groups/moe_hook.py:575-594",
+    "sglang/srt/arg_groups/moe_hook.py:577",
+    "sglang/srt/arg_groups/moe_hook.py:611-619",
+    "sglang/srt/arg_groups/moe_hook.py:591",
+))
+def _pplx(ctx: Context, report: Report) -> None:
+    """handle_a2a_moe for pplx (sglang/srt/arg_groups/moe_hook.py:575-594)."""
+    if ctx.args.get("moe_a2a_backend") != "pplx":
+        return
+    if str(ctx.get("deepep_mode", "auto")) == "normal":
+        ctx.error("moe.pplx", "deepep_mode", "moe_a2a_backend pplx runs in low-latency mode only; deepep_mode is normal.",
+                  "set sglang_args.deepep_mode: low_latency (or auto)", "sglang/srt/arg_groups/moe_hook.py:577")
+    elif _int(ctx, "attn_dp_size", 1) < 2:
+        ctx.error("moe.pplx", "moe_a2a_backend",
+                  "moe_a2a_backend pplx needs attention data parallelism with at least 2 groups (attn_dp_size >= 2); "
+                  "SGLang refuses it without.", "set sglang_args.attn_dp_size >= 2, or use moe_a2a_backend deepep / none",
+                  "sglang/srt/arg_groups/moe_hook.py:591")
+        return
+    # required_pplx_dispatch_tokens_per_rank (moe_hook.py:840-846) against the buffer (moe_hook.py:611-619): chunked
+    # prefill (SGLang's default: at least 2048) or the decode CUDA-graph batch, whichever is larger.
+    chunk = ctx.args.get("chunked_prefill_size")
+    if chunk is None:
+        chunk = default_chunked_prefill_size(gpu_memory_mib(ctx)[0]) or min(s for _, s in CHUNKED_PREFILL_DEFAULTS)
+    if not isinstance(chunk, int) or chunk <= 0 or str(ctx.get("disaggregation_mode", "null")) == "decode":
+        return
+    graph = _num(ctx, "cuda_graph_max_bs_decode")
+    need = chunk if graph is None else max(chunk, graph)
+    try:
+        limit = int(ctx.env.get(PPLX_ENV, 128))
+    except (TypeError, ValueError):
+        return
+    if need > limit:
+        ctx.error("moe.pplx", "moe_a2a_backend",
+                  f"pplx dispatches up to {need} tokens per rank (chunked_prefill_size / cuda_graph_max_bs_decode), more "
+                  f"than {PPLX_ENV}={limit}; SGLang refuses it at start-up.",
+                  f"set sglang_args.chunked_prefill_size <= {limit}, or raise sglang_env.{PPLX_ENV}",
+                  "sglang/srt/arg_groups/moe_hook.py:611-619")
+
+
+DEEPEP_V2_ENV = "SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
+
+
+# Where each release raises the prefill-budget error (moe_hook.py), newest first.
+DEEPEP_V2_BUDGET_LINES = (("0.5.23", "688-695"), ("0.5.22", "612-619"), ("0.5.21", "567-574"), (None, "560-567"))
+
+
+@rule("moe.deepep_v2", sources=(
+    "sglang/srt/arg_groups/moe_hook.py:679-697",
+))
+def _deepep_v2_budget(ctx: Context, report: Report) -> None:
+    """validate_deepep_v2_dispatch_token_budget's prefill half (sglang/srt/arg_groups/moe_hook.py:679-697; 0.5.20
+    moe_hook.py:549-567: DEEPEP_V2_BUDGET_LINES): the tokens one rank dispatches in a prefill chunk against the DeepEP v2 buffer
+    (SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK, 128 by default, environ.py:1441). The per-rank figure is
+    required_deepep_v2_prefill_tokens_per_rank (moe_hook.py:641-653): the prefill buffer ceiling
+    (max_prefill_buffer_tokens, overrides.py:1865-1884: chunked_prefill_size, or max_prefill_tokens when chunked
+    prefill is off) after attention DP divides the chunk (parallel_hook.py:326-331), split from 0.5.22 on over the
+    tp_size // attn_dp_size ranks a chunk is scattered across. The figure used here is a lower bound (SGLang's
+    smallest default chunk for the architecture's GPUs; PP dynamic chunking only grows it), so the rule never refuses
+    what SGLang accepts. SGLang's own models register no prefill sizing of their own (moe_model_registry.py:20-28), so
+    the rule keeps to them. The decode CUDA-graph half reads the batch size SGLang resolves from the GPU's memory:
+    the on-host preflight checks it."""
+    if moe_backends(ctx)[0] != "deepep_v2" or _a2a_may_change(ctx) or \
+            ctx.model.architecture not in deepep_v2_architectures(ctx) or \
+            str(ctx.get("disaggregation_mode", "null")) == "decode" or ctx.is_set("enable_mis"):
+        return
+    try:
+        capacity = int(ctx.env.get(DEEPEP_V2_ENV, 128))
+    except (TypeError, ValueError):
+        return
+    chunk = ctx.args.get("chunked_prefill_size")
+    if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool)):
+        return
+    width = attention_dp_width(ctx)
+    per_dp = (min(possible_default_chunked_prefill_sizes(ctx)) if chunk is None else chunk) // width
+    if per_dp > 0:
+        ceiling, what = per_dp, (f"chunked_prefill_size={chunk}" if chunk is not None else
+                                 f"SGLang's default chunked_prefill_size (at least {per_dp * width} on these GPUs)")
+        if width > 1:
+            what += f" per attention-DP rank (divided by {width})"
+    else:
+        ceiling = _num(ctx, "max_prefill_tokens")
+        if ceiling is None:
+            ceiling = ctx.schema.default("max_prefill_tokens")  # the release's default (16384 in 0.5.23)
+        what = f"max_prefill_tokens={ceiling} (chunked prefill is off)"
+    if not isinstance(ceiling, int) or isinstance(ceiling, bool) or ceiling <= 0:
+        return
+    scatter = max(1, _int(ctx, "tp_size", 1) // width) if added_in(ctx, "0.5.22") else 1
+    required = -(-ceiling // scatter)
+    if required > capacity:
+        spread = f", scattered over {scatter} ranks," if scatter > 1 else ""
+        ctx.error("moe.deepep_v2", "moe_a2a_backend",
+                  f"DeepEP v2 dispatches {required} prefill tokens per rank ({what}{spread}), more than "
+                  f"{DEEPEP_V2_ENV}={capacity}; SGLang refuses it at start-up.",
+                  f"set sglang_env.{DEEPEP_V2_ENV} >= {required}, or lower sglang_args.chunked_prefill_size",
+                  "sglang/srt/arg_groups/moe_hook.py:" + next(lines for version, lines in DEEPEP_V2_BUDGET_LINES
+                                                              if version is None or added_in(ctx, version)))
+
+
+@rule("moe.megamoe", since="0.5.21", shared=True, sources=(
+    "sglang/srt/arg_groups/mega_moe_hook.py:27-48",
+    "sglang/srt/arg_groups/mega_moe_hook.py:33",
+    "sglang/srt/arg_groups/mega_moe_hook.py:43",
+))
+def _megamoe(ctx: Context, report: Report) -> None:
+    """check_mega_moe_compat (sglang/srt/arg_groups/mega_moe_hook.py:27-48, new in 0.5.21), after
+    handle_moe_runner_backend_alias (mega_moe_hook.py:259-276): moe_runner_backend megamoe is moe_a2a_backend megamoe."""
+    if moe_backends(ctx)[0] != "megamoe":
+        return
+    via = "moe_a2a_backend" if ctx.args.get("moe_a2a_backend") == "megamoe" else "moe_runner_backend"
+    overlap = [d for d in ("enable_two_batch_overlap", "enable_single_batch_overlap") if ctx.is_set(d)]
+    if overlap:
+        report.error(overlap[0], "moe_a2a_backend megamoe has no two-batch / single-batch overlap decomposition; SGLang "
+                     f"refuses {' and '.join(overlap)} with it.", f"remove {' and '.join(ctx.var(d) for d in overlap)}",
+                     "sglang/srt/arg_groups/mega_moe_hook.py:33")
+    cc = ctx.compute_capability
+    if cc is None or cc[0] in (9, 10):  # is_sm90 / is_sm100 match the major only
+        return
+    report.error(via, f"{via} megamoe needs an SM90 (Hopper) or SM100-class GPU; compute capability {_cc(ctx)} has "
+                 "none of its DeepGEMM kernels. SGLang refuses it at start-up.",
+                 f"remove {ctx.var(via)}, or use moe_a2a_backend deepep (or none)", "sglang/srt/arg_groups/mega_moe_hook.py:43")
+
+
+@rule("moe.megamoe", until="0.5.21", shared=True, ids=("{family}.moe", "arch.moe"),
+      stricter=("0.5.20's mega_moe_hook.py only maps the alias: its mega-MoE path builds the experts' weights for "
+                "DeepGEMM's SM90 / SM100 kernels and fails in the first forward pass on any other GPU"))
+def _megamoe_gpu(ctx: Context, report: Report) -> None:
+    """Stricter than 0.5.20, whose mega_moe_hook.py only maps the alias: its mega-MoE path builds the experts'
+    weights for DeepGEMM's SM90 / SM100 kernels (UTCCP-transposed scales, layers/moe/mega_moe.py:353-400) and
+    fails in the first forward on any other GPU; 0.5.21 made that a start-up check (rule _megamoe)."""
+    cc = ctx.compute_capability
+    if moe_backends(ctx)[0] != "megamoe" or cc is None or cc[0] in (9, 10):  # is_sm90 / is_sm100 match the major only
+        return
+    via = "moe_a2a_backend" if ctx.args.get("moe_a2a_backend") == "megamoe" else "moe_runner_backend"
+    profile = arch_profile(ctx)
+    ctx.error(f"{profile.family}.moe" if profile else "arch.moe", via,
+              f"{via} megamoe runs DeepGEMM's mega-MoE kernels, which exist for SM90 (Hopper) and SM100-class GPUs "
+              f"only; on compute capability {_cc(ctx)} SGLang {ctx.version} starts and then fails in the first "
+              "forward pass (SGLang 0.5.21 and later refuse it at start-up).",
+              f"remove {ctx.var(via)}, or use moe_a2a_backend deepep (or none)", "sglang/srt/layers/moe/mega_moe.py:353-400")
+
+
+@rule("server.moe", shared=True, sources=(
+    "sglang/srt/arg_groups/overrides.py:1471",
+    "sglang/srt/arg_groups/moe_hook.py:635",
+    "sglang/srt/arg_groups/parallel_hook.py:783",
+    "sglang/srt/arg_groups/moe_hook.py:756",
+))
+def _moe_kernels(ctx: Context, report: Report) -> None:
+    """handle_moe_kernel_config, handle_a2a_moe's FlashInfer A2A checks, the nvfp4_online runner constraint,
+    handle_eplb_and_dispatch and the DeepEP v2 draft check (moe_hook.py, overrides.py, parallel_hook.py), on the
+    explicit values (nothing where DeepSeek's context-parallel overrides may change the a2a backend first)."""
+    a2a, runner = moe_backends(ctx)
+    tp, ep, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "ep_size", 1), attention_dp_width(ctx)
+    quant = _choice(ctx, "quantization", "")
+    w4a16 = env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16")
+    cc = ctx.compute_capability
+    if quant == "nvfp4_online" and (cc is None or cc[0] == 10) and runner not in ("auto", *NVFP4_ONLINE_RUNNERS) and not (
+            added_in(ctx, "0.5.23") and runner == "flashinfer_megamoe" and a2a == "flashinfer_megamoe" and w4a16):
+        report.refuse("moe_runner_backend", f"quantization nvfp4_online runs the MoE with flashinfer_trtllm, "
+                      f"flashinfer_trtllm_routed or flashinfer_cutedsl only, not moe_runner_backend {runner}.",
+                      f"set {ctx.var('moe_runner_backend')}: auto (or one of those)", "sglang/srt/arg_groups/overrides.py:1471")
+    if _a2a_may_change(ctx):
+        return
+    kernel_quant = moe_kernel_quantization(ctx)
+    for bad, dest, why, line in (
+        (runner == "flashinfer_cutlass" and kernel_quant not in (UNCERTAIN, *CUTLASS_MOE_QUANT), "quantization",
+         f"moe_runner_backend flashinfer_cutlass runs quantization modelopt_fp4, modelopt_fp8, modelopt_mixed or none "
+         f"(bf16), not {kernel_quant}", 81),
+        (runner == "flashinfer_cutedsl" and kernel_quant not in (UNCERTAIN, *CUTEDSL_MOE_QUANT)
+         and ctx.model.quant_method is not None and "mixed" not in ctx.model.quant_method, "quantization",
+         f"moe_runner_backend flashinfer_cutedsl runs quantization modelopt_fp4, modelopt_mixed or nvfp4_online (or a "
+         f"hybrid NVFP4 checkpoint), not {kernel_quant or 'none'}", 98),
+        (runner in ("flashinfer_cutlass", "flashinfer_cutedsl") and ep not in (1, tp), "ep_size",
+         f"moe_runner_backend {runner} needs ep_size 1 or ep_size == tp_size ({tp}), not {ep}", 89 if runner ==
+         "flashinfer_cutlass" else 102),
+        (runner == "flashinfer_cutedsl" and a2a not in ("none", "deepep", "flashinfer"), "moe_a2a_backend",
+         f"moe_runner_backend flashinfer_cutedsl works with moe_a2a_backend none, deepep or flashinfer, not {a2a}", 106),
+        (runner == "flashinfer_cutedsl" and a2a == "deepep" and (
+            quant == "nvfp4_online" or env_true(ctx.env, "SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION")),
+         "moe_a2a_backend", "flashinfer_cutedsl with per-token NVFP4 activation needs moe_a2a_backend none or flashinfer, "
+         "not deepep", 118),
+        (runner == "cutlass" and quant in ("fp8", "mxfp8") and ep != 1, "ep_size",
+         f"the FP8 / MXFP8 cutlass MoE runs with ep_size 1 only (ep_size={ep})", 161),
+    ):
+        if bad:
+            report.refuse(dest, why + ".", f"fix {ctx.var(dest)}, or use another moe_runner_backend", f"{_MOEH}:{line}")
+            break
+    dispatch = ctx.args.get("flashinfer_a2a_dispatch_type")
+    if a2a == "flashinfer":
+        model_quant = quant or ctx.model.quant_method
+        for bad, dest, why, line in (
+            # the layernorm-SP topology is accepted from 0.5.23 (0.5.22 moe_hook.py:405-411)
+            (not (attention_dp_on(ctx) and attn_dp == tp) and not (added_in(ctx, "0.5.23") and ctx.is_set("enable_layernorm_sp")),
+             "attn_dp_size",
+             f"moe_a2a_backend flashinfer needs attn_dp_size equal to tp_size ({tp}), not {attn_dp}", 475),
+            (w4a16 and runner == "flashinfer_cutedsl" and env_true(ctx.env, "SGLANG_MOE_NVFP4_DISPATCH"),
+             "sglang_env.SGLANG_MOE_NVFP4_DISPATCH", "CuTe DSL NVFP4 W4A16 (SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16) needs "
+             "BF16 dispatch, so SGLANG_MOE_NVFP4_DISPATCH must be unset", 494),
+            (w4a16 and runner == "flashinfer_cutedsl" and dispatch in ("auto", "nvfp4"), "flashinfer_a2a_dispatch_type",
+             f"CuTe DSL NVFP4 W4A16 needs flashinfer_a2a_dispatch_type bf16, not {dispatch}", 527),
+            (dispatch == "mxfp8" and model_quant is not None and model_quant != "mxfp8", "flashinfer_a2a_dispatch_type",
+             f"flashinfer_a2a_dispatch_type mxfp8 needs quantization mxfp8 (the model's is {model_quant or 'none'})", 193),
+            (dispatch == "mxfp8" and runner not in ("auto", "flashinfer_trtllm", "flashinfer_trtllm_routed"),
+             "moe_runner_backend", f"flashinfer_a2a_dispatch_type mxfp8 needs moe_runner_backend flashinfer_trtllm_routed, "
+             f"not {runner}", 197),
+            (runner not in ("auto", *FLASHINFER_A2A_RUNNERS), "moe_runner_backend",
+             f"moe_a2a_backend flashinfer works with moe_runner_backend {', '.join(FLASHINFER_A2A_RUNNERS)} only, not "
+             f"{runner}", 531),
+        ):
+            if bad:
+                report.refuse(dest, why + ".", f"fix {dest if dest.startswith('sglang_env') else ctx.var(dest)}, or use another "
+                              "moe_a2a_backend", f"{_MOEH}:{line}")
+                break
+        chunk = _num(ctx, "chunked_prefill_size")
+        if added_in(ctx, "0.5.22") and _choice(ctx, "disaggregation_mode", "null") != "decode" and (
+                (chunk is not None and chunk <= 0) or ctx.is_set("enable_mis")):
+            mis = " (enable_mis turns it off)" if ctx.is_set("enable_mis") else ""
+            report.refuse("chunked_prefill_size", "moe_a2a_backend flashinfer needs chunked prefill (a fixed-size dispatch "
+                          "workspace); chunked_prefill_size is off" + mis + ".",
+                          f"set {ctx.var('chunked_prefill_size')} > 0 (or remove it)", f"{_MOEH}:756")
+    algorithm = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") else None
+    draft = _choice(ctx, "speculative_moe_a2a_backend", "")
+    if not draft and algorithm is not None and str(algorithm).upper() != "NGRAM":
+        draft = a2a
+    if draft == "deepep_v2":
+        report.refuse("speculative_moe_a2a_backend", "DeepEP v2 is not validated as the speculative draft's MoE a2a backend "
+                      "(the draft inherits moe_a2a_backend when speculative_moe_a2a_backend is unset).",
+                      f"set {ctx.var('speculative_moe_a2a_backend')} to another backend (e.g. none)", f"{_MOEH}:635")
+    # Unknown models may set an a2a backend themselves (MiniMax-M3: megamoe, model_overrides/minimax_m3.py:112).
+    if a2a == "none" and ctx.model.known and _choice(ctx, "ep_dispatch_algorithm", "") in ("static", "lp"):
+        report.refuse("ep_dispatch_algorithm", f"ep_dispatch_algorithm {ctx.args.get('ep_dispatch_algorithm')} picks a different "
+                      "replica per rank, which needs an a2a backend; with moe_a2a_backend none all ranks must agree.",
+                      f"set {ctx.var('ep_dispatch_algorithm')}: dynamic (or leave it unset)", f"{_PH}:783")

@@ -1,0 +1,305 @@
+"""Parallelism: the sizes against the declared hardware and the multi-node layout, and SGLang's parallel_hook checks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import _PH, _choice, _given, _int, _num
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
+    MAX_GPUS_PER_HOST,
+    _a2a_may_change,
+    _per_node,
+    attention_dp_on,
+    attention_dp_width,
+    gpu_ids,
+    moe_backends,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
+
+
+@rule("parallel",
+      ids=("parallel.nnodes", "parallel.dp_multinode", "parallel.dp_attn_dp", "parallel.tp_attn_dp", "parallel.gpu_ids",
+           "parallel.gpus", "parallel.size", "parallel.dist_init_addr", "parallel.node_rank",),
+      sources=(
+    "sglang/srt/arg_groups/validation_hook.py:179",
+    "sglang/srt/arg_groups/validation_hook.py:199",
+    "sglang/srt/arg_groups/parallel_hook.py:288",
+    "sglang/srt/arg_groups/parallel_hook.py:326",
+    "sglang/srt/arg_groups/validation_hook.py:204",
+))
+def _parallel(ctx: Context, report: Report) -> None:
+    tp, pp, dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "dp_size", 1)
+    attn_dp, nnodes, rank = _int(ctx, "attn_dp_size", 1), _int(ctx, "nnodes", 1), _int(ctx, "node_rank", 0)
+    base, step = _int(ctx, "base_gpu_id", 0), _int(ctx, "gpu_id_step", 1)
+    for dest, value in (("tp_size", tp), ("pp_size", pp), ("dp_size", dp), ("attn_dp_size", attn_dp), ("nnodes", nnodes)):
+        if value < 1:
+            ctx.error("parallel.size", dest, f"{dest} must be at least 1, got {value}.", f"set {ctx.var(dest)} >= 1")
+            return
+    if (tp * pp) % nnodes:
+        ctx.error("parallel.nnodes", "nnodes",
+                  f"tp_size * pp_size = {tp * pp} is not divisible by nnodes = {nnodes}.",
+                  "make tp_size * pp_size a multiple of nnodes", "sglang/srt/arg_groups/validation_hook.py:179")
+        return
+    if dp > 1 and nnodes > 1:
+        ctx.error("parallel.dp_multinode", "dp_size",
+                  f"dp_size={dp} with nnodes={nnodes}: multi-node data-parallel replicas are not supported.",
+                  "use attn_dp_size across nodes, or one SGLang instance per node with a router in front",
+                  "sglang/srt/arg_groups/validation_hook.py:199")
+    if dp > 1 and attn_dp > 1:
+        ctx.error("parallel.dp_attn_dp", "attn_dp_size",
+                  f"dp_size={dp} together with attn_dp_size={attn_dp}: choose data-parallel replicas or attention DP, not both.",
+                  "set dp_size: 1 (attention DP inside one TP group) or attn_dp_size: 1",
+                  "sglang/srt/arg_groups/parallel_hook.py:288")
+    if tp % attn_dp:
+        ctx.error("parallel.tp_attn_dp", "attn_dp_size", f"tp_size={tp} is not divisible by attn_dp_size={attn_dp}.",
+                  "pick attn_dp_size dividing tp_size (e.g. 2, 4 or 8 for tp 8)",
+                  "sglang/srt/arg_groups/parallel_hook.py:326")
+    if nnodes > 1:
+        if not ctx.is_set("dist_init_addr"):
+            ctx.error("parallel.dist_init_addr", "sglang_args.dist_init_addr",
+                      f"nnodes={nnodes} needs dist_init_addr (host:port of node rank 0) on every node.",
+                      "set sglang_args.dist_init_addr: \"<rank-0 address>:<port>\"")
+        if not 0 <= rank < nnodes:
+            ctx.error("parallel.node_rank", "node_rank", f"node_rank={rank} is outside 0..{nnodes - 1}.",
+                      f"set node_rank to this host's position (0 to {nnodes - 1})")
+    elif rank != 0:
+        ctx.error("parallel.node_rank", "node_rank", f"node_rank={rank} with a single node (nnodes=1).",
+                  "remove node_rank, or set nnodes")
+    if base < 0 or step < 1:
+        ctx.error("parallel.gpu_ids", "base_gpu_id" if base < 0 else "gpu_id_step",
+                  "base_gpu_id must be >= 0 and gpu_id_step >= 1.", "fix the value",
+                  "sglang/srt/arg_groups/validation_hook.py:204")
+        return
+    if _per_node(ctx) > MAX_GPUS_PER_HOST:
+        ctx.error("parallel.gpus", "tp_size",
+                  f"tp_size={tp} x pp_size={pp} / nnodes={nnodes} x dp_size={dp} asks for {_per_node(ctx)} GPUs on one node, "
+                  f"more than any host has (at most {MAX_GPUS_PER_HOST}).", "set the parallel sizes to the host's GPUs")
+        return
+    ids = gpu_ids(ctx)
+    if ctx.gpu_count is not None and ids[-1] >= ctx.gpu_count:
+        _gpus_overflow(ctx, {"tp_size": tp, "pp_size": pp, "dp_size": dp}, nnodes, ids)
+
+
+def _gpus_overflow(ctx: Context, sizes: dict[str, int], nnodes: int, ids: list[int]) -> None:
+    """parallel.gpus: name what pushes the ranks past the host's GPUs, and values that fit (never the current ones)."""
+    count, per_node, base, step = ctx.gpu_count or 1, len(ids), ids[0], _int(ctx, "gpu_id_step", 1)
+    fixes: dict[str, int] = {}
+    if per_node <= count:  # enough GPUs: base_gpu_id / gpu_id_step place the last rank past them
+        if step > 1 and per_node > 1 and (count - 1 - base) // (per_node - 1) >= 1:
+            fixes["gpu_id_step"] = (count - 1 - base) // (per_node - 1)
+        if base > 0 and count - 1 - (per_node - 1) * step >= 0:
+            fixes["base_gpu_id"] = count - 1 - (per_node - 1) * step
+        culprits = [d for d, on in (("base_gpu_id", base > 0), ("gpu_id_step", step > 1)) if on]
+        fix = " or ".join(f"{d}: {v}" for d, v in fixes.items()) or "base_gpu_id: 0 and gpu_id_step: 1"
+    else:  # the sizes: the factor (in rank order tp, pp, dp) whose product first exceeds the GPUs, and the largest that fits
+        product, room = 1, count * nnodes
+        for dest, value in sizes.items():
+            if product * value > room:
+                fixes[dest] = value = max(room // product, 1)
+            product *= value
+        culprits = list(fixes)
+        fix = ", ".join(f"{d}: {v}" for d, v in fixes.items())
+    layout = "tp {tp_size} x pp {pp_size}".format(**sizes) + (f" / nnodes {nnodes}" if nnodes > 1 else "") \
+        + (f" x dp {sizes['dp_size']}" if sizes["dp_size"] > 1 else "")
+    where = f"GPU ids {base}..{ids[-1]}" + (f" (step {step})" if step != 1 else "")
+    named = " and ".join(f"{d}={_int(ctx, d, 0)}" for d in culprits)
+    ctx.error("parallel.gpus", culprits[0],
+              f"{layout} needs {per_node} GPU(s) on this node ({where}), but the host has nvidia_gpu_count={count}: "
+              f"{named} {'pushes' if len(culprits) == 1 else 'push'} it past them.",
+              f"set {fix} to fit {count} GPU(s), or correct nvidia_gpu_count / base_gpu_id / gpu_id_step if they are wrong")
+
+
+@rule("server.parallel", shared=True, file=_PH, sources=(
+    "sglang/srt/arg_groups/parallel_hook.py:152",
+    "sglang/srt/arg_groups/parallel_hook.py:244",
+    "sglang/srt/arg_groups/parallel_hook.py:250",
+    "sglang/srt/arg_groups/parallel_hook.py:252",
+    "sglang/srt/arg_groups/parallel_hook.py:159-164",
+    "sglang/srt/arg_groups/parallel_hook.py:172",
+    "sglang/srt/arg_groups/parallel_hook.py:267",
+    "sglang/srt/arg_groups/parallel_hook.py:178",
+    "sglang/srt/arg_groups/parallel_hook.py:269",
+))
+def _parallel_launch(ctx: Context, report: Report) -> None:
+    """Context parallelism, decode context parallelism and DWDP (parallel_hook.py), on the explicit sizes."""
+    tp, pp, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "attn_dp_size", 1)
+    cp, moe_dp, dcp, dwdp = (_int(ctx, d, 1) for d in ("attn_cp_size", "moe_dp_size", "dcp_size", "dwdp_size"))
+    if ctx.is_set("enable_prefill_cp") and not _given(ctx, "cp_strategy"):
+        report.refuse("cp_strategy", "enable_prefill_cp needs cp_strategy.", f"set {ctx.var('cp_strategy')} (e.g. interleave)", 152)
+    # DeepSeek-V4's hook derives attn_cp_size itself (deepseek_v4_hook.py:220), so only known other models are checked.
+    if not added_in(ctx, "0.5.22"):  # tp_size % (dp_size * attn_cp_size) (0.5.21 parallel_hook.py:108-113)
+        attn_dp = _int(ctx, "dp_size", 1)
+    if cp > 1 and tp >= 1 and attn_dp >= 1 and ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or ""):
+        if tp % cp or tp % (attn_dp * cp):
+            report.refuse("attn_cp_size", f"tp_size={tp} must be divisible by attn_dp_size x attn_cp_size = {attn_dp} x {cp}"
+                          + ("." if added_in(ctx, "0.5.22") else " (dp_size x attn_cp_size in this release)."),
+                          f"set {ctx.var('attn_cp_size')} so that attn_dp_size x attn_cp_size divides tp_size", "159-164")
+    if moe_dp > 1 and dwdp <= 1 and tp >= 1:  # DWDP resets moe_dp_size to 1 (parallel_hook.py:493)
+        if tp % moe_dp:
+            report.refuse("moe_dp_size", f"tp_size={tp} is not divisible by moe_dp_size={moe_dp}.",
+                          f"set {ctx.var('moe_dp_size')} to a divisor of tp_size", 172)
+        elif pp != 1:
+            report.refuse("moe_dp_size", f"moe_dp_size={moe_dp} (context parallelism) does not work with pp_size={pp}.",
+                          "set pp_size: 1 (use tp_size), or moe_dp_size: 1", 178)
+    if dcp < 1:
+        report.refuse("dcp_size", f"dcp_size={dcp} must be at least 1.", f"set {ctx.var('dcp_size')} >= 1, or remove it", 244)
+        return
+    comm = _choice(ctx, "dcp_comm_backend", "")
+    if added_in(ctx, "0.5.22") and dcp > 1 and ctx.is_set("enable_prefill_cp"):
+        report.refuse("dcp_size", "dcp_size > 1 does not work with enable_prefill_cp.",
+                      f"remove {ctx.var('enable_prefill_cp')} or set dcp_size: 1", 250)
+    if comm in ("a2a", "fi_a2a") and dcp <= 1:
+        report.refuse("dcp_comm_backend", f"dcp_comm_backend {comm} needs dcp_size > 1.",
+                      f"set {ctx.var('dcp_size')} > 1, or remove {ctx.var('dcp_comm_backend')}", 252)
+    elif ctx.is_set("dcp_replicate_q_proj") and dcp <= 1:
+        report.refuse("dcp_replicate_q_proj", "dcp_replicate_q_proj needs dcp_size > 1.",
+                      f"set {ctx.var('dcp_size')} > 1, or remove {ctx.var('dcp_replicate_q_proj')}", 267)
+    elif ctx.is_set("dcp_replicate_q_proj") and comm not in ("", "a2a", "fi_a2a"):
+        report.refuse("dcp_replicate_q_proj", f"dcp_replicate_q_proj applies to the a2a / fi_a2a DCP backends, not {comm}.",
+                      f"set {ctx.var('dcp_comm_backend')}: a2a (or leave it unset), or remove dcp_replicate_q_proj", 269)
+    if dwdp > 1:
+        for bad, dest, why, line in (
+            (dwdp != tp, "dwdp_size", f"dwdp_size={dwdp} must equal tp_size={tp}", 441),
+            (ctx.is_set("enable_eplb"), "enable_eplb", "DWDP does not work with enable_eplb", 448),
+            (_given(ctx, "speculative_algorithm"), "speculative_algorithm", "DWDP does not support speculative decoding", 451),
+            (pp != 1, "pp_size", "DWDP needs pp_size 1", 454),
+            (ctx.is_set("enable_two_batch_overlap"), "enable_two_batch_overlap", "DWDP does not support two-batch overlap",
+             455),
+        ):
+            if bad:
+                report.refuse(dest, why + ".", f"fix {ctx.var(dest)}, or set dwdp_size: 1", line)
+                break
+
+
+@rule("server.layernorm_sp", sources=(
+    "sglang/srt/arg_groups/layernorm_sp_hook.py",
+))
+def _layernorm_sp(ctx: Context, report: Report) -> None:
+    """handle_layernorm_sp / validate_layernorm_sp (layernorm_sp_hook.py:15-190), the checks that need no model."""
+    where = "sglang/srt/arg_groups/layernorm_sp_hook.py"
+    if not ctx.is_set("enable_layernorm_sp"):
+        if added_in(ctx, "0.5.23") and ctx.is_set("enable_megamoe_for_layernorm_sp"):
+            ctx.error("server.layernorm_sp", "enable_megamoe_for_layernorm_sp", "enable_megamoe_for_layernorm_sp needs "
+                      "enable_layernorm_sp; SGLang refuses it alone.", f"set {ctx.var('enable_layernorm_sp')}: true, or "
+                      "remove enable_megamoe_for_layernorm_sp", f"{where}:25")
+        return
+    algo = str(ctx.args.get("speculative_algorithm") or "").upper() if _given(ctx, "speculative_algorithm") else ""
+    arch = ctx.model.architecture if ctx.model.known else None
+    for bad, dest, why, line in (
+        # Before 0.5.23 SP_SUPPORTED_ARCHITECTURES is Qwen3ForCausalLM alone (sglang/srt/layers/layernorm_sp.py:53),
+        # checked first (layernorm_sp_hook.py:45-49 in 0.5.22, :42-46 in 0.5.20 and 0.5.21); 0.5.23 adds Muse Spark,
+        # whose branch reads the checkpoint's config.json (the on-host preflight).
+        (not added_in(ctx, "0.5.23") and arch is not None and arch != "Qwen3ForCausalLM", "enable_layernorm_sp",
+         f"runs Qwen3ForCausalLM only in this release, not {arch}", "45-49 (0.5.22; 0.5.20, 0.5.21 :42-46)"),
+        (_int(ctx, "tp_size", 1) <= 1, "tp_size", "needs tp_size > 1 (a sequence to shard)", 136),
+        (attention_dp_on(ctx), "attn_dp_size", "does not work with attention DP", 173),
+        (added_in(ctx, "0.5.23") and algo not in ("", "DFLASH"), "speculative_algorithm",
+         "supports speculative decoding only with Muse Spark DFLASH", 181),
+        # Before 0.5.23 no speculative decoding at all (layernorm_sp_hook.py:61-62 in 0.5.22, :58-59 in 0.5.20 and 0.5.21).
+        (algo and not added_in(ctx, "0.5.23"), "speculative_algorithm", "does not support speculative decoding",
+         "61-62 (0.5.22; 0.5.20, 0.5.21 :58-59)"),
+        (added_in(ctx, "0.5.22") and _int(ctx, "pp_size", 1) > 1, "pp_size", "does not work with pipeline parallelism",
+         187),
+    ):
+        if bad:
+            ctx.error("server.layernorm_sp", dest, f"enable_layernorm_sp {why}; SGLang refuses the launch.",
+                      f"fix {ctx.var(dest)}, or remove {ctx.var('enable_layernorm_sp')}", f"{where}:{line}")
+            return
+
+
+@rule("tbo.attention_dp", sources=(
+    "sglang/srt/arg_groups/validation_hook.py:756-771",
+    "sglang/srt/arg_groups/validation_hook.py:768",
+))
+def _two_batch_overlap(ctx: Context, report: Report) -> None:
+    """check_two_batch_overlap (sglang/srt/arg_groups/validation_hook.py:756-771)."""
+    if not ctx.is_set("enable_two_batch_overlap") or _int(ctx, "attn_dp_size", 1) > 1 or _a2a_may_change(ctx):
+        return
+    a2a = str(ctx.get("moe_a2a_backend", "none"))
+    if ctx.is_set("enable_waterfill") and a2a not in ("deepep", "megamoe"):
+        a2a = "deepep"  # sglang/srt/arg_groups/overrides.py:1596-1605
+    if a2a not in ("none", "ascend_tp"):  # ascend_tp resolves to none (sglang/srt/arg_groups/moe_hook.py:463-469)
+        return
+    ctx.error("tbo.attention_dp", "enable_two_batch_overlap",
+              "two-batch overlap without an expert-parallel all-to-all backend (moe_a2a_backend none) needs attention "
+              "data parallelism; SGLang refuses it at start-up.",
+              "set sglang_args.attn_dp_size > 1, or a moe_a2a_backend (e.g. deepep), or remove "
+              f"{ctx.var('enable_two_batch_overlap')}",
+              "sglang/srt/arg_groups/validation_hook.py:768")
+
+
+@rule("parallel.moe_dense_tp", sources=(
+    "sglang/srt/arg_groups/validation_hook.py:207-211",
+    "sglang/srt/arg_groups/validation_hook.py:207",
+))
+def _moe_dense_tp(ctx: Context, report: Report) -> None:
+    """check_server_args (sglang/srt/arg_groups/validation_hook.py:207-211)."""
+    dense, tp = ctx.args.get("moe_dense_tp_size"), _int(ctx, "tp_size", 1)
+    if dense is None or isinstance(dense, bool) or dense in (1, tp):
+        return
+    ctx.error("parallel.moe_dense_tp", "moe_dense_tp_size",
+              f"moe_dense_tp_size={dense} must be 1 or tp_size ({tp}); SGLang refuses other values.",
+              f"set sglang_args.moe_dense_tp_size: 1 (or {tp}), or remove it", "sglang/srt/arg_groups/validation_hook.py:207")
+
+
+SHARED_EXPERTS_A2A = ("deepep", "megamoe", "mooncake", "ascend_fuseep", "mori")  # parallel_hook.py:227-233
+
+
+def _moe_dp_sizes_known(ctx: Context) -> bool:
+    """The explicit sizes are what SGLang checks: a known model other than DeepSeek-V4 (which derives attn_cp_size
+    itself), with no all-to-all backend SGLang may still change."""
+    return ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") and not _a2a_may_change(ctx)
+
+
+@rule("server.parallel", shared=True, file=_PH, sources=(
+    "sglang/srt/arg_groups/parallel_hook.py:170-192",
+    "sglang/srt/arg_groups/parallel_hook.py:175",
+    "sglang/srt/arg_groups/parallel_hook.py:181",
+    "sglang/srt/arg_groups/parallel_hook.py:190",
+))
+def _parallel_moe_dp(ctx: Context, report: Report) -> None:
+    """handle_context_parallelism's MoE-DP sizes (parallel_hook.py:170-192), on the explicit sizes of known models
+    other than DeepSeek-V4 (which derives attn_cp_size itself)."""
+    if not _moe_dp_sizes_known(ctx):
+        return
+    tp, ep = _int(ctx, "tp_size", 1), _int(ctx, "ep_size", 1)
+    cp, moe_dp, dwdp = _int(ctx, "attn_cp_size", 1), _int(ctx, "moe_dp_size", 1), _int(ctx, "dwdp_size", 1)
+    if moe_dp > 1 and dwdp <= 1 and tp >= 1 and tp % moe_dp == 0:  # DWDP resets moe_dp_size to 1 (parallel_hook.py:493)
+        if ep * moe_dp > tp:
+            report.refuse("ep_size", f"ep_size x moe_dp_size = {ep} x {moe_dp} exceeds tp_size={tp}.",
+                          f"lower {ctx.var('ep_size')} or moe_dp_size", 175)
+        elif ep > 1 and ep * moe_dp != tp:
+            report.refuse("ep_size", f"ep_size x moe_dp_size = {ep} x {moe_dp} must equal tp_size={tp} when ep_size > 1.",
+                          f"set {ctx.var('ep_size')}: {tp // moe_dp}, or 1", 181)
+    if moe_dp > 1 and dwdp <= 1 and cp != moe_dp:
+        report.refuse("moe_dp_size", f"attn_cp_size={cp} differs from moe_dp_size={moe_dp}, which only moe_dp_size 1 allows.",
+                      f"set {ctx.var('moe_dp_size')}: {cp} (= attn_cp_size), or 1", 190)
+
+
+@rule("server.parallel", since="0.5.21", shared=True, file=_PH, sources=(
+    "sglang/srt/arg_groups/parallel_hook.py:203-237",
+    "sglang/srt/arg_groups/parallel_hook.py:216",
+    "sglang/srt/arg_groups/parallel_hook.py:234",
+))
+def _shared_experts_tp(ctx: Context, report: Report) -> None:
+    """handle_shared_experts_tp (parallel_hook.py:203-237, new in 0.5.21), under the same conditions as
+    _parallel_moe_dp."""
+    if not _moe_dp_sizes_known(ctx):
+        return
+    tp, attn_dp, cp = _int(ctx, "tp_size", 1), attention_dp_width(ctx), _int(ctx, "attn_cp_size", 1)
+    size = _num(ctx, "shared_experts_tp_size")
+    if size is None or attn_dp < 1 or cp < 1:
+        return
+    attn_tp = tp // attn_dp // cp
+    if size < 1 or attn_tp % size:
+        report.refuse("shared_experts_tp_size", f"shared_experts_tp_size={size} must be a positive divisor of the attention TP "
+                      f"size ({attn_tp} = tp_size / attn_dp_size / attn_cp_size).",
+                      f"set {ctx.var('shared_experts_tp_size')} to a divisor of {attn_tp}, or remove it", 216)
+    elif moe_backends(ctx)[0] not in SHARED_EXPERTS_A2A:
+        report.refuse("shared_experts_tp_size", "shared_experts_tp_size needs an expert-parallel all-to-all backend (deepep, "
+                      "megamoe, mooncake or mori); it is also Kimi-K3 only.",
+                      f"set {ctx.var('moe_a2a_backend')}: deepep, or remove {ctx.var('shared_experts_tp_size')}", 234)

@@ -1,0 +1,491 @@
+"""SGLang's own default resolution: what SGLang picks where the host sets nothing.
+
+The default attention backends, page size, chunked-prefill size, MoE runner and all-to-all backends, the
+speculative triple SGLang chooses, the GPUs a node's ranks use and their memory.  The rules read these to check
+what SGLang will run, and the validator and the host planner use them (``gpu_ids``) without the rules.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
+    MAMBA_EXTRA_BUFFER,
+    _choice,
+    _int,
+    _num,
+    _spec_values,
+    env_true,
+)
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import added_in
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
+
+
+def attention_dp_width(ctx: Context) -> int:
+    """The attention-DP width SGLang divides chunked_prefill_size by (parallel_hook.py:314-331): attn_dp_size, or
+    the deprecated dp_size + enable_dp_attention of releases that still have it (0.5.23 moves it to attn_dp_size
+    first, and so does schema.deprecated_dp_attention here); 1 without attention DP."""
+    width = _int(ctx, "attn_dp_size", 1)
+    if width <= 1 and ctx.args.get("enable_dp_attention") is True:
+        width = _int(ctx, "dp_size", 1)
+    return max(width, 1)
+
+
+def attention_dp_on(ctx: Context) -> bool:
+    """Attention DP as the release's checks test it: attn_dp_enabled_of, attn_dp_size > 1 (0.5.22 on); before 0.5.22,
+    which has no attn_dp_size, enable_dp_attention itself (e.g. 0.5.21 kv_cache_hook.py:454, moe_hook.py:272)."""
+    return attention_dp_width(ctx) > 1 if added_in(ctx, "0.5.22") else ctx.args.get("enable_dp_attention") is True
+
+
+def nvfp4_kv_decodes_with_trtllm_mha(ctx: Context) -> bool:
+    """handle_nvfp4_prefill_kv_dequant_dtype (kv_cache_hook.py:77-89, new in 0.5.21): an NVFP4 KV cache decodes with
+    trtllm_mha (server.kv_cache refuses another decode backend)."""
+    return ctx.args.get("kv_cache_dtype") == "nvfp4" and added_in(ctx, "0.5.21")
+
+
+def auto_spec_triple(ctx: Context, algo: str) -> tuple[int, int, int]:
+    """_auto_choose_speculative_params (speculative_hook.py:1430-1461): (num_steps, eagle_topk, num_draft_tokens)
+    SGLang picks when none of the three is set."""
+    return (3, 1, 4) if algo == "STANDALONE" else ctx.model.spec_auto
+
+
+def effective_eagle_topk(ctx: Context, algo: str) -> int | float | None:
+    """speculative_eagle_topk as an EAGLE-family algorithm runs it: the host's value, else, with none of the triple
+    set, SGLang's choice (auto_spec_triple) or 1 with speculative_adaptive; None where the model is not known."""
+    topk = _num(ctx, "speculative_eagle_topk")
+    if topk is None and all(v is None for v in _spec_values(ctx)):
+        topk = 1 if ctx.is_set("speculative_adaptive") else auto_spec_triple(ctx, algo)[1] if (
+            algo == "STANDALONE" or ctx.model.known) else None
+    return topk
+
+
+# More GPUs than any host has (nvidia_gpu_count is refused above this): the sizes are typos, and a list of
+# that many GPU ids would only exhaust the controller's memory.
+MAX_GPUS_PER_HOST = 1024
+
+
+def _per_node(ctx: Context) -> int:
+    tp, pp, dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "dp_size", 1)
+    return max(tp * pp // max(_int(ctx, "nnodes", 1), 1) * dp, 1)
+
+
+def gpu_ids(ctx: Context) -> list[int]:
+    """The GPU indices this node's ranks use: tp*pp/nnodes*dp of them, from base_gpu_id every gpu_id_step.
+
+    At most MAX_GPUS_PER_HOST of them (rule ``parallel.gpus`` refuses more).
+    """
+    base, step = _int(ctx, "base_gpu_id", 0), _int(ctx, "gpu_id_step", 1)
+    return [base + k * step for k in range(min(_per_node(ctx), MAX_GPUS_PER_HOST))]
+
+
+def instance_gpus(ctx: Context) -> list[int]:
+    """The GPU indexes (as the facts number them) the instance's ranks on this node use."""
+    return list(ctx.host_gpus) if ctx.host_gpus is not None else gpu_ids(ctx)
+
+
+def gpu_memory_mib(ctx: Context) -> tuple[int | None, str]:
+    """(memory of each GPU in MiB, where that came from): nvidia_gpu_memory_mib, else the smallest memory_mib of
+    the instance's GPUs in the facts; (None, "") when neither says (GB10's unified memory reports none)."""
+    if ctx.gpu_memory_mib is not None:
+        return ctx.gpu_memory_mib, ctx.gpu_memory_source
+    if ctx.facts is None:
+        return None, ""
+    by_index = {g.get("index"): g.get("memory_mib") for g in ctx.facts["gpus"]}
+    ids = instance_gpus(ctx)
+    sizes = [by_index.get(i) for i in ids]
+    if not sizes or not all(isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in sizes):
+        return None, ""
+    return min(sizes), f"nvidia_gpu_facts, the smallest of GPUs {ids}"
+
+
+# sglang/srt/utils/hf_transformers/common.py:668-674: the first of these the text config has is its length.
+CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
+
+
+CONTEXT_SOURCE = ("sglang/srt/configs/model_config.py:1291-1316 (checks against get_context_length, "
+                  "sglang/srt/utils/hf_transformers/common.py:677-692)")
+
+
+def derived_context_length(ctx: Context, base_rope: Mapping[str, Any] | None = None) -> int | None:
+    """The model's maximum context as SGLang derives it, after json_model_override_args.
+
+    SGLang json-loads the overrides (sglang/srt/configs/model_config.py:612) and applies them to config.json:
+    a rope_scaling/rope_parameters mapping is merged into the existing one, anything else set
+    (sglang/srt/utils/hf_transformers/config.py:405-422); vision-language configs take the language model's
+    settings from "text_config" (common.py:547-613; there a mapping replaces rope_scaling, which reads the same
+    for the table's models: they have no rope factor of their own).  get_context_length (common.py:677-692) then
+    multiplies the first length key by rope_scaling's factor, unless rope_scaling names
+    original_max_position_embeddings or rope_type llama3 (the length is the scaled one then).  The table's
+    max_context is that length as shipped (its key is max_position_embeddings, the last SGLang looks at, so any
+    length key of the override wins); ``base_rope`` (default: the table's) is the checkpoint's own rope_scaling.
+    """
+    limit = ctx.model.max_context
+    raw = ctx.args.get("json_model_override_args")
+    try:
+        override = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        override = None
+    if ctx.model.text_config and isinstance(override, dict):
+        override = override.get("text_config")
+    if not limit or not isinstance(override, dict):
+        return limit
+    rope = dict((ctx.model.rope_scaling or {}) if base_rope is None else base_rope)
+    for key in ("rope_scaling", "rope_parameters"):
+        if key in override:
+            rope = {**rope, **override[key]} if isinstance(override[key], dict) else dict(override[key] or {})
+    length = next((override[k] for k in CONTEXT_LENGTH_KEYS if override.get(k) is not None), limit)
+    factor = rope.get("factor", 1) if rope else 1
+    if "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3":
+        factor = 1
+    try:
+        return int(factor * length)
+    except (TypeError, ValueError):
+        return limit  # not numbers: SGLang fails on them elsewhere
+
+
+def _a2a_may_change(ctx: Context) -> bool:
+    """DeepSeek's context-parallel overrides set moe_a2a_backend deepep themselves
+    (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:117, 201): with CP on an MLA or unknown model,
+    the backend SGLang checks is not the one written."""
+    cp = _int(ctx, "attn_cp_size", 1) > 1 or ctx.is_set("enable_prefill_cp")
+    return cp and (not ctx.model.known or ctx.model.mla)
+
+
+def v2_lora_unsupported_mode(ctx: Context) -> str | None:
+    """_check_v2_lora_modes (sglang/srt/arg_groups/lora_hook.py:20-30): what the triton_v2 LoRA paths do not run."""
+    for bad, mode in (
+        (_int(ctx, "attn_dp_size", 1) > 1, "attn_dp_size > 1 (DP attention)"),
+        (ctx.is_set("enable_pdmux"), "enable_pdmux (PD-multiplexing)"),
+        (ctx.is_set("enable_two_batch_overlap"), "enable_two_batch_overlap"),
+        (env_true(ctx.env, "SGLANG_EXPERIMENTAL_LORA_OPTI"), "sglang_env.SGLANG_EXPERIMENTAL_LORA_OPTI"),
+    ):
+        if bad:
+            return mode
+    return None
+
+
+def _fa3_everywhere(ctx: Context) -> bool:
+    """fa3 chosen for prefill and decode: then the profile's attention rule refuses it, for the reason it fails."""
+    base = _choice(ctx, "attention_backend", "")
+    return all(_choice(ctx, d, base) == "fa3" for d in ("prefill_attention_backend", "decode_attention_backend"))
+
+
+# The architectures SGLang 0.5.23 runs DeepEP v2 MoE for (sglang/srt/configs/moe_model_registry.py:20-28).
+DEEPEP_V2_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV4ForCausalLM", "Qwen3MoeForCausalLM",
+                           "Glm5NextForConditionalGeneration", "GlmMoeDsaForCausalLM", "MiMoV2ForCausalLM",
+                           "MiMoV2FlashForCausalLM")
+
+
+# How many of them each release has: the first three in 0.5.20 (moe_hook.py:616-620 there), Glm5Next added in
+# 0.5.21 (moe_model_registry.py:20-25 there), the rest in 0.5.22.
+DEEPEP_V2_SINCE = (("0.5.22", 7), ("0.5.21", 4), ("0.5.20", 3))
+
+
+def deepep_v2_architectures(ctx: Context) -> tuple[str, ...]:
+    """DEEPEP_V2_ARCHITECTURES as far as the context's release has them."""
+    return DEEPEP_V2_ARCHITECTURES[:next((n for version, n in DEEPEP_V2_SINCE if added_in(ctx, version)), 3)]
+
+
+# _handle_gpu_memory_settings (sglang/srt/arg_groups/memory_hook.py:88-180): the default chunked_prefill_size by
+# the GPU's memory in MiB (upper bound exclusive, size).
+CHUNKED_PREFILL_DEFAULTS = ((20 * 1024, 2048), (35 * 1024, 4096), (60 * 1024, 4096), (90 * 1024, 8192),
+                            (160 * 1024, 8192), (None, 16384))
+
+
+def default_chunked_prefill_size(mib: int | None) -> int | None:
+    """SGLang's chunked_prefill_size for GPUs of ``mib`` MiB; None when the memory is not known."""
+    if mib is None:
+        return None
+    return next(size for bound, size in CHUNKED_PREFILL_DEFAULTS if bound is None or mib < bound)
+
+
+# The GPUs of each architecture family, by memory, where that settles SGLang's default chunked_prefill_size without
+# the memory figure (facts not gathered): every SM80-SM89, Hopper and SM120 GPU has under 160 GiB (A100 and H100
+# 80 GB, H200 141 GB, RTX PRO 6000 96 GB: 2048-8192), every SM100/SM103 GPU more (B200 180 GB, GB200 186 GB, B300
+# 288 GB: 16384).
+# GB10 (12.1, DGX Spark and its OEM twins, all 128 GB of unified LPDDR5X): nvidia-smi answers the memory.total query
+# with "[N/A]" (NVIDIA's DGX Spark known issues), so get_nvgpu_memory_capacity finds no number
+# (sglang/srt/utils/common.py:818-829) and falls back to torch.cuda.mem_get_info()'s total (common.py:769-795),
+# which is the unified pool CUDA sees, about 121.7 GiB: between 90 and 160 GiB, so 8192
+# (sglang/srt/arg_groups/memory_hook.py:146-157). The facts carry no memory for it (gpu_memory_mib), hence this entry.
+# Thor (11.0, Jetson AGX Thor) has unified memory too, 64 GB (T4000) or 128 GB (T5000) modules: the pool CUDA sees
+# is under 60 GiB or just over it on the 64 GB module (4096 or 8192) and about 120 GiB on the 128 GB one (8192), so
+# 4096 or 8192, never 16384.
+_CHUNK_DEFAULTS_BY_CC = {(8, None): (2048, 4096, 8192), (9, 0): (2048, 4096, 8192), (12, 0): (2048, 4096, 8192),
+                         (12, 1): (8192,), (11, 0): (4096, 8192), (10, 0): (16384,), (10, 3): (16384,)}
+
+
+def possible_default_chunked_prefill_sizes(ctx: Context) -> tuple[int, ...]:
+    """The chunked_prefill_size defaults SGLang may settle on for this host: the one for the GPUs' memory when known,
+    else those of the architecture's GPUs (_CHUNK_DEFAULTS_BY_CC), else every default."""
+    known = default_chunked_prefill_size(gpu_memory_mib(ctx)[0])
+    if known is not None:
+        return (known,)
+    cc = ctx.compute_capability
+    if cc is not None:
+        for (major, minor), sizes in _CHUNK_DEFAULTS_BY_CC.items():
+            if cc[0] == major and minor in (None, cc[1]):
+                return sizes
+    return tuple(sorted({s for _, s in CHUNKED_PREFILL_DEFAULTS}))
+
+
+KV4_DTYPES = ("nvfp4", "fp4_mx_block16")
+
+
+# handle_kv4_compatibility (sglang/srt/arg_groups/kv_cache_hook.py:277-316): the attention backends an FP4 KV
+# cache runs with, (FA4 prefill or not, MLA or not) -> the backends allowed for decode (FA4) or attention.
+KV4_BACKENDS = {
+    (True, True): ("flashinfer", "trtllm_mla"),
+    (True, False): ("triton", "torch_native", "flex_attention"),
+    (False, True): ("flashinfer", "trtllm_mla"),
+    (False, False): ("triton", "torch_native", "flex_attention", "trtllm_mha"),
+}
+
+
+def default_attention_backend(ctx: Context) -> str | None:
+    """SGLang's attention backend when none is set, where it is certain for the model table's architectures.
+
+    get_default_attn_backend (sglang/srt/arg_groups/model_override_base.py:277-351): MHA models get fa3 on Hopper
+    (unless an explicit speculative_eagle_topk makes a tree, or topk 1 runs with pages), flashinfer elsewhere
+    except SM100 (trtllm_mha, claimed for Llama only: fa4 for asymmetric K/V heads and per-model overrides; a tree
+    topk gets flashinfer there too) and
+    models with attention sinks (gpt-oss: not claimed); MLA models fa3 on Hopper, triton off Blackwell SM100,
+    where DeepSeek V3 gets trtllm_mla (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:179-185).
+    """
+    cc = ctx.compute_capability
+    if cc is None or ctx.model.family in ("unknown", "gpt-oss", "deepseek-v3.2"):
+        return None
+    if ctx.model.mla:
+        return {9: "fa3", 10: "trtllm_mla" if ctx.model.family == "deepseek-v3" else None}.get(cc[0], "triton")
+    if cc[0] == 9:
+        return "fa3" if no_spec_or_topk_one(ctx) else "flashinfer"
+    if cc[0] == 10:
+        # Else flashinfer, which Llama has no attention sinks against. Claimed for Llama only: symmetric K/V heads and
+        # no per-model override (others: fa4 or their own choice).
+        return ("trtllm_mha" if sm100_default_is_trtllm_mha(ctx) else "flashinfer") if ctx.model.family == "llama" else None
+    return "flashinfer"
+
+
+def no_spec_or_topk_one(ctx: Context) -> bool:
+    """is_no_spec_infer_or_topk_one (sglang/srt/utils/common.py:3960-3966), which get_default_attn_backend asks
+    mid-resolution, before the speculative defaults fill speculative_eagle_topk in: an unset topk counts as "no tree",
+    topk 1 only without pages."""
+    topk, page = ctx.args.get("speculative_eagle_topk"), ctx.args.get("page_size")
+    return topk is None or (topk == 1 and page in (None, 1))
+
+
+def sm100_default_is_trtllm_mha(ctx: Context) -> bool:
+    """Whether get_default_attn_backend picks trtllm_mha for an MHA model with symmetric K/V heads on SM100
+    (model_override_base.py:310-323): no tree topk, and no speculative decoding with topk unset unless DFLASH (the
+    speculative hooks leave attention_backend alone)."""
+    algo = _choice(ctx, "speculative_algorithm", "").upper()
+    return no_spec_or_topk_one(ctx) and (not algo or ctx.args.get("speculative_eagle_topk") is not None
+                                         or algo == "DFLASH")
+
+
+# Attention backends that leave the page size alone, and those that force one: (dests it is read from, pages kept)
+# in the order sglang/srt/arg_groups/overrides.py:1144-1199 applies them; any other page becomes 64.
+# dsv4 forces no page by itself: DeepSeek V4's own override sets 256 (model_overrides/deepseek_v4.py:51-61), and V4
+# is not in the model table (its rules return early on an unknown family).
+# minicpm_flashattn / minicpm_flashinfer and qsa: only their models' own overrides read them (model_overrides/minicpm.py:
+# 28-60, qwen4_exp.py:70-90: models the table does not know, so memory.chunked_page is silent for them); the page-size
+# handling of overrides.py:1146-1199 leaves them alone.
+# dsa (and its deprecated alias nsa, choices.py:74-75): the DSA models' own override sets their page
+# (model_overrides/deepseek_v2.py:140-173; resolved_page_size returns None for them and for models it does not know);
+# on another model the backend leaves the page alone.
+PAGE_NEUTRAL_BACKENDS = ("triton", "flashinfer", "fa3", "torch_native", "flex_attention", "dsv4", "minicpm_flashattn",
+                         "minicpm_flashinfer", "qsa", "dsa", "nsa")
+
+
+_ALL_DESTS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+
+
+PAGE_FORCING_BACKENDS = {
+    "flashmla": (("attention_backend", "decode_attention_backend"), (64,)),
+    "trtllm_mla": (("attention_backend", "decode_attention_backend"), (32, 64)),
+    "cutedsl_mla": (_ALL_DESTS, (32, 64)),
+    "trtllm_mha": ((*_ALL_DESTS, "speculative_draft_attention_backend"), (16, 32, 64, 128)),
+    "hpc_ops": (_ALL_DESTS, (64,)),
+}
+
+
+# _qwen3_5_hybrid_overrides (sglang/srt/arg_groups/model_overrides/qwen3_5.py:17-49) is registered for these
+# architectures (not the text-only Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM).
+QWEN35_OVERRIDE_ARCHS = ("Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+                         "InternS2PreviewForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+                         "Qwen3_5ForConditionalGeneration")
+
+
+# The page size the override declares with each backend it picks (qwen3_5.py:48), whatever the host's page_size.
+QWEN35_OVERRIDE_PAGE = {"triton": 1, "trtllm_mha": 64}
+
+
+def qwen35_sm100_backend(ctx: Context) -> str | None:
+    """The attention backend _qwen3_5_hybrid_overrides (sglang/srt/arg_groups/model_overrides/qwen3_5.py:17-49)
+    declares, together with page_size QWEN35_OVERRIDE_PAGE[backend] in place of the host's; None where it does not
+    apply (another architecture, not SM100/SM103, or an explicit attention_backend).
+
+    On SM100 (is_sm100 matches the major 10) with attention_backend unset it picks trtllm_mha when
+    get_default_attn_backend would (model_override_base.py:312-325, asked mid-resolution: the host's
+    speculative_eagle_topk and page_size, before the speculative defaults fill them in; trtllm_mha unless a tree
+    draft or pages with topk 1 rule it out, or speculative decoding runs with topk unset and is not DFLASH; both
+    architectures have symmetric K/V heads, so never fa4) and an explicit extra_buffer mamba strategy, a disabled
+    radix cache or speculative decoding asks for it (qwen3_5.py:39-45: the strategy is read before ``auto``
+    resolves); triton otherwise. The model's mamba checks (model_hook.py:737) and check_server_args see its page.
+    """
+    cc = ctx.compute_capability
+    if (ctx.model.architecture not in QWEN35_OVERRIDE_ARCHS or cc is None or cc[0] != 10
+            or _choice(ctx, "attention_backend", "")):
+        return None
+    wanted = (_choice(ctx, "mamba_radix_cache_strategy", "auto") in MAMBA_EXTRA_BUFFER
+              or ctx.is_set("disable_radix_cache") or bool(_choice(ctx, "speculative_algorithm", "")))
+    return "trtllm_mha" if sm100_default_is_trtllm_mha(ctx) and wanted else "triton"
+
+
+def resolved_page_size(ctx: Context) -> int | None:
+    """The page size SGLang settles on, where certain: the host's (1 when unset) unless a backend forces one.
+
+    None when an attention backend is neither page-neutral nor one of PAGE_FORCING_BACKENDS, or when SGLang's default
+    backend is needed (no attention_backend, and prefill and decode not one backend) and not certain
+    (default_attention_backend).
+    """
+    page = ctx.args.get("page_size")
+    if page is not None and (not isinstance(page, int) or isinstance(page, bool)):
+        return None
+    if ctx.model.family == "deepseek-v3.2":
+        return None  # DSA sets 64 x the index pool's width whatever the backend (model_overrides/deepseek_v2.py:161-173)
+    resolved = {d: ctx.args.get(d) for d in (*_ALL_DESTS, "speculative_draft_attention_backend")}
+    if nvfp4_kv_decodes_with_trtllm_mha(ctx):
+        # trtllm_mha forces its page size whatever the prefill side (flashinfer or trtllm_mha) is.
+        resolved["decode_attention_backend"] = "trtllm_mha"
+        resolved["prefill_attention_backend"] = resolved["prefill_attention_backend"] or "trtllm_mha"
+    prefill, decode = resolved["prefill_attention_backend"], resolved["decode_attention_backend"]
+    override = qwen35_sm100_backend(ctx)
+    if override is not None:
+        # Qwen3.5 / Qwen3-Next on SM100: the model override sets the backend and replaces the page size
+        # (qwen35_sm100_backend); a forcing backend among prefill / decode still applies on top of it (decode is in
+        # every forcing list, so a shared prefill/decode backend taking the base's place changes nothing).
+        page = QWEN35_OVERRIDE_PAGE[override]
+        resolved["attention_backend"] = override
+    elif prefill is not None and prefill == decode:
+        resolved["attention_backend"] = prefill  # sglang/srt/arg_groups/overrides.py:1127-1131
+    elif resolved["attention_backend"] is None:
+        # The base backend is SGLang's default (overrides.py:1133-1138): a side not set falls back to it, and the page
+        # handling reads it even when both sides are set.
+        resolved["attention_backend"] = default_attention_backend(ctx)
+        if resolved["attention_backend"] is None:
+            return None
+    used = {b for b in resolved.values() if b is not None}
+    if any(b not in PAGE_NEUTRAL_BACKENDS and b not in PAGE_FORCING_BACKENDS for b in used) or (
+            not ctx.model.known and used & {"dsa", "nsa"}):
+        return None
+    for backend, (dests, kept) in PAGE_FORCING_BACKENDS.items():
+        if any(resolved[d] == backend for d in dests) and page not in kept:
+            page = 64
+    return page if page is not None else 1
+
+
+def linear_decode_backend(ctx: Context) -> str | None:
+    """The linear-attention decode backend handle_linear_attn_backend settles on (attention_hook.py:289-330).
+
+    None when SGLang's SM100 default (flashinfer when mamba_ssm_dtype resolves to bfloat16, which the model decides
+    when unset) may apply.
+    """
+    decode, base = _choice(ctx, "linear_attn_decode_backend", ""), _choice(ctx, "linear_attn_backend", "triton")
+    if decode:
+        return decode
+    cc, mamba = ctx.compute_capability, ctx.args.get("mamba_ssm_dtype")
+    if base != "helion" and (cc is None or cc[0] == 10):
+        if cc is None or mamba is None:
+            return None
+        if mamba == "bfloat16":
+            return "flashinfer"
+    return "triton" if base == "flashkda" else base
+
+
+def resolved_attention_backends(ctx: Context) -> tuple[str | None, str | None]:
+    """(prefill, decode) attention backends as attention_backends_of reads them (model_override_base.py:138-152),
+    None where SGLang's default applies and is not certain (default_attention_backend)."""
+    base = _choice(ctx, "attention_backend", "")
+    prefill, decode = _choice(ctx, "prefill_attention_backend", "") or base, _choice(ctx, "decode_attention_backend", "") or base
+    if not (prefill and decode):
+        default = default_attention_backend(ctx)
+        prefill, decode = prefill or default, decode or default
+    return prefill or None, decode or None
+
+
+NVFP4_PREFILL_BACKEND = {"fp8_e4m3": "flashinfer", "nvfp4": "trtllm_mha"}  # kv_cache_hook.py:23-26
+
+
+def qwen35_sm100_picks_triton(ctx: Context) -> bool:
+    """_qwen3_5_hybrid_overrides (sglang/srt/arg_groups/model_overrides/qwen3_5.py:25-49) sets attention_backend
+    triton: Qwen3.5 / Qwen3-Next on SM100/SM103 with attention_backend unset, and trtllm_mha either not SGLang's
+    default there or not asked for (qwen35_sm100_backend)."""
+    return qwen35_sm100_backend(ctx) == "triton"
+
+
+def moe_backends(ctx: Context) -> tuple[str, str]:
+    """(moe_a2a_backend, moe_runner_backend) after handle_moe_runner_backend_alias
+    (sglang/srt/arg_groups/mega_moe_hook.py:259-276): moe_runner_backend megamoe means moe_a2a_backend megamoe."""
+    a2a, runner = _choice(ctx, "moe_a2a_backend", "none"), _choice(ctx, "moe_runner_backend", "auto")
+    return ("megamoe", "auto") if runner == "megamoe" else (a2a, runner)
+
+
+FLASHINFER_A2A_RUNNERS = ("flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm", "flashinfer_trtllm_routed",
+                          "deep_gemm")  # moe_hook.py:531-537
+
+
+NVFP4_ONLINE_RUNNERS = ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutedsl")  # overrides.py:1466-1470
+
+
+UNCERTAIN = "?"
+
+
+CUTLASS_MOE_QUANT = ("modelopt_fp4", "modelopt_fp8", "modelopt_mixed", None)  # moe_hook.py:80-87
+
+
+CUTEDSL_MOE_QUANT = ("modelopt_fp4", "modelopt_mixed", "nvfp4_online")  # moe_hook.py:95-100
+
+
+# _deepseek_moe_quant_resolution (overrides.py:745-809) fills an unset quantization in from the checkpoint on SM100.
+DEEPSEEK_FAMILY_ARCHS = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration",
+                         "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM",
+                         "Glm5NextForConditionalGeneration", "HYV4ForCausalLM", "HYV4ForCausalLMNextN",
+                         "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM")
+
+
+def moe_kernel_quantization(ctx: Context) -> str | None:
+    """The quantization handle_moe_kernel_config compares (view.quantization, moe_hook.py:78-100): the host's
+    --quantization (unquant: none, serving_hook.py:692-699), else none, except where SGLang fills it in first (the
+    DeepSeek family on SM100 from the checkpoint, a GGUF file) or the model is not known: UNCERTAIN. MXFP8 and
+    nvfp4_online are UNCERTAIN too: their runner constraints come first (overrides.py:1449-1512: MXFP8 replaces a runner
+    it does not run, nvfp4_online refuses one; server.moe and the hardware profiles report those)."""
+    quant = ctx.args.get("quantization")
+    if quant is not None and quant is not False:
+        quant = str(quant)
+        # mxfp8 and nvfp4_online: their runner constraints act first (overrides.py:1452-1512, which raise or replace).
+        return UNCERTAIN if quant in ("mxfp8", "nvfp4_online") else None if quant == "unquant" else quant
+    cc = ctx.compute_capability
+    if not ctx.model.known or cc is None or str(ctx.model.path or "").endswith(".gguf") or (
+            cc[0] == 10 and ctx.model.architecture in DEEPSEEK_FAMILY_ARCHS):
+        return UNCERTAIN
+    return None
+
+
+PAGE_TREE_SPEC_BACKENDS = ("flashinfer", "fa3", "triton")  # speculative_hook.py:1271
+
+
+def resolved_base_attention_backend(ctx: Context) -> str | None:
+    """view.attention_backend where certain: the explicit one, the shared prefill/decode one
+    (overrides.py:1127-1131), or SGLang's default when no backend is set (default_attention_backend)."""
+    base = _choice(ctx, "attention_backend", "")
+    prefill, decode = _choice(ctx, "prefill_attention_backend", ""), _choice(ctx, "decode_attention_backend", "")
+    if base:
+        return base
+    if prefill and prefill == decode:
+        return prefill
+    return default_attention_backend(ctx) if not (prefill or decode) else None
