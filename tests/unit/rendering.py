@@ -22,7 +22,7 @@ from typing import Any
 import jinja2
 import yaml
 from ansible.plugins.filter.core import to_nice_yaml
-from ansible_collections.blackwell.sglang.plugins.filter.sglang import FilterModule
+from ansible_collections.blackwell.sglang.plugins.filter.sglang import FilterModule, instance_plans
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_files import SETTINGS, server_files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,10 +105,12 @@ def role_context(hostvars: dict[str, Any], spec: str | None = None, instance: st
     if instance is not None:
         context["sglang_server_instance"] = instance
     # vars/main.yml refers to names defined further down (Ansible evaluates lazily): three passes.
-    # __sglang_server_plans is the fact tasks/plans.yml sets from __sglang_server_plans_now.
+    # __sglang_server_plans is the fact tasks/plans.yml sets: the validate action's secret_plans of the host, planned
+    # with the role's own variables (__sglang_server_role_vars); the same function as instance_plans.
     for _ in range(3):
-        if "__sglang_server_plans_now" in context:
-            context["__sglang_server_plans"] = context["__sglang_server_plans_now"]
+        if "__sglang_server_role_vars" in context and "__sglang_server_plans" not in context:
+            context["__sglang_server_plans"] = instance_plans(HOST, context["hostvars"], context["groups"], spec,
+                                                              context["__sglang_server_role_vars"])
         for name, value in _VARS.items():
             try:
                 context[name] = _evaluate(env, value, context)

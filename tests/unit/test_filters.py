@@ -138,7 +138,7 @@ def test_filters_are_registered() -> None:
                                              "multinode_layout", "rollout_plan", "server_instances",
                                              "instance_plans", "staged_models", "router_endpoint",
                                              "sglang_lock_name", "model_key", "model_state", "model_fanout_plan",
-                                             "model_peer_config", "model_peer_url"}
+                                             "model_peer_config", "model_peer_url", "server_files"}
 
 
 def plans(hostvars: dict[str, Any], spec: str | None = None) -> list[dict[str, Any]]:

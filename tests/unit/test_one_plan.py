@@ -124,3 +124,60 @@ def test_the_run_spec_mode_reaches_every_consumer() -> None:
     assert seen["rollout"]["local_url"] == "http://127.0.0.1:30000"
     assert seen["validated"]["digest"] == seen["rendered"].plan["digest"]
     assert "--speculative-num-draft-tokens" not in preflight_argv(seen["rendered"].unit)
+
+
+# --- the published plan: planned once by the validate task, read by every consumer ------------------------------
+
+
+def published_for(hostvars: dict[str, Any], spec: str | None = None) -> dict[str, Any]:
+    """The sglang_server_plan fact playbooks/validate.yml sets for HOST: the validate action's entry for it."""
+    return run_action({HOST: hostvars}, args={"spec": spec} if spec else None)["hosts"][HOST]
+
+
+def test_the_published_plan_has_everything_its_readers_need_and_no_secret() -> None:
+    hostvars = host_with({"port": 31000}, sglang_api_key="k-secret-" + "x" * 8, hf_token="hf-secret-" + "y" * 8)
+    plan = published_for(hostvars)
+    assert {"instances", "layout", "models", "spec_override"} <= set(plan)
+    assert plan["layout"] is None and plan["spec_override"] is None
+    assert [m["repo"] for m in plan["models"]] == [hostvars["sglang_model_path"]]
+    assert "k-secret" not in str(plan) and "hf-secret" not in str(plan)
+    secret = run_action({HOST: hostvars}, args={"secret_plans": True})
+    assert secret["secret_plans"][HOST][0]["config"]["api-key"].startswith("k-secret")
+    assert "secret_plans" not in run_action({HOST: hostvars})
+
+
+def test_consumers_read_the_published_plan_instead_of_planning_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ansible_collections.blackwell.sglang.plugins.filter import sglang as filters
+
+    hostvars = host_with({"port": 31000}, ansible_host="10.0.0.7")
+    published = published_for(hostvars)
+    planned: list[str] = []
+    real = filters.plan_host
+    monkeypatch.setattr(filters, "plan_host", lambda host, *a, **k: planned.append(host) or real(host, *a, **k))
+    view = {HOST: {**hostvars, "sglang_server_plan": published}}
+    groups = {"all": [HOST], "sglang_servers": [HOST]}
+    [inst] = filters.server_instances(HOST, view, groups)
+    assert (inst["url"], inst["local_url"], inst["name"]) == ("http://10.0.0.7:31000", "http://127.0.0.1:31000", "sglang")
+    assert filters.multinode_layout(HOST, view, groups) is None
+    assert filters.staged_models(HOST, view) == published["models"]
+    assert planned == []
+    # Planned with another spec mode than the run's (a bench candidate): planned here, not read.
+    filters.server_instances(HOST, view, groups, "auto")
+    assert planned == [HOST]
+    # Not published (a host outside --limit, a role run on its own): planned here, the same result.
+    assert filters.server_instances(HOST, {HOST: hostvars}, groups) == [inst]
+
+
+@pytest.mark.parametrize("where", ["inventory", "extra vars"])
+def test_nobody_but_the_run_sets_the_published_plan(where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ansible_collections.blackwell.sglang.plugins.action import validate as validate_plugin
+
+    hostvars = host_with({})
+    forged = {"instances": [], "layout": None, "models": [], "spec_override": None}
+    if where == "inventory":
+        result = run_action({HOST: {**hostvars, "sglang_server_plan": forged}}, args={"fail_on_error": False})
+        assert result["invalid_hosts"] == [HOST] and "sglang_server_plan: input.internal" in result["hosts"][HOST]["errors"]
+    else:
+        monkeypatch.setattr(validate_plugin, "load_extra_vars", lambda _loader: {"sglang_server_plan": forged})
+        with pytest.raises(Exception, match="sglang_server_plan is internal to the roles"):
+            run_action({HOST: hostvars})

@@ -26,6 +26,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_dep
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_files import SETTINGS, server_files
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import (  # noqa: F401 (re-exported)
     HOST_VARS,
+    PUBLISHED,
     HostPlan,
     HostVarsCache,
     instance_ports,
@@ -98,7 +99,8 @@ class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(("hosts", "spec", "fail_on_error", "render_dir", "render_role", "check_internals"))
+    _VALID_ARGS = frozenset(("hosts", "spec", "fail_on_error", "render_dir", "render_role", "check_internals", "role_vars",
+                             "secret_plans"))
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         with _collector_paused():
@@ -116,11 +118,13 @@ class ActionModule(ActionBase):
                 "render_dir": {"type": "path"},
                 "render_role": {"type": "str", "default": "sglang_server"},
                 "check_internals": {"type": "bool", "default": True},
+                "role_vars": {"type": "dict"},
+                "secret_plans": {"type": "bool", "default": False},
             },
         )
         # A '__' extra var overrides what the roles and playbooks set and register (extra vars win over everything),
         # this task's own result included: the run stops here, whatever fail_on_error says.
-        forged = sorted(str(n) for n in load_extra_vars(self._loader) if str(n).startswith("__"))
+        forged = sorted(str(n) for n in load_extra_vars(self._loader) if str(n).startswith("__") or str(n) in PUBLISHED)
         if forged:
             raise AnsibleActionFail("; ".join(internal_problem(n, "the run's extra vars (-e)").message for n in forged)
                                     + f" Remove {', '.join(forged)} from -e. Nothing was validated or changed.")
@@ -165,7 +169,7 @@ class ActionModule(ActionBase):
                     host, _groups_of(host, groups), hostvars[host], self._port_defaults()), warnings=unknown)
                 continue
             plans[host] = plan_host(host, hostvars, groups, args["spec"], get,
-                                    defaults=self._role_defaults(host, raw, PLAN_DEFAULTS))
+                                    args["role_vars"], self._role_defaults(host, raw, PLAN_DEFAULTS))
             outcomes[host] = plans[host].result()
             outcomes[host].errors += checked
             outcomes[host].warnings += unknown
@@ -180,8 +184,8 @@ class ActionModule(ActionBase):
                 layouts[host] = plans[host].layout
         check_instances(layouts, outcomes, hosts)
         for host, outcome in outcomes.items():
-            per_host[host] = {**outcome.as_dict(), "instances": [i.public() for i in plans[host].instances] if host in plans
-                                                     else []} if outcome.ok else {
+            per_host[host] = {**outcome.as_dict(), **(plans[host].published(args["spec"]) if host in plans else {"instances": []})
+                              } if outcome.ok else {
                 "ok": False,
                 "errors": [f"{p.variable}: {p.rule}" for p in outcome.errors],
                 "warnings": [f"{p.variable}: {p.rule}" for p in outcome.warnings],
@@ -195,6 +199,8 @@ class ActionModule(ActionBase):
         summary = (f"SGLang configuration rejected for {len(invalid)} of {len(hosts)} host(s): {_names(invalid)}" if invalid else
                    f"{len(hosts)} of {len(hosts)} host(s) valid") + f", {warnings} warning(s), spec={_spec_word(args['spec'])}"
         result.update(changed=False, hosts=per_host, invalid_hosts=invalid, spec=args["spec"], report=report, msg=summary)
+        if args["secret_plans"] and not invalid:  # the files' inputs, secrets included: the caller's task is no_log
+            result["secret_plans"] = {h: [i.full() for i in plans[h].instances] for h in plans}
         if args["render_dir"] and not invalid:  # an invalid host stops the run before anything is rendered
             result["rendered"] = self._render(args, hostvars, plans)
             result["msg"] += f"; plan of {len(plans)} host(s) rendered into {result['rendered']['dir']}"

@@ -23,7 +23,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_files impo
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_gateway import address_problem, connect_address, is_loopback
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_gateway import file_problem as gateway_file_problem
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import HostPlan, plan_host, read_host_vars
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import PUBLISHED, HostPlan, plan_host, read_host_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import staged_models as _staged_models
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import (
     model_path_problem,
@@ -147,6 +147,19 @@ def router_endpoint(settings: Mapping[str, Any], defaults: Mapping[str, Any] | N
     }
 
 
+def published_plan(host: Any, hostvars: Any, spec: Any = None, any_spec: bool = False) -> Mapping[str, Any] | None:
+    """``host``'s plan as this run published it (the ``sglang_server_plan`` fact: playbooks/validate.yml, then
+    roles/sglang_server bound to its GPUs), when it was planned with the run's ``spec``; None when the run has not
+    planned the host (a host outside --limit, a role run on its own), which is then planned here."""
+    try:
+        plan = hostvars[str(host)].get(PUBLISHED[0])
+    except (KeyError, AttributeError):
+        return None
+    if not isinstance(plan, Mapping) or not isinstance(plan.get("instances"), list):
+        return None
+    return plan if any_spec or (plan.get("spec_override") or None) == (spec or None) else None
+
+
 def instance_plans(host: str, hostvars: Any, groups: Mapping[str, Any], spec: str | None = None,
                    role_vars: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The launch plan of every SGLang instance of ``host``, as the validate task computed it, with secrets.
@@ -170,11 +183,14 @@ def server_instances(host: str, hostvars: Any, groups: Mapping[str, Any], spec: 
     Usage: ``inventory_hostname | blackwell.sglang.server_instances(hostvars, groups, spec | default(none))``.
     """
     address = str(hostvars[host].get("ansible_host") or host)
+    published = published_plan(host, hostvars, spec)
+    instances = published["instances"] if published is not None else [
+        i.public() for i in _valid_plan(host, hostvars, groups, spec).instances]
     out = []
-    for inst in _valid_plan(host, hostvars, groups, spec).instances:
-        endpoint = dict(inst.result.endpoint)
-        args = inst.result.args
-        endpoint.update(name=inst.name, service=inst.service, url=_url(address, endpoint["scheme"], endpoint["port"]),
+    for inst in instances:
+        endpoint = dict(inst["endpoint"])
+        args = inst["args"]
+        endpoint.update(name=inst["name"], service=inst["service"], url=_url(address, endpoint["scheme"], endpoint["port"]),
                         served_model=str(args.get("served_model_name") or args.get("model_path") or ""))
         out.append(endpoint)
     return out
@@ -190,7 +206,8 @@ def staged_models(host: str, hostvars: Any, role_vars: Mapping[str, Any] | None 
     """
     raw = read_host_vars(hostvars, str(host))
     raw.update({k: v for k, v in (role_vars or {}).items() if v is not None})
-    stages = _staged_models(raw)
+    published = published_plan(host, hostvars, any_spec=True)  # the models do not depend on the spec mode
+    stages = [dict(m) for m in published["models"]] if published is not None else _staged_models(raw)
     for stage in stages:  # each directory is handed to the service user and written into
         problem = contract.service_dir_problem(stage["dir"], contract.context_of(raw)) or model_path_problem(stage["repo"])
         if problem:
@@ -262,6 +279,9 @@ def multinode_layout(host: str, hostvars: Any, groups: Mapping[str, Any]) -> dic
 
     Usage: ``inventory_hostname | blackwell.sglang.multinode_layout(hostvars, groups)``.
     """
+    published = published_plan(host, hostvars, any_spec=True)  # the layout does not depend on the spec mode
+    if published is not None:
+        return published.get("layout")
     try:
         layout = host_layout(str(host), hostvars_getter(hostvars), groups)
     except LayoutError as exc:

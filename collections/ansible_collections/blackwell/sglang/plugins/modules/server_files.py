@@ -134,8 +134,8 @@ options:
       - A unit started with an earlier run's spec override (C(-e spec=...)) is not restarted silently by a run
         without one (C(run_has_spec) false) whose arguments differ only by lacking it; the module fails naming the
         host variable that keeps the mode and the extra variable that confirms the change.
-      - An installed record whose C(argv) is the new record's is left as it is (the unit runs those arguments either
-        way): a run after C(-e spec=auto) whose plan gives the same arguments changes nothing.
+      - An installed record whose C(argv) is the new record's is left as it is, since the unit runs those arguments
+        either way; a run after C(-e spec=auto) whose plan gives the same arguments changes nothing.
     type: list
     elements: dict
     default: []

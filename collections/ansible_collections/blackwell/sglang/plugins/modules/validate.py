@@ -53,7 +53,7 @@ options:
     type: path
   render_role:
     description:
-      - The server role whose templates O(render_dir) renders with: its path, else this collection's own role of that
+      - The server role whose templates O(render_dir) renders with, as a path, else this collection's own role of that
         name, else the play's C(roles/) directory or the roles path.
     type: str
     default: sglang_server

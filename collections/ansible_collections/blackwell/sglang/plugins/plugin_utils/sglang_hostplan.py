@@ -161,6 +161,13 @@ class HostPlan:
     instances: list[Instance] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     layout: Layout | None = None
+    models: list[dict[str, Any]] = field(default_factory=list)  # what roles/sglang stages (staged_models)
+
+    def published(self, spec: Any = None) -> dict[str, Any]:
+        """What the run publishes of the host (the ``sglang_server_plan`` fact, no secret in it): every instance's public
+        plan, its multi-node layout, the models to stage and the run's spec override it was planned with."""
+        return {"instances": [i.public() for i in self.instances], "layout": None if self.layout is None else self.layout.as_dict(),
+                "models": [dict(m) for m in self.models], "spec_override": spec}
 
     @property
     def ok(self) -> bool:
@@ -289,13 +296,17 @@ class _RawHostVars(Mapping):
 
 # The roles' internal variables: set by the roles and playbooks themselves, never by an inventory or -e.
 INTERNAL_PREFIXES = ("__sglang", "__nvidia", "__rollout")
+# Facts the run publishes for the roles (playbooks/validate.yml; roles/sglang_server binds it to the GPUs): never an
+# inventory's or -e's to set, like the internals.
+PUBLISHED = ("sglang_server_plan",)
 
 
 def internal_problem(variable: str, source: str) -> Problem:
     """The error of an internal variable set from outside (``source``: the inventory, or -e)."""
     return Problem("input.internal", variable, None,
-                   f"{variable} is internal to the roles and playbooks (a '__' name); {source} may not set it: it "
-                   "would forge their state or verdicts.", f"remove {variable} from {source}")
+                   f"{variable} is internal to the roles and playbooks ("
+                   + ("the plan the run publishes" if variable in PUBLISHED else "a '__' name")
+                   + f"); {source} may not set it: it would forge their state or verdicts.", f"remove {variable} from {source}")
 
 
 class HostVarsCache(Mapping):
@@ -343,7 +354,7 @@ class HostVarsCache(Mapping):
         by the run's first validation (playbooks/validate.yml, the first play of every playbook), before any role has
         set or registered one, they come from the inventory (inventory file, group_vars, host_vars, vars plugins) or
         the fact cache, never from the run itself."""
-        return sorted(n for n in self[host] if isinstance(n, str) and n.startswith(INTERNAL_PREFIXES))  # names only
+        return sorted(n for n in self[host] if isinstance(n, str) and (n.startswith(INTERNAL_PREFIXES) or n in PUBLISHED))
 
     def raw(self, host: str) -> Mapping[str, Any]:
         """The host's variables as Ansible keeps them, before templating (what a task's variables are built from)."""
@@ -579,6 +590,7 @@ def plan_host(host: str, hostvars: Any, groups: Any, spec: str | None = None, ge
         if plan.layout is not None:
             raw["sglang_multinode"] = plan.layout.as_dict()
         _plan_raw(plan, raw, spec)
+        plan.models = staged_models(raw) if plan.ok else []
     except ValueTooLarge as exc:
         plan.instances = []
         plan.problems = [Problem("input.bounds", e.variable, None,
