@@ -129,7 +129,9 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("; ".join(internal_problem(n, "the run's extra vars (-e)").message for n in forged)
                                     + f" Remove {', '.join(forged)} from -e. Nothing was validated or changed.")
         hosts = list(dict.fromkeys(args["hosts"] if args["hosts"] is not None else task_vars.get("ansible_play_hosts_all", [])))
-        hostvars = HostVarsCache(task_vars["hostvars"], self._loader)  # each host's variables gathered once
+        # Each host's variables gathered once; the inventory's sources for the upgrade check's inventory-only view.
+        hostvars = HostVarsCache(task_vars["hostvars"], self._loader, task_vars.get("ansible_inventory_sources"),
+                                 [self._loader.get_basedir()] if self._loader is not None else [])
         groups = task_vars.get("groups", {})
         get = hostvars_getter(hostvars)
         # The GPU hosts are planned; every host (gateways, monitoring hosts ...) gets the input contract.

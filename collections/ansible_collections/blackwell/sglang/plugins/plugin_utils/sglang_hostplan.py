@@ -24,7 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible.errors import AnsibleError
+from ansible.inventory.helpers import get_group_vars, sort_groups
+from ansible.inventory.manager import InventoryManager
 from ansible.module_utils.common.text.converters import to_text
+from ansible.utils.vars import combine_vars, load_extra_vars
+from ansible.vars.plugins import get_vars_from_inventory_sources, get_vars_from_path
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import RESERVED_SERVICE_NAMES
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import (
@@ -313,9 +317,13 @@ class HostVarsCache(Mapping):
     """``hostvars`` for a pass over many hosts: each host's variables are gathered once (Ansible's
     ``hostvars[host]`` runs the variable manager, vars plugins included, on every access)."""
 
-    def __init__(self, hostvars: Any, loader: Any = None) -> None:
+    def __init__(self, hostvars: Any, loader: Any = None, sources: list[str] | None = None,
+                 basedirs: list[str] | None = None) -> None:
         self._hostvars = hostvars
         self._loader = loader  # the action's DataLoader: what templates a host's values
+        self._sources = list(sources or [])  # the run's inventory sources (ansible_inventory_sources)
+        self._basedirs = list(basedirs or [])  # where group_vars / host_vars beside the playbook are
+        self._inventory: Any = None  # the inventory read again, for without_extra_vars
         self._views: dict[str, Any] = {}
 
     def __getitem__(self, host: str) -> Any:
@@ -334,20 +342,45 @@ class HostVarsCache(Mapping):
     def without_extra_vars(self, host: str, name: str) -> tuple[bool, Any]:
         """``(True, value)`` of variable ``name`` of ``host`` as the inventory alone sets it (group_vars, host_vars,
         the inventory file), when this run's extra vars (``-e``) override it; ``(False, None)`` when they do not (the
-        host's variable is then the inventory's), when the inventory does not set it, or for a plain mapping."""
-        manager = getattr(self._hostvars, "_variable_manager", None)
-        inventory = getattr(self._hostvars, "_inventory", None)
-        loader = getattr(self._hostvars, "_loader", None)
-        if manager is None or inventory is None or name not in (getattr(manager, "extra_vars", None) or {}):
+        host's variable is then the inventory's), when the inventory does not set it, or without the inventory's
+        sources (a plain mapping in tests).
+
+        The inventory is read again from its sources (``ansible_inventory_sources``) with ansible-core's public
+        interfaces, in the order of its default variable precedence: the ``all`` group, the host's groups, their
+        ``group_vars`` (beside the inventory, then beside the playbook), the host, its ``host_vars``. Only a run that
+        overrides ``name`` with ``-e`` pays for it, once.
+        """
+        if self._loader is None or not self._sources or name not in load_extra_vars(self._loader):
             return False, None
-        # The same variable manager without the extra vars: a shallow clone, so this run's manager is untouched.
-        clone = object.__new__(type(manager))
-        clone.__dict__.update(manager.__dict__)
-        clone._extra_vars = {}  # pylint: disable=protected-access
-        raw = clone.get_vars(host=inventory.get_host(host), include_hostvars=False)
+        raw = self._inventory_only(host)
         if name not in raw:
             return False, None
-        return True, _RawHostVars(raw, loader, host)[name]
+        return True, _RawHostVars(raw, self._loader, host)[name]
+
+    def _inventory_only(self, host: str) -> dict[str, Any]:
+        if self._inventory is None:
+            self._inventory = InventoryManager(loader=self._loader, sources=list(self._sources))
+        found = self._inventory.get_host(host)
+        if found is None:
+            return {}
+        every = self._inventory.groups.get("all")
+        groups = sort_groups([g for g in found.get_groups() if g.name != "all"])
+        sources = list(self._sources)
+
+        def beside_playbook(entities: list[Any]) -> dict[str, Any]:
+            data: dict[str, Any] = {}
+            for path in self._basedirs:
+                data = combine_vars(data, get_vars_from_path(self._loader, path, entities, "task"))
+            return data
+
+        data: dict[str, Any] = {}
+        for part in (every.get_vars(), get_group_vars(groups),
+                     get_vars_from_inventory_sources(self._loader, sources, [every], "task"), beside_playbook([every]),
+                     get_vars_from_inventory_sources(self._loader, sources, groups, "task"), beside_playbook(groups),
+                     found.get_vars(), get_vars_from_inventory_sources(self._loader, sources, [found], "task"),
+                     beside_playbook([found])):
+            data = combine_vars(data, part)
+        return data
 
     def inventory_internals(self, host: str) -> list[str]:
         """The roles' internal variables (``__sglang*``, ``__nvidia*``, ``__rollout*``) that ``host`` carries: asked
