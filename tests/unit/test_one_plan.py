@@ -54,22 +54,21 @@ def preflight_argv(unit_text: str) -> list[str]:
 
 
 def consumers(hostvars: dict[str, Any], instance: str | None = None, spec: str | None = None) -> dict[str, Any]:
-    """Every consumer's view of one instance of HOST."""
+    """Every consumer's view of one instance of HOST: the server's files, and the router and rollout reading the
+    plan the run published (playbooks/validate.yml's sglang_server_plan, planned with the run's spec)."""
     rendered = render(hostvars, spec=spec, instance=instance)
-    extra = {"spec": spec} if spec else {}
+    published = run_action({HOST: hostvars}, args={"spec": spec} if spec else None)["hosts"][HOST]
+    seen_by_roles = {**hostvars, "sglang_server_plan": published}
     router = evaluate(["__sglang_router_instances", "__sglang_router_instance", "__sglang_router_self_url",
-                       "__sglang_router_local_url"], ROUTER_VARS, hostvars,
-                      **extra)
+                       "__sglang_router_local_url"], ROUTER_VARS, seen_by_roles)
     if instance is not None:
         router = evaluate(["__sglang_router_instances", "__sglang_router_instance", "__sglang_router_self_url",
-                           "__sglang_router_local_url"], ROUTER_VARS, hostvars,
-                          sglang_router_instance=next(i for i in router["__sglang_router_instances"] if i["name"] == instance),
-                          **extra)
+                           "__sglang_router_local_url"], ROUTER_VARS, seen_by_roles,
+                          sglang_router_instance=next(i for i in router["__sglang_router_instances"] if i["name"] == instance))
     rollout = evaluate(["__sglang_rollout_instances", "__sglang_rollout_names", "__sglang_rollout_instance"], ROLLOUT_VARS,
-                       hostvars, __sglang_rollout_name=rendered.plan["name"], **extra)
-    validated = run_action({HOST: hostvars}, args={"spec": spec} if spec else None)["hosts"][HOST]
+                       seen_by_roles, __sglang_rollout_name=rendered.plan["name"])
     return {"rendered": rendered, "router": router, "rollout": rollout["__sglang_rollout_instance"],
-            "validated": next(i for i in validated["instances"] if i["name"] == rendered.plan["name"])}
+            "validated": next(i for i in published["instances"] if i["name"] == rendered.plan["name"])}
 
 
 @pytest.mark.parametrize(("key", "value"), [("port", 31000), ("--port", 31000), ("port", "31000")])
@@ -161,9 +160,10 @@ def test_consumers_read_the_published_plan_instead_of_planning_again(monkeypatch
     assert filters.multinode_layout(HOST, view, groups) is None
     assert filters.staged_models(HOST, view) == published["models"]
     assert planned == []
-    # Planned with another spec mode than the run's (a bench candidate): planned here, not read.
-    filters.server_instances(HOST, view, groups, "auto")
-    assert planned == [HOST]
+    # The names and endpoints do not depend on the spec mode: read whatever mode it was planned with.
+    assert filters.server_instances(HOST, view, groups, "auto") == [inst] and planned == []
+    # A plan of another mode than the run's (a bench candidate) is not the published one: planned here.
+    assert filters.published_plan(HOST, view, "auto") is None
     # Not published (a host outside --limit, a role run on its own): planned here, the same result.
     assert filters.server_instances(HOST, {HOST: hostvars}, groups) == [inst]
 
@@ -179,5 +179,5 @@ def test_nobody_but_the_run_sets_the_published_plan(where: str, monkeypatch: pyt
         assert result["invalid_hosts"] == [HOST] and "sglang_server_plan: input.internal" in result["hosts"][HOST]["errors"]
     else:
         monkeypatch.setattr(validate_plugin, "load_extra_vars", lambda _loader: {"sglang_server_plan": forged})
-        with pytest.raises(Exception, match="sglang_server_plan is internal to the roles"):
+        with pytest.raises(Exception, match="sglang_server_plan is internal to the roles and playbooks .a fact the run publishes"):
             run_action({HOST: hostvars})

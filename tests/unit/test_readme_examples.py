@@ -92,7 +92,7 @@ def test_common_role_owns_the_restart_topic() -> None:
     handlers = yaml.safe_load((ROLES / COMMON / "handlers" / "main.yml").read_text())
     listening = [h for h in handlers if h.get("listen") == TOPIC]
     assert len(listening) == 1
-    assert listening[0]["ansible.builtin.set_fact"] == {"__sglang_server_restart_pending": True}
+    assert listening[0]["ansible.builtin.set_fact"] == {"sglang_common_restart_pending": True}
     # As a dependency it runs nothing: no tasks/main.yml (tasks_from account is included explicitly).
     main = ROLES / COMMON / "tasks" / "main.yml"
     assert not main.exists() or not yaml.safe_load(main.read_text())
@@ -121,10 +121,10 @@ def test_a_role_that_notifies_the_topic_depends_on_the_common_role(role: str) ->
 
 @pytest.mark.parametrize("role", ALL_ROLES)
 def test_a_role_reads_no_private_variable_of_another_role(role: str) -> None:
-    """`__<role>_*` used in roles/<role> is private to it; the restart fact belongs to sglang_common and sglang_server."""
+    """`__<role>_*` used in roles/<role> is private to it (the restart link is the public sglang_common_restart_pending)."""
     owners = sorted(ALL_ROLES, key=len, reverse=True)
     used = {r: _private_names(r) for r in ALL_ROLES}
-    shared = {"__sglang_server_restart_pending": {COMMON, "sglang_server"}}
+    shared: dict[str, set[str]] = {}
     problems = []
     for path in _yaml_files(role):
         for name in sorted(_names(path)):

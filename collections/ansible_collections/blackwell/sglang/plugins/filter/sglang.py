@@ -179,11 +179,12 @@ def server_instances(host: str, hostvars: Any, groups: Mapping[str, Any], spec: 
     ``[{name, service, scheme, ca_file, listen_host, port, local_url, url, node_rank, served_model}]``: the same plans the validate
     task and the units use, so ``port``, ``--port`` and ``port: "31000"`` all give 31000. ``local_url`` is how
     the host itself reaches the server, ``url`` how others do (its ``ansible_host``, else its inventory name).
-    Raises for an invalid host (the run stops at validation before anything uses this).
-    Usage: ``inventory_hostname | blackwell.sglang.server_instances(hostvars, groups, spec | default(none))``.
+    Read from the host's published plan (``sglang_server_plan``) when the run has one; a host the run has not
+    planned is planned here, with ``spec`` (default: its own ``sglang_spec``). Raises for an invalid host.
+    Usage: ``inventory_hostname | blackwell.sglang.server_instances(hostvars, groups)``.
     """
     address = str(hostvars[host].get("ansible_host") or host)
-    published = published_plan(host, hostvars, spec)
+    published = published_plan(host, hostvars, any_spec=True)  # names and endpoints do not depend on the spec mode
     instances = published["instances"] if published is not None else [
         i.public() for i in _valid_plan(host, hostvars, groups, spec).instances]
     out = []

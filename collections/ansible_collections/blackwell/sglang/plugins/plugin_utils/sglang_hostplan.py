@@ -302,14 +302,14 @@ class _RawHostVars(Mapping):
 INTERNAL_PREFIXES = ("__sglang", "__nvidia", "__rollout")
 # Facts the run publishes for the roles (playbooks/validate.yml; roles/sglang_server binds it to the GPUs): never an
 # inventory's or -e's to set, like the internals.
-PUBLISHED = ("sglang_server_plan",)
+PUBLISHED = ("sglang_server_plan", "sglang_common_restart_pending")
 
 
 def internal_problem(variable: str, source: str) -> Problem:
     """The error of an internal variable set from outside (``source``: the inventory, or -e)."""
     return Problem("input.internal", variable, None,
                    f"{variable} is internal to the roles and playbooks ("
-                   + ("the plan the run publishes" if variable in PUBLISHED else "a '__' name")
+                   + ("a fact the run publishes" if variable in PUBLISHED else "a '__' name")
                    + f"); {source} may not set it: it would forge their state or verdicts.", f"remove {variable} from {source}")
 
 
