@@ -19,6 +19,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -217,16 +218,28 @@ def test_every_hop_is_tls_and_refuses_a_request_without_its_key(router: str) -> 
     assert sh(GATEWAY, "stat -c '%a %U %G' /etc/sglang-router/sglang-router.secrets.json") == "640 root sglang-router"
 
 
-def test_a_second_deploy_of_the_router_changes_nothing(fleet: Path, tmp_path: Path) -> None:
-    # The GPU hosts' own idempotence is the default scenario's; here: the router role and the joins.
+def test_a_second_deploy_changes_nothing_and_plans_each_host_twice(fleet: Path, tmp_path: Path) -> None:
+    """The router role, the joins and the servers' files (the provisioning roles' idempotence is the default
+    scenario's): changed=0. Each GPU host is planned twice in the run (issue 31), counted by the bench's call log:
+    once by playbooks/validate.yml, once when roles/sglang_server binds the plan to its GPUs; the router's worker
+    list, the rollout and the joins read the published plan and plan nothing."""
     private = tmp_path / "runner-again"
     private.mkdir()
+    calls = tmp_path / "calls.jsonl"
     runner = ansible_runner.run(
         private_data_dir=str(private), project_dir=str(REPO), playbook=str(REPO / "playbooks" / "deploy.yml"),
-        inventory=str(fleet), tags="router", envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, quiet=True)
+        inventory=str(fleet), tags="router,server",
+        envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "PYTHONPATH": str(REPO / "bench" / "hooks"),
+                 "BENCH_CALL_LOG": str(calls),
+                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"},
+        quiet=True)
     assert runner.rc == 0, final_failure(runner)
     assert runner.stats["changed"] == {}
     assert set(runner.stats["ok"]) == {*GPUS, GATEWAY}
+    logged = [json.loads(line) for line in calls.read_text().splitlines()]
+    planned = [entry for entry in logged if entry["fn"] == "plan_host"]
+    assert {host: sum(1 for e in planned if e["host"] == host) for host in GPUS} == {host: 2 for host in GPUS}
+    assert {e["caller"].rsplit(".", 1)[-1] for e in planned} == {"validate"}  # the action, never a filter
 
 
 def test_injected_values_on_a_gateway_and_a_gpu_host_are_refused_before_any_change(tmp_path: Path) -> None:
