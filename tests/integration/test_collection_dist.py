@@ -119,7 +119,7 @@ def test_validate_playbook_by_fqcn_accepts_the_sample_host(outside: tuple[Path, 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # The installed collection ran, not the repository's (nor a copy on another path): its role's files rendered the plan.
     installed = outside[0] / "collections" / "ansible_collections" / "blackwell" / "sglang"
-    assert f'"role": "{installed}/roles/sglang_server"' in proc.stdout, proc.stdout  # -v: the validate task's result
+    assert f'"templates": "{installed}/roles/sglang_server/templates"' in proc.stdout, proc.stdout  # -v: the task's result
     assert str(REPO) not in proc.stdout + proc.stderr
     unit = (tmp_path / "plan" / "blackwell-01" / "sglang.service").read_text()
     assert "--tp-size 8" in unit and "--speculative-algorithm NEXTN" in unit

@@ -243,7 +243,7 @@ def test_runner_runs_the_validate_playbook_through_the_ee(ee_image: str, tmp_pat
     command = json.loads((artifacts / "command").read_text())["command"]
     assert command[:2] == ["docker", "run"] and ee_image in command, command
     # The image's installed collection ran (-v prints the validate task's result), not the repository's.
-    assert f'"role": "{EE_COLLECTIONS}/blackwell/sglang/roles/sglang_server"' in out, out
+    assert f'"templates": "{EE_COLLECTIONS}/blackwell/sglang/roles/sglang_server/templates"' in out, out
     assert str(REPO) not in out
     # The plan was rendered in the container's /runner/project, the project directory mounted from here.
     unit = (tmp_path / "runner" / "project" / "plan" / "blackwell-01" / "sglang.service").read_text()
