@@ -15,12 +15,11 @@ layouts  the same hosts in both inventory layouts, one hosts.yml with the variab
          variables, which --list-hosts never does: "read vars" is a playbook that reads one variable of every
          host (one `hostvars` access per host, as any per-host task does), the cost of the layout itself.
 render   --render-hosts valid hosts, one host_vars file each and no two alike (each has its own
-         environment variable, so no rendering is shared): `validate.yml -e render_dir=DIR` against the same
-         command without render_dir, and against the role rendering the same files host by host (its
-         tasks/plan.yml, what validate.yml ran before) on the first --role-render-hosts of them.
+         environment variable): `validate.yml -e render_dir=DIR` against the same command without render_dir
+         (the files are rendered by the function the role installs them with).
 
 Usage: bench/validate_scale.py [--parts classic,layouts,render] [--sizes 10,100,1000,5000] [--baseline-max 1000]
-                               [--layout-sizes 1000,5000] [--render-hosts 1000] [--role-render-hosts 10]
+                               [--layout-sizes 1000,5000] [--render-hosts 1000]
                                [--runs 1] [--json FILE]
 """
 
@@ -87,18 +86,6 @@ READ_VARS = """---
         msg: "{{ ansible_play_hosts_all | map('extract', hostvars, 'sglang_model_path') | list | length }}"
       run_once: true
 """
-
-ROLE_RENDER = """---
-- name: Render the launch plan with the role, host by host (what validate.yml -e render_dir ran before)
-  hosts: sglang_servers
-  gather_facts: false
-  tasks:
-    - name: Render unit, environment file and config per host
-      ansible.builtin.include_role:
-        name: sglang_server
-        tasks_from: plan.yml
-"""
-
 
 def _hosts(hosts: int) -> list[str]:
     return [f"gpu-{i:05d}" for i in range(hosts)]
@@ -199,35 +186,22 @@ def layouts(tmp: Path, sizes: list[int], runs: int) -> list[dict[str, float | in
     return rows
 
 
-def render(tmp: Path, hosts: int, role_hosts: int) -> dict[str, float | int]:
-    """validate.yml -e render_dir against the same without it, and against the role's host-by-host rendering."""
+def render(tmp: Path, hosts: int) -> dict[str, float | int]:
+    """validate.yml -e render_dir against the same without it: the rendering's own time (the install's function,
+    sglang_files.server_files, for every instance of every host)."""
     inv = inventory(tmp, hosts, "files", invalid=False, distinct=True)
     plan = tmp / "plan"
     plain, rc = timed(VALIDATE, inv)
     assert rc == 0, f"validate.yml exit {rc}"
     ours, rc = timed(VALIDATE, inv, "-e", f"render_dir={plan}")
     assert rc == 0, f"validate.yml -e render_dir exit {rc}"
-    files = sum(1 for p in plan.rglob("*") if p.is_file())
-    assert files == 3 * hosts, f"{files} files rendered for {hosts} hosts"
-    role_play = REPO / "playbooks" / f".bench-role-render-{os.getpid()}.yml"  # beside the playbooks: their roles path
-    role_play.write_text(ROLE_RENDER)
-    role_plan = tmp / "role-plan"
-    try:
-        role, rc = timed(role_play, inv, "-e", f"render_dir={role_plan}", "--limit", ",".join(_hosts(role_hosts)))
-    finally:
-        role_play.unlink()
-    assert rc == 0, f"role rendering exit {rc}"
-    same = all((plan / h / n).read_bytes() == (role_plan / h / n).read_bytes()
-               for h in _hosts(role_hosts) for n in ("sglang.service", "sglang.env", "sglang.yaml"))
-    per_host = role / role_hosts
-    print(f"{'hosts':>6} {'render_dir s':>13} {'without s':>10} {'rendering s':>12} {'role, per host s':>17} "
-          f"{'role, all hosts s':>18} {'identical':>9}")
-    print(f"{hosts:6d} {ours:13.2f} {plain:10.2f} {ours - plain:12.2f} {per_host:17.2f} {per_host * hosts:18.0f} "
-          f"{str(same):>9}", flush=True)
-    print(f"(the role rendered {role_hosts} hosts in {role:.1f} s; its time for all {hosts} is extrapolated)")
-    return {"hosts": hosts, "ours_s": ours, "without_s": plain, "render_s": ours - plain, "role_hosts": role_hosts,
-            "role_s": role, "role_per_host_s": per_host, "role_all_s_extrapolated": per_host * hosts,
-            "identical": same}
+    files = sum(1 for p in plan.rglob("*") if p.is_file() and p.parent != plan)
+    rendered = [h for h in _hosts(hosts) if (plan / h / "sglang.service").is_file() and (plan / h / "sglang.env").is_file()]
+    assert len(rendered) == hosts, f"{len(rendered)} of {hosts} hosts rendered"
+    print(f"{'hosts':>6} {'files':>6} {'render_dir s':>13} {'without s':>10} {'rendering s':>12} {'per host ms':>12}")
+    print(f"{hosts:6d} {files:6d} {ours:13.2f} {plain:10.2f} {ours - plain:12.2f} {1000 * (ours - plain) / hosts:12.2f}",
+          flush=True)
+    return {"hosts": hosts, "files": files, "ours_s": ours, "without_s": plain, "render_s": ours - plain}
 
 
 def main() -> int:
@@ -237,7 +211,6 @@ def main() -> int:
     parser.add_argument("--baseline-max", type=int, default=1000, help="largest size the slow baseline runs at")
     parser.add_argument("--layout-sizes", default="1000,5000")
     parser.add_argument("--render-hosts", type=int, default=1000)
-    parser.add_argument("--role-render-hosts", type=int, default=10)
     parser.add_argument("--runs", type=int, default=1, help="runs of each command in the layouts part (medians)")
     parser.add_argument("--json", type=Path, help="also write the rows to this file as JSON")
     args = parser.parse_args()
@@ -250,8 +223,8 @@ def main() -> int:
             print("\nvalidate.yml by inventory layout, against --list-hosts on the same inventory (same run, alternately)")
             out["layouts"] = layouts(Path(tmp), [int(s) for s in args.layout_sizes.split(",")], args.runs)
         if "render" in parts:
-            print("\nvalidate.yml -e render_dir=DIR, against the same without render_dir and the role's rendering")
-            out["render"] = render(Path(tmp), args.render_hosts, args.role_render_hosts)
+            print("\nvalidate.yml -e render_dir=DIR, against the same without render_dir")
+            out["render"] = render(Path(tmp), args.render_hosts)
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
     return 0
