@@ -118,7 +118,7 @@ def test_all_hosts_valid() -> None:
     assert set(result["hosts"]) == {"gpu-01", "gpu-02", "gpu-03"}
     host = result["hosts"]["gpu-02"]
     assert host["ok"] is True and host["argv"][:2] == ["--model-path", "/opt/sglang/models/" + REFERENCE["sglang_model_path"]]
-    assert result["msg"] == "3 of 3 host(s) valid, 0 warning(s), spec=sglang_spec"
+    assert result["msg"] == "3 of 3 host(s) valid, 0 warning(s), each host's own sglang_spec"
     assert host["spec"] == {"mode": "keep", "host": "keep", "override": False}
 
 
@@ -126,7 +126,8 @@ def test_one_invalid_host_among_three() -> None:
     result = run_action({"gpu-01": ref_host(), "gpu-02": ref_host(INCIDENT), "gpu-03": ref_host()})
     assert result["failed"] is True
     assert result["invalid_hosts"] == ["gpu-02"]
-    assert result["msg"] == "SGLang configuration rejected for 1 of 3 host(s): gpu-02, 0 warning(s), spec=sglang_spec (report above)"
+    assert result["msg"] == ("SGLang configuration rejected for 1 of 3 host(s): gpu-02, 0 warning(s), "
+                             "each host's own sglang_spec (report above)")
     assert "report" not in result  # printed once by the plugin, not again in the failed result
     assert "gpu-01" not in report(result) and "gpu-03" not in report(result)
     (block,) = blocks(result)
@@ -187,7 +188,7 @@ def test_fail_on_error_false_reports_without_failing() -> None:
     result = run_action({"gpu-01": ref_host(), "gpu-02": ref_host(INCIDENT)}, args={"fail_on_error": False})
     assert not result.get("failed")
     assert result["invalid_hosts"] == ["gpu-02"]
-    assert result["msg"] == "SGLang configuration rejected for 1 of 2 host(s): gpu-02, 0 warning(s), spec=sglang_spec"
+    assert result["msg"] == "SGLang configuration rejected for 1 of 2 host(s): gpu-02, 0 warning(s), each host's own sglang_spec"
     (block,) = blocks(result)
     assert block.startswith("gpu-02:") and result["_shown"] == []  # the caller shows the report
 
@@ -196,7 +197,7 @@ def test_warnings_do_not_fail_but_are_reported() -> None:
     warned = ref_host({"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2})
     result = run_action({"gpu-01": ref_host(), "gpu-02": warned})
     assert not result.get("failed") and result["invalid_hosts"] == []
-    assert result["msg"].startswith("2 of 2 host(s) valid, 1 warning(s), spec=sglang_spec")
+    assert result["msg"].startswith("2 of 2 host(s) valid, 1 warning(s), each host's own sglang_spec")
     (block,) = blocks(result)
     assert block.startswith("gpu-02: 0 error(s), 1 warning(s)") and "[spec.topk1_draft]" in block
     assert [w["rule"] for w in result["hosts"]["gpu-02"]["warnings"]] == ["spec.topk1_draft"]

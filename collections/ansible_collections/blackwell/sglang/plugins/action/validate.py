@@ -87,11 +87,12 @@ def check_instances(layouts: dict[str, Layout], outcomes: dict[str, Result], hos
                                        f"set sglang_args once for the whole instance, in group_vars/{layout.group}.yml"))
 
 
-def _spec_word(spec: Any) -> str:
-    """The run's spec override as the summary line shows it (the host's sglang_spec when there is none)."""
+def _spec_words(spec: Any) -> str:
+    """The run's spec override as the summary line shows it: ``spec=auto`` (-e spec=auto), or, without one, that each
+    host's own sglang_spec applies (not ``spec=sglang_spec``, which read like a variable left unexpanded)."""
     if isinstance(spec, Mapping):
-        return "explicit " + json.dumps(dict(spec), sort_keys=True, default=str)
-    return str(spec) if spec not in (None, "") else "sglang_spec"
+        return "spec=explicit " + json.dumps(dict(spec), sort_keys=True, default=str)
+    return f"spec={spec}" if spec not in (None, "") else "each host's own sglang_spec"
 
 
 class ActionModule(ActionBase):
@@ -199,7 +200,7 @@ class ActionModule(ActionBase):
                         for h, r in per_host.items()}
         report = grouped_report(outcomes)
         summary = (f"SGLang configuration rejected for {len(invalid)} of {len(hosts)} host(s): {_names(invalid)}" if invalid else
-                   f"{len(hosts)} of {len(hosts)} host(s) valid") + f", {warnings} warning(s), spec={_spec_word(args['spec'])}"
+                   f"{len(hosts)} of {len(hosts)} host(s) valid") + f", {warnings} warning(s), {_spec_words(args['spec'])}"
         result.update(changed=False, hosts=per_host, invalid_hosts=invalid, spec=args["spec"], report=report, msg=summary)
         if args["secret_plans"] and not invalid:  # the files' inputs, secrets included: the caller's task is no_log
             result["secret_plans"] = {h: [i.full() for i in plans[h].instances] for h in plans}
