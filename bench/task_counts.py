@@ -14,7 +14,7 @@ drains in DRAIN s), after serving the fixtures and converging it once with playb
 Then (--fleet N, default 2; 0 skips it) N-1 more simulated hosts join the same inventory (bsa-bench-counts-2 ...),
 deploy.yml converges them, and one more deploy.yml (a no-op) over all N counts the planner calls per host:
 ``plan_host`` by caller (the validate action on the controller, the filters that bind the plan to the GPU
-facts), the planning filters and the validate action's RoleRenderer.
+facts), the planning filters and the rendering function (server_files).
 
 How it counts (the same on every machine): bench/callback_plugins/task_counts.py classifies every task
 result by its action and delegation (its docstring says how); bench/hooks/sitecustomize.py, put on

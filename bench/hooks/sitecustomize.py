@@ -14,8 +14,8 @@ counted, wrapped right after its module is first executed (so ``from ... import 
   called it (the validate action plugin or the filter plugin);
 * the planning filters of plugins/filter/sglang.py and monitoring.py (:data:`FILTERS`): ``host`` is their
   first argument when it is a string (the host, or the monitor of ``scrape_configs``);
-* ``RoleRenderer`` (plugin_utils/sglang_render.py): its construction (``fn = "RoleRenderer"``) and each
-  ``render`` of a host's files (``fn = "RoleRenderer.render"``);
+* ``server_files`` (plugin_utils/sglang_files.py, the one rendering function): each instance's files rendered
+  (``fn = "server_files"``, no host: its first argument is the plan);
 * ``ActionBase._low_level_execute_command`` (``fn = "exec"``): every command an action sends through the
   connection to a host, a module run with pipelining being one: ``host`` is the connection's address
   (the container's name on the docker connection), ``task`` and ``action`` the task's, ``cmd`` the command's
@@ -86,22 +86,8 @@ def patch_filters(module: ModuleType) -> None:
             setattr(module, name, counted(name, getattr(module, name)))
 
 
-def patch_render(module: ModuleType) -> None:
-    cls = module.RoleRenderer  # type: ignore[attr-defined]
-    init, render = cls.__init__, cls.render
-
-    @functools.wraps(init)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        log("RoleRenderer")
-        init(self, *args, **kwargs)
-
-    @functools.wraps(render)
-    def render_counted(self: Any, host: str, *args: Any, **kwargs: Any) -> Any:
-        log("RoleRenderer.render", str(host))
-        return render(self, host, *args, **kwargs)
-
-    cls.__init__ = __init__
-    cls.render = render_counted
+def patch_files(module: ModuleType) -> None:
+    module.server_files = counted("server_files", module.server_files)  # type: ignore[attr-defined]
 
 
 def patch_action(module: ModuleType) -> None:
@@ -124,7 +110,7 @@ def patch_action(module: ModuleType) -> None:
 
 HOOKS: dict[str, Callable[[ModuleType], None]] = {
     COLLECTION + "plugin_utils.sglang_hostplan": patch_hostplan,
-    COLLECTION + "plugin_utils.sglang_render": patch_render,
+    COLLECTION + "plugin_utils.sglang_files": patch_files,
     **dict.fromkeys(FILTERS, patch_filters),
     "ansible.plugins.action": patch_action,
 }

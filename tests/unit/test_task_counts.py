@@ -217,13 +217,13 @@ def test_bench_script_reads_the_call_log_and_run_all_makes_rows() -> None:
         {"fn": "plan_host", "host": "h2", "caller": "ansible_collections.blackwell.sglang.plugins.action.validate"},
         {"fn": "plan_host", "host": "h1", "caller": "ansible_collections.blackwell.sglang.plugins.filter.sglang"},
         {"fn": "instance_plans", "host": "h1", "caller": None},
-        {"fn": "RoleRenderer", "host": None, "caller": None},
+        {"fn": "server_files", "host": None, "caller": None},
         {"fn": "exec", "host": "h1", "caller": None, "task": "unit", "action": "ansible.builtin.template"},
         {"fn": "exec", "host": "h1", "caller": None, "task": "unit", "action": "ansible.builtin.template"},
     ]
     run = script.Counted("noop", 1.0, 0, {"totals": {"h1": {"tasks": 3, "module_executions": 1}}}, calls, {})
     assert script.planner_calls(run) == {
-        "(no host)": {"RoleRenderer": 1},
+        "(no host)": {"server_files": 1},
         "h1": {"instance_plans": 1, "plan_host <- action.validate": 1, "plan_host <- filter.sglang": 1},
         "h2": {"plan_host <- action.validate": 1},
     }
