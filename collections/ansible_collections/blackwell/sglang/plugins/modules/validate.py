@@ -59,9 +59,12 @@ options:
     default: sglang_server
   check_internals:
     description:
-      - Refuse hosts that carry the roles' internal variables (C(__sglang*), C(__nvidia*), C(__rollout*)) when the
-        validation runs. On for the run's first validation (C(playbooks/validate.yml)), before any role sets one; the
-        sglang_server role's own check against the host's GPU facts turns it off.
+      - Refuse hosts whose inventory sets the roles' internal variables (C(__sglang*), C(__nvidia*), C(__rollout*))
+        or a fact the run publishes (C(sglang_server_plan), C(sglang_common_restart_pending)). What the run itself set
+        (an earlier playbook of the same run) does not count: when a host carries such a name, the inventory is read
+        again from its sources to tell them apart.
+      - The sglang_server role's GPU binding and the bench's candidates turn it off: the run's validate task checked
+        the inventory already.
     type: bool
     default: true
 notes:

@@ -383,11 +383,16 @@ class HostVarsCache(Mapping):
         return data
 
     def inventory_internals(self, host: str) -> list[str]:
-        """The roles' internal variables (``__sglang*``, ``__nvidia*``, ``__rollout*``) that ``host`` carries: asked
-        by the run's first validation (playbooks/validate.yml, the first play of every playbook), before any role has
-        set or registered one, they come from the inventory (inventory file, group_vars, host_vars, vars plugins) or
-        the fact cache, never from the run itself."""
-        return sorted(n for n in self[host] if isinstance(n, str) and (n.startswith(INTERNAL_PREFIXES) or n in PUBLISHED))
+        """The roles' internal variables (``__sglang*``, ``__nvidia*``, ``__rollout*``) and published facts that the
+        inventory sets for ``host`` (inventory file, group_vars, host_vars, vars plugins); those the run itself set
+        (set_fact, register, an earlier playbook of the same run) do not count. Only when the host carries such a name
+        is the inventory read again (``_inventory_only``, public interfaces); without the inventory's sources (a plain
+        mapping in tests) every such name counts."""
+        names = sorted(n for n in self[host] if isinstance(n, str) and (n.startswith(INTERNAL_PREFIXES) or n in PUBLISHED))
+        if not names or self._loader is None or not self._sources:
+            return names
+        inventory_vars = self._inventory_only(host)
+        return [n for n in names if n in inventory_vars]
 
     def raw(self, host: str) -> Mapping[str, Any]:
         """The host's variables as Ansible keeps them, before templating (what a task's variables are built from)."""
