@@ -15,9 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import yaml
 from ansible import constants as C
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible.utils.path import unfrackpath
@@ -223,10 +222,8 @@ class ActionModule(ActionBase):
             self._ports = {}
             for role in deployment.PORT_ROLES if self._loader is not None else ():
                 try:
-                    path = os.path.join(self._role_dir(role), "defaults", "main.yml")
-                    with open(path, encoding="utf-8") as handle:
-                        data = yaml.safe_load(handle) or {}
-                except (AnsibleActionFail, OSError, yaml.YAMLError):
+                    data = self._defaults_of(role)
+                except (AnsibleError, OSError):
                     continue  # a role not installed here: its port is checked where it is set
                 self._ports.update({k: v for k, v in data.items() if k.endswith("_port") and isinstance(v, int)})
         return self._ports
@@ -234,6 +231,21 @@ class ActionModule(ActionBase):
     _ports: dict[str, Any] | None = None
     _defaults: dict[str, Any] | None = None
     _resolved: dict[str, dict[str, Any]] | None = None
+    _role_files: dict[str, dict[str, Any]] | None = None
+
+    def _defaults_of(self, role: str) -> dict[str, Any]:
+        """``role``'s defaults/main.yml as the loader reads it (templates kept, trusted as a role's own), once a pass:
+        the one reader of the roles' defaults files (ports, plan inputs, render settings)."""
+        if self._role_files is None:
+            self._role_files = {}
+        if role not in self._role_files:
+            path = os.path.join(self._role_dir(role), "defaults", "main.yml")
+            try:
+                data = self._loader.load_from_file(path, trusted_as_template=True)
+            except TypeError:  # pragma: no cover (ansible-core < 2.19)
+                data = self._loader.load_from_file(path)
+            self._role_files[role] = dict(data or {})
+        return self._role_files[role]
 
     def _role_dir(self, name: str) -> str:
         """Where the role ``name`` is: a path as given; else this collection's own role (``roles/<name>`` beside its
@@ -257,12 +269,7 @@ class ActionModule(ActionBase):
         if self._defaults is None:
             self._defaults = {}
             for role in DEFAULTS_ROLES if self._loader is not None else ():
-                path = os.path.join(self._role_dir(role), "defaults", "main.yml")
-                try:
-                    data = self._loader.load_from_file(path, trusted_as_template=True)
-                except TypeError:  # pragma: no cover (ansible-core < 2.19)
-                    data = self._loader.load_from_file(path)
-                self._defaults.update(dict(data or {}))
+                self._defaults.update(self._defaults_of(role))
         return self._defaults
 
     def _role_defaults(self, host: str, raw: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
