@@ -61,9 +61,9 @@ options:
     description:
       - Refuse hosts whose inventory sets the roles' internal variables (C(__sglang*), C(__nvidia*), C(__rollout*))
         or a fact the run publishes (C(sglang_server_plan), C(sglang_common_restart_pending)). What the run itself set
-        (an earlier playbook of the same run) does not count: when a host carries such a name, the inventory is read
+        (an earlier playbook of the same run) does not count; when a host carries such a name, the inventory is read
         again from its sources to tell them apart.
-      - The sglang_server role's GPU binding and the bench's candidates turn it off: the run's validate task checked
+      - The sglang_server role's GPU binding and the bench's candidates turn it off; the run's validate task checked
         the inventory already.
     type: bool
     default: true
