@@ -14,7 +14,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release conformance-all simhost wheelhouse provision-fixtures molecule molecule-extended test demo demo-down schema catalog bench dist ee ee-image fuzz-sglang changelog sanity clean
+.PHONY: help venv deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release conformance-all simhost wheelhouse provision-fixtures molecule molecule-extended test demo demo-down schema catalog bench dist ee ee-image fuzz-sglang changelog release sanity clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -128,7 +128,7 @@ bench-counts: venv simhost wheelhouse provision-fixtures ## Issue 31's counts, t
 
 COLLECTION := collections/ansible_collections/blackwell/sglang
 COLLECTION_VERSION = $(shell sed -n 's/^version: *//p' $(COLLECTION)/galaxy.yml)
-dist: venv ## Build the blackwell.sglang collection tarball (plugins, roles, playbooks) into build/dist/
+dist: venv ## Build the blackwell.sglang collection tarball (plugins, roles with their locks, playbooks, docs/, the sample inventory as examples/inventory) into build/dist/
 	$(BIN)/python tools/build_collection.py --out build/dist
 
 ee: dist ## The execution environment's build context for AWX/AAP (ansible-builder create) in build/ee/context
@@ -142,9 +142,12 @@ ee-image: ee ## The execution environment image for the tests, bsa-ee:<hash> (an
 	tests/fixtures/simhost/ensure-docker.sh
 	$(BIN)/python tests/fixtures/ee/build_image.py
 
-changelog: venv ## Release the changelog fragments as the galaxy.yml version (antsibull-changelog): CHANGELOG.rst
-	cd $(COLLECTION) && antsibull-changelog lint && antsibull-changelog release --version $(COLLECTION_VERSION)
-	rm -f $(COLLECTION)/changelogs/.plugin-cache.yaml
+changelog: venv ## Release the changelog fragments as the galaxy.yml version (antsibull-changelog): CHANGELOG.rst; refuses a version released already (make release)
+	$(BIN)/python tools/release.py --changelog
+
+release: venv ## Cut release VERSION=X.Y.Z: set galaxy.yml's version, release the changelog fragments as X.Y.Z; refuses a released or lower version
+	@test -n "$(VERSION)" || { echo "make release VERSION=X.Y.Z (galaxy.yml says $(COLLECTION_VERSION))" >&2; exit 2; }
+	$(BIN)/python tools/release.py $(VERSION)
 
 # ansible-test sanity on the built tarball, unpacked (what ships, roles and playbooks included), from .venv-sanity
 # (ansible-core, and the requirements ansible-test installs there). ansible-test downloads its pip bootstrap script

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Offline stand-in for the get-pip bootstrap script that ansible-test downloads into its sanity virtualenvs.
 
 ansible-test fetches ``get-pip-<version>.py`` from its CI file server, which a site that reaches only a

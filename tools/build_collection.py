@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Build the blackwell.sglang collection tarball from the repository.
 
 The repository keeps the roles, playbooks and server templates at its top level, where the project's
@@ -7,7 +8,9 @@ The tarball holds both: this tool stages a copy of the collection directory with
 ``roles/`` and ``playbooks/`` copied in, symbolic links followed (``roles/sglang_server/templates``,
 a link to ``templates/``, becomes a directory with those files), caches and ``galaxy.yml``'s
 ``build_ignore`` left out, the repository's ``LICENSE`` added when the collection carries no licence file of its
-own, and runs ``ansible-galaxy collection build`` on the staged copy.
+own, the repository's ``docs/`` pages copied into ``docs/`` and its sample inventory (``inventory/sample``) into
+``examples/inventory/``, and runs ``ansible-galaxy collection build`` on the staged copy. The roles carry the hashed
+locks of SGLang's virtualenv (``roles/sglang/files/locks``).
 
 The files are copied unchanged: the short role names the playbooks and roles use (``sglang_server``)
 resolve inside the installed collection because ansible-core searches a collection playbook's and a
@@ -32,6 +35,9 @@ REPO = Path(__file__).resolve().parents[1]
 COLLECTION = REPO / "collections" / "ansible_collections" / "blackwell" / "sglang"
 # Top-level directories copied into the collection, under the same name.
 TOP_LEVEL = ("roles", "playbooks")
+# Top-level directories copied into the collection under another name: the documentation pages, whatever docs/ holds
+# at build time, and the sample inventory as the tarball's example inventory (copied, never kept twice in git).
+RENAMED = {"docs": "docs", "inventory/sample": "examples/inventory"}
 # The repository's licence (galaxy.yml's ``license``), copied in unless the collection has one of these.
 LICENSE_NAMES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "COPYING")
 # Never part of the artefact, wherever they are.
@@ -40,7 +46,8 @@ IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".pytest_cache"
 
 
 def stage(dest: Path, repo: Path = REPO, collection: Path = COLLECTION) -> Path:
-    """Copy the collection, the top-level roles and playbooks and the licence into ``dest`` (emptied first)."""
+    """Copy the collection, the top-level roles, playbooks, docs, sample inventory and the licence into ``dest``
+    (emptied first)."""
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(collection, dest, ignore=IGNORE)
@@ -48,6 +55,10 @@ def stage(dest: Path, repo: Path = REPO, collection: Path = COLLECTION) -> Path:
         if (dest / name).exists():
             raise SystemExit(f"{collection / name} exists: the collection's {name}/ comes from {repo / name}")
         shutil.copytree(repo / name, dest / name, ignore=IGNORE, symlinks=False)
+    for source, target in RENAMED.items():
+        if (dest / target).exists():
+            raise SystemExit(f"{collection / target} exists: the collection's {target}/ comes from {repo / source}")
+        shutil.copytree(repo / source, dest / target, ignore=IGNORE, symlinks=False)
     if not any((dest / name).is_file() for name in LICENSE_NAMES):
         shutil.copyfile(repo / "LICENSE", dest / "LICENSE")
     return dest

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Catalog every ``raise`` and ``assert`` of SGLang's launch-time argument handling, statically.
 
 The wheel is opened as a zip archive (nothing installed, nothing imported) and these files are read

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Compile the hashed lock of SGLang's server virtualenv: ``make lock [SGLANG_VERSION=X] [TORCH=torch==Y]``.
 
 ``uv pip compile --universal --generate-hashes`` of ``sglang==VERSION`` and the torch requirement, for every

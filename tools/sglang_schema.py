@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Extract the complete ``sglang.launch_server`` CLI schema from an sglang wheel, statically.
 
 The wheel is opened as a zip archive; nothing is installed and nothing from

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """What changed in SGLang's command line between committed releases (their schemas), for review.
 
     python3 tools/sglang_schema_diff.py --list                 # releases with a committed schema, oldest first

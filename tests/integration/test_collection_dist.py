@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -89,9 +90,47 @@ def test_tarball_holds_plugins_roles_playbooks_and_templates(tarball: Path) -> N
     assert sorted(set(expected) - set(members)) == []
     for name in expected:
         assert members[name].isfile(), f"{name} is not a regular file in the tarball"
+    # The documentation pages, the example inventory and the locks (issue 33): copied in at build time.
+    expected += [f"docs/{p.name}" for p in (REPO / "docs").glob("*.md")]
+    expected += [f"examples/inventory/{p.relative_to(SAMPLE)}" for p in SAMPLE.rglob("*") if p.is_file()]
+    expected += [f"roles/sglang/files/locks/{p.name}" for p in (REPO / "roles" / "sglang" / "files" / "locks").iterdir()]
     unwanted = [n for n in members if "__pycache__" in n or n.endswith(".pyc") or n.startswith(("changelogs/fragments",
                                                                                                   "tests/output"))]
     assert unwanted == []
+
+
+def test_installed_collection_carries_docs_example_inventory_and_locks(outside: tuple[Path, dict[str, str]]) -> None:
+    """Installed into an empty directory, the collection holds the documentation, the example inventory and the
+    locks, byte for byte the repository's; its README's links lead to files of the collection."""
+    installed = outside[0] / "collections" / "ansible_collections" / "blackwell" / "sglang"
+    pages = sorted(p.name for p in (REPO / "docs").glob("*.md"))
+    assert pages and sorted(p.name for p in (installed / "docs").glob("*.md")) == pages
+    for page in pages:
+        assert (installed / "docs" / page).read_bytes() == (REPO / "docs" / page).read_bytes()
+    for path in SAMPLE.rglob("*"):
+        if path.is_file():
+            assert (installed / "examples" / "inventory" / path.relative_to(SAMPLE)).read_bytes() == path.read_bytes()
+    locks = sorted((REPO / "roles" / "sglang" / "files" / "locks").glob("sglang-*.txt"))
+    assert locks
+    for lock in locks:
+        assert (installed / "roles" / "sglang" / "files" / "locks" / lock.name).read_bytes() == lock.read_bytes()
+    readme = (installed / "README.md").read_text(encoding="utf-8")
+    links = [m for m in re.findall(r"\]\(([^()\s]+)\)", readme) if "://" not in m and not m.startswith("#")]
+    assert "docs/" in links and "examples/inventory/" in links
+    dead = [link for link in links if not (installed / link.split("#")[0]).exists()]
+    assert dead == [], f"README links to files the collection does not have: {dead}"
+    # The sections docs/ links to as ../README.md#...: in the tarball, that README is this one.
+    headings = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+                for h in re.findall(r"(?m)^#+ (.*)$", readme)}
+    assert {"host-variables", "package-sources", "upgrading-sglang"} <= headings
+
+
+def test_validate_accepts_the_installed_example_inventory(outside: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """The example inventory, copied out of the installed collection as its README says, validates."""
+    installed = outside[0] / "collections" / "ansible_collections" / "blackwell" / "sglang"
+    shutil.copytree(installed / "examples" / "inventory", tmp_path / "mysite")
+    proc = playbook(outside, tmp_path, "-i", "mysite", "blackwell.sglang.validate")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def make_inventory(where: Path, change: dict[str, object] | None = None) -> Path:

@@ -83,10 +83,22 @@ def documented(kind: str, names: list[str], tmp_path: Path) -> dict[str, Any]:
     return docs
 
 
+ATTRIBUTES = ("check_mode", "diff_mode", "platform")
+SUPPORT = ("full", "partial", "none", "N/A")
+
+
 def test_ansible_doc_documents_every_module(tmp_path: Path) -> None:
     for name, doc in documented("module", modules(), tmp_path).items():
         assert doc["doc"].get("author"), f"{name}: no author"
         assert doc.get("return"), f"{name}: no RETURN"
+        # check_mode, diff_mode and platform, described once by the blackwell.sglang.attributes fragment.
+        assert f"{FQCN}.attributes" in (PLUGINS / "modules" / f"{name.removeprefix(FQCN + '.')}.py").read_text(), name
+        attributes = doc["doc"].get("attributes") or {}
+        for attribute in ATTRIBUTES:
+            entry = attributes.get(attribute) or {}
+            assert text(entry.get("description")).strip(), f"{name}: attribute {attribute} has no description"
+            assert entry.get("support") in SUPPORT, f"{name}: attribute {attribute}: support {entry.get('support')!r}"
+        assert attributes["platform"].get("platforms"), f"{name}: attribute platform names no platforms"
 
 
 def test_ansible_doc_documents_every_filter(tmp_path: Path) -> None:

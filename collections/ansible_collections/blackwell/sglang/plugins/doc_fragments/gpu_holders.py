@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The options of the GPU-holder scan that blackwell.sglang.gpu_holders and blackwell.sglang.server_restart share."""
 
 from __future__ import annotations

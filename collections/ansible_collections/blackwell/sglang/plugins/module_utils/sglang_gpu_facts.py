@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The host's GPU facts (``nvidia_gpu_facts``): nvidia-smi's GPUs, versions and topology, device minors, IOMMU,
 NVSwitch functions, device nodes, OS and Python.
 

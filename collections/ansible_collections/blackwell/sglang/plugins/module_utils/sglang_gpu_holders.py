@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The processes holding NVIDIA device files, sorted into kinds, and the release of one service's GPUs.
 
 Shared by the modules ``gpu_holders`` (query or release) and ``server_restart`` (stop, release, start in one

@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
 """Ansible module: copy the part of a flat apt repository that some pinned packages need (offline bundles)."""
 
 from __future__ import annotations
@@ -51,6 +52,15 @@ options:
     description: Seconds for each download to answer.
     type: float
     default: 60
+extends_documentation_fragment:
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.gpu_host
+attributes:
+  check_mode:
+    support: full
+    details: Reports which files would be copied and copies none.
+  diff_mode:
+    support: none
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """

@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
 """Ansible module: proof by a real request: one streaming OpenAI-API chat completion, timed."""
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ notes:
   - Supports check mode (it changes nothing).
   - RV(tokens_per_s) is the decode rate after the first token, the completion tokens but one divided by the
     seconds between the first and the last token.
+extends_documentation_fragment:
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.read_only
+  - blackwell.sglang.attributes.gpu_host
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """

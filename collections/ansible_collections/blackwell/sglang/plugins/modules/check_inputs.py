@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
 """Documentation of the blackwell.sglang.check_inputs action plugin: a role's variables against the input contract.
 
 The action plugin plugins/action/check_inputs.py does the work on the controller; this file holds only its
@@ -42,6 +43,10 @@ options:
     default: false
 notes:
   - An action plugin; this module file holds its documentation only. Connects to no host.
+extends_documentation_fragment:
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.read_only
+  - blackwell.sglang.attributes.controller
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """

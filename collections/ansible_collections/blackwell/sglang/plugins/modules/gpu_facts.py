@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
 """Ansible module: gather a host's NVIDIA GPU facts (GPUs, topology, IOMMU, NVSwitch, OS, Python, compiler) in one call."""
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ options:
     description: nvidia-smi to run (an absolute path, or a name looked up on PATH).
     type: str
     default: nvidia-smi
+extends_documentation_fragment:
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.read_only
+  - blackwell.sglang.attributes.gpu_host
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """

@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
 """Ansible module: check a GPU host's NVIDIA GPUs before it serves (Xid, ECC, row remapping, PCIe link, clocks,
 persistence, recovery action, DCGM diagnostics); read-only."""
 
@@ -88,6 +89,10 @@ options:
         a play that runs the gate need not spend a second module run on them.
     type: bool
     default: false
+extends_documentation_fragment:
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.read_only
+  - blackwell.sglang.attributes.gpu_host
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """

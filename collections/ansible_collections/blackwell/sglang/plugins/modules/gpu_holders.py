@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
 """Ansible module: find the processes holding NVIDIA device files and release the ones of a service."""
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ options:
     default: query
 extends_documentation_fragment:
   - blackwell.sglang.gpu_holders
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.gpu_host
+attributes:
+  check_mode:
+    support: full
+    details: With O(state=released), reports the processes it would terminate and terminates none.
+  diff_mode:
+    support: none
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """

@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
 """Ansible module: keep an SGLang server's running files and virtualenv as its last known good configuration."""
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ options:
   venv:
     description: The virtualenv link the server runs from; unset, no C(venv) record is written.
     type: path
+extends_documentation_fragment:
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.gpu_host
+attributes:
+  check_mode:
+    support: full
+    details: Reports the files it would save or remove and writes none.
+  diff_mode:
+    support: none
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """

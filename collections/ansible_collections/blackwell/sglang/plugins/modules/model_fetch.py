@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
 """Ansible module: copy a model snapshot from a peer host, resumable, every file checked against its manifest."""
 
 from __future__ import annotations
@@ -59,6 +60,15 @@ options:
     description: Mode of the files written.
     type: raw
     default: "0644"
+extends_documentation_fragment:
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.gpu_host
+attributes:
+  check_mode:
+    support: full
+    details: Reports whether files would be copied and copies none.
+  diff_mode:
+    support: none
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """

@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
 """Ansible module: install the files of a host's SGLang instances in one step (nothing that runs changes)."""
 
 from __future__ import annotations
@@ -156,6 +157,16 @@ options:
         description: This run has a C(-e spec=...).
         type: bool
         required: true
+extends_documentation_fragment:
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.gpu_host
+attributes:
+  check_mode:
+    support: full
+    details: Reports what would change (and the restarts that would be due), verifies the units and writes nothing.
+  diff_mode:
+    support: partial
+    details: Files that hold secrets (the environment file, the C(--config) YAML) show no diff.
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """

@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
 """Ansible module: one look at an SGLang server: its health endpoint, its systemd unit, its last log line."""
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ options:
   api_key:
     description: "The server's API key, sent as C(Authorization: Bearer) to O(info_url) only. Kept out of the output."
     type: str
+extends_documentation_fragment:
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.read_only
+  - blackwell.sglang.attributes.gpu_host
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """

@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
 """Ansible module: stop an SGLang server's unit, release the GPUs it left behind and start it, in one module run."""
 
 from __future__ import annotations
@@ -38,6 +39,14 @@ options:
     default: true
 extends_documentation_fragment:
   - blackwell.sglang.gpu_holders
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.gpu_host
+attributes:
+  check_mode:
+    support: full
+    details: Reports the stop, the GPU holders it would release and the start, and changes nothing.
+  diff_mode:
+    support: none
 seealso:
   - module: blackwell.sglang.gpu_holders
   - module: ansible.builtin.systemd_service

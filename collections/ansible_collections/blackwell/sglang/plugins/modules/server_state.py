@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
 """Ansible module: what a host's SGLang instances look like now, in one read-only look."""
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ options:
     description: File name of a virtualenv record.
     type: str
     default: venv
+extends_documentation_fragment:
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.read_only
+  - blackwell.sglang.attributes.gpu_host
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """

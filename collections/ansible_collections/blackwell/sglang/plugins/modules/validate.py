@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
 """Documentation of the blackwell.sglang.validate action plugin: every host's SGLang launch configuration.
 
 The action plugin plugins/action/validate.py does the work on the controller; this file holds only its
@@ -69,6 +70,16 @@ options:
     default: true
 notes:
   - An action plugin; this module file holds its documentation only.
+extends_documentation_fragment:
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.controller
+attributes:
+  check_mode:
+    support: full
+    details: Validates as in a normal run; O(render_dir), on the controller, is written in check mode too.
+  diff_mode:
+    support: N/A
+    details: Validation changes nothing on any host.
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """

@@ -1,4 +1,5 @@
 #!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
 """Documentation of the blackwell.sglang.wait_ready action plugin (waiting for an SGLang server to become healthy).
 
 The action plugin plugins/action/wait_ready.py does the work on the controller; this file holds only its
@@ -70,6 +71,10 @@ options:
     type: str
 notes:
   - An action plugin; this module file holds its documentation only. It runs M(blackwell.sglang.server_probe) on the host.
+extends_documentation_fragment:
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.read_only
+  - blackwell.sglang.attributes.gpu_host
 author:
   - blackwell-sglang-ansible contributors (!UNKNOWN)
 """
