@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: apt_repo_subset
-version_added: 0.1.0
+version_added: 0.2.0
 short_description: Copy what pinned packages need from a flat apt repository, with its signed index
 description:
   - Downloads the index of the flat apt repository O(repo_url) (C(InRelease), C(Release), C(Release.gpg),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: check_inputs
-version_added: 0.1.0
+version_added: 0.2.0
 short_description: Check a role's variables against the collection's input contract, on the controller
 description:
   - Every role of the collection runs it first, so that a role run alone refuses bad input before anything on

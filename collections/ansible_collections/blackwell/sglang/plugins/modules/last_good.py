@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: last_good
-version_added: 0.1.0
+version_added: 0.2.0
 short_description: Save a healthy server's files and virtualenv as its last known good configuration, in one step
 description:
   - After a healthy start, copies the server's running files (unit, environment file, C(--config) file) into O(path)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: model_fetch
-version_added: 0.1.0
+version_added: 0.2.0
 short_description: Copy a verified model snapshot from a peer host over HTTP, resumable, checked file by file
 description:
   - Fetches each file of O(files) from O(url) (a peer's read-only model server, roles/sglang's

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: server_files
-version_added: 0.1.0
+version_added: 0.2.0
 short_description: Install the directories, helper scripts, units and configuration files of a host's SGLang instances
 description:
   - The host side of roles/sglang_server's install step, in one module run instead of one per file (each run costs a

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: server_restart
-version_added: 0.1.0
+version_added: 0.2.0
 short_description: Stop a server's systemd unit, release the GPUs it left behind and start it, in one step
 description:
   - The host side of the restart chain of a one-host instance, in one module run (the chain's downtime is the time

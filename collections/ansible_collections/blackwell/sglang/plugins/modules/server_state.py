@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: server_state
-version_added: 0.1.0
+version_added: 0.2.0
 short_description: Read the state of a host's SGLang instances in one step (units, activity, health, virtualenv)
 description:
   - One read-only module run for what roles/sglang_server needs to decide which instances are due for a restart.
