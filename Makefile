@@ -74,7 +74,7 @@ conformance: venv wheels conformance-venv ## Our validator against SGLang 0.5.23
 conformance-release: venv wheels conformance-venv ## The conformance cases against SGLANG_VERSION's own resolver (a report in build/conformance-SGLANG_VERSION.md; exit 1 on MISSED), not part of make test yet
 	$(BIN)/python tests/conformance/release_conformance.py --version $(SGLANG_VERSION) --report build/conformance-$(SGLANG_VERSION).md
 
-# The releases whose launch rules are checked; 0.5.18 and 0.5.19 are schema-only by design (README: Another SGLang version).
+# The releases whose launch rules are checked; 0.5.18 and 0.5.19 are schema-only by design (docs/sglang-releases.md).
 CONFORMANCE_RELEASES ?= 0.5.20 0.5.21 0.5.22 0.5.23
 conformance-all: venv wheels conformance-venv ## conformance-release for every rule-checked release (CONFORMANCE_RELEASES: 0.5.20-0.5.23; 0.5.18/0.5.19 are schema-only, no rules to check), build/conformance-<version>.md each; exit 1 if any has a MISSED case (2-6 min per release on the 2-core machine)
 	@failed=""; for v in $(CONFORMANCE_RELEASES); do \

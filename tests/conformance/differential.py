@@ -62,12 +62,12 @@ SCHEMA = (REPO / "collections" / "ansible_collections" / "blackwell" / "sglang" 
 # rejection by any other rule of a configuration SGLang accepts is a false alarm.
 STRICTER = {
     "arch.": "hardware profiles: kernels SGLang lets through on this compute capability fail at run time "
-             "(README 'Host profiles', each refusal's message says so)",
-    "sm8x.": "per-architecture kernels (SM80-SM89) that fail at run time (README 'Host profiles')",
-    "sm90.": "per-architecture kernels (SM90) that fail at run time (README 'Host profiles')",
-    "sm10x.": "per-architecture kernels (SM100/SM103) that fail at run time (README 'Host profiles')",
-    "sm110.": "per-architecture kernels (SM110) that fail at run time (README 'Host profiles')",
-    "sm12x.": "SM120/SM121 kernels that fail or give garbage at run time (README 'What the validator checks')",
+             "(docs/validation.md 'Host profiles', each refusal's message says so)",
+    "sm8x.": "per-architecture kernels (SM80-SM89) that fail at run time (docs/validation.md 'Host profiles')",
+    "sm90.": "per-architecture kernels (SM90) that fail at run time (docs/validation.md 'Host profiles')",
+    "sm10x.": "per-architecture kernels (SM100/SM103) that fail at run time (docs/validation.md 'Host profiles')",
+    "sm110.": "per-architecture kernels (SM110) that fail at run time (docs/validation.md 'Host profiles')",
+    "sm12x.": "SM120/SM121 kernels that fail or give garbage at run time (docs/validation.md 'What the validator checks')",
     "parallel.size": "a parallel size below 1: SGLang's argument handling lets it through, the launch fails when it "
                      "spawns the ranks",
     "hardware.fit": "the model does not fit the GPUs' memory: fails at load time, after minutes",
