@@ -21,9 +21,12 @@ from typing import Any
 import pytest
 import yaml
 from ansible.errors import AnsibleActionFail, AnsibleUndefinedVariable
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
 from ansible_collections.blackwell.sglang.plugins.action import validate as validate_plugin
 from ansible_collections.blackwell.sglang.plugins.action.validate import HOST_VARS, ActionModule, read_host_vars
 from reference import INCIDENT, SAMPLE, load_reference
+from role_defaults import ROLE_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,6 +50,11 @@ class HostView(Mapping):
         self._data, self._broken = data, broken
         self.read: list[str] = []
 
+    @property
+    def raw(self) -> Mapping[str, Any]:
+        """The variables before templating, as Ansible's per-host view keeps them: reading them templates nothing."""
+        return self._data
+
     def __getitem__(self, key: str) -> Any:
         self.read.append(key)
         if key in self._broken:
@@ -64,7 +72,11 @@ def run_action(hostvars: dict[str, Any], args: dict[str, Any] | None = None, pla
                groups: dict[str, list[str]] | None = None) -> dict[str, Any]:
     task = SimpleNamespace(args=dict(args or {}), async_val=0, check_mode=False, action="blackwell.sglang.validate")
     connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/nonexistent"))
-    action = ActionModule(task, connection, SimpleNamespace(), loader=None, templar=None, shared_loader_obj=None)
+    # A real loader and templar: the action reads the roles' defaults files with them (the one source of defaults).
+    loader = DataLoader()
+    loader.set_basedir(str(REPO / "playbooks"))
+    action = ActionModule(task, connection, SimpleNamespace(), loader=loader, templar=Templar(loader=loader),
+                          shared_loader_obj=None)
     task_vars = {
         "hostvars": {name: view if isinstance(view, HostView) else HostView(view) for name, view in hostvars.items()},
         "ansible_play_hosts_all": list(hostvars) if play_hosts is None else play_hosts,
@@ -361,16 +373,18 @@ def test_identical_inputs_are_validated_once_and_each_host_gets_its_own_result(m
 
     calls: list[Any] = []
     real = sglang_hostplan.validate_host
-    monkeypatch.setattr(sglang_hostplan, "validate_host", lambda raw, spec=None: calls.append(spec) or real(raw, spec=spec))
+    monkeypatch.setattr(sglang_hostplan, "validate_host", lambda raw, spec=None, defaults=None: calls.append(spec)
+                        or real(raw, spec=spec, defaults=defaults))
     monkeypatch.setattr(sglang_hostplan, "_VALIDATED", {})
     hostvars = {f"gpu-{i:02}": ref_host() for i in range(5)} | {"gpu-x": ref_host(INCIDENT), "gpu-y": ref_host(INCIDENT)}
     result = run_action(hostvars, args={"fail_on_error": False})
     assert len(calls) == 2  # one good configuration, one bad
     assert result["invalid_hosts"] == ["gpu-x", "gpu-y"]
     assert result["hosts"]["gpu-00"] == result["hosts"]["gpu-04"]
-    first = sglang_hostplan.validate_memo(sglang_hostplan.read_host_vars({"h": ref_host()}, "h"), None)
+    first = sglang_hostplan.validate_memo(sglang_hostplan.read_host_vars({"h": ref_host()}, "h"), None, ROLE_DEFAULTS)
     first.errors.append("mine")
     first.args["tp_size"] = 99
-    again = sglang_hostplan.validate_memo(sglang_hostplan.read_host_vars({"h": ref_host()}, "h"), None)
+    again = sglang_hostplan.validate_memo(sglang_hostplan.read_host_vars({"h": ref_host()}, "h"), None, ROLE_DEFAULTS)
     assert again.errors == [] and again.args["tp_size"] == 8
-    assert sglang_hostplan.validate_memo(sglang_hostplan.read_host_vars({"h": ref_host()}, "h"), "auto").spec["mode"] == "auto"
+    auto = sglang_hostplan.validate_memo(sglang_hostplan.read_host_vars({"h": ref_host()}, "h"), "auto", ROLE_DEFAULTS)
+    assert auto.spec["mode"] == "auto"

@@ -15,6 +15,7 @@ import yaml
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as c
 from hypothesis import example, given
 from hypothesis import strategies as st
+from role_defaults import ROLE_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = {p.parent.parent.name: yaml.safe_load(p.read_text()) for p in sorted((REPO / "roles").glob("*/meta/argument_specs.yml"))}
@@ -26,6 +27,11 @@ VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=40),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=12)
+
+
+def check(values: dict[str, Any]) -> list[c.Finding]:
+    """The contract's findings, against the context ``values`` and the roles' defaults make (as the actions do)."""
+    return c.check(values, context=c.context_of(values, ROLE_DEFAULTS))
 
 
 def test_every_option_of_every_role_has_one_kind_of_the_same_type() -> None:
@@ -51,7 +57,7 @@ def test_every_literal_role_default_passes() -> None:
     for defaults in (REPO / "roles").glob("*/defaults/main.yml"):
         data = yaml.safe_load(defaults.read_text()) or {}
         literal = {k: v for k, v in data.items() if "{{" not in yaml.safe_dump(v)}
-        assert not c.check(literal), (defaults, [f.message() for f in c.check(literal)])
+        assert not check(literal), (defaults, [f.message() for f in check(literal)])
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: f"{k.name}:{k.describe[:20]}")
@@ -116,7 +122,7 @@ def test_plain_urls_pass(url: str) -> None:
 TREES = st.sampled_from([*c.PROTECTED_TREES, *c.WORLD_WRITABLE_TREES, "/etc/sglang", "/opt/sglang",
                          "/usr/local/libexec/sglang", "/opt/sglang/venvs", "/opt/sglang/current", "/etc"])
 SEGMENT = st.from_regex(r"[a-z0-9][a-z0-9._-]{0,8}", fullmatch=True).filter(lambda s: s not in (".", ".."))
-CONTEXT = c.context_of({})
+CONTEXT = c.context_of({}, ROLE_DEFAULTS)
 
 
 @given(tree=TREES, below=st.lists(SEGMENT, max_size=3))
@@ -129,7 +135,8 @@ def test_a_service_directory_is_never_a_system_or_project_directory_nor_below_on
     assert c.service_dir_problem(path, CONTEXT) is not None
 
 
-@given(root=st.sampled_from([*c.DEFAULT_SERVICE_ROOTS, c.DEFAULT_MODELS_DIR]), below=st.lists(SEGMENT, max_size=3))
+@given(root=st.sampled_from([*(ROLE_DEFAULTS[n] for n in c.SERVICE_ROOT_VARS), ROLE_DEFAULTS[c.MODELS_DIR_VAR]]),
+       below=st.lists(SEGMENT, max_size=3))
 def test_a_directory_under_an_allowed_root_is_a_service_directory(root: str, below: list[str]) -> None:
     assert c.service_dir_problem("/".join([root, *below]), CONTEXT) is None
 
@@ -138,7 +145,7 @@ def test_a_directory_under_an_allowed_root_is_a_service_directory(root: str, bel
 def test_a_directory_outside_the_roots_is_refused_until_its_root_is_declared(below: list[str]) -> None:
     path = "/data/" + "/".join(below)
     assert "sglang_service_roots" in (c.service_dir_problem(path, CONTEXT) or "")
-    assert c.service_dir_problem(path, c.context_of({"sglang_service_roots": ["/data"]})) is None
+    assert c.service_dir_problem(path, c.context_of({"sglang_service_roots": ["/data"]}, ROLE_DEFAULTS)) is None
 
 
 @pytest.mark.parametrize("name", sorted(c.PRIVILEGED_GROUPS | c.RESERVED_ACCOUNTS))
@@ -171,7 +178,7 @@ def test_an_alias_chain_is_refused_without_expanding_it() -> None:
 
 
 def test_a_secret_is_never_shown_in_a_finding() -> None:
-    [finding] = c.check({"sglang_router_api_key": "s3cr3t with space"})
+    [finding] = check({"sglang_router_api_key": "s3cr3t with space"})
     assert finding.value is None and "s3cr3t" not in finding.message() + finding.fix()
 
 
@@ -197,7 +204,7 @@ def test_the_docs_list_every_kind() -> None:
     ("sglang_router_python", "/home/u/python3"),
 ])
 def test_files_root_writes_removes_or_runs_stay_where_they_belong(variable: str, value: Any) -> None:
-    assert [f.variable for f in c.check({variable: value})] == [variable]
+    assert [f.variable for f in check({variable: value})] == [variable]
 
 
 @pytest.mark.parametrize(("variable", "value"), [
@@ -209,4 +216,4 @@ def test_files_root_writes_removes_or_runs_stay_where_they_belong(variable: str,
     ("cuda_toolkit_service_units", ["sglang.service", "sglang-chat.service"]),
 ])
 def test_and_their_own_places_pass(variable: str, value: Any) -> None:
-    assert c.check({variable: value}) == []
+    assert check({variable: value}) == []

@@ -30,6 +30,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from reference import host_with
 from rendering import _evaluate, jinja_env, parse_env_file, parse_unit, systemd_split
+from role_defaults import ROLE_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "sglang_router"
@@ -95,7 +96,7 @@ def problems(overrides: dict[str, Any] | None = None, workers: dict[str, dict[st
     the play has it, and its workers."""
     context = router_context(overrides or {}, {GPU: _GPU_BASE} if workers is None else workers)
     inputs = {name: context[name] for name in SPECS["main"]["options"] if name in context}
-    return gw.gateway_problems(inputs, context["__sglang_router_workers"])
+    return gw.gateway_problems(inputs, context["__sglang_router_workers"], ROLE_DEFAULTS)
 
 
 def names(found: list[gw.Problem], variable: str) -> bool:
@@ -131,9 +132,15 @@ def test_the_defaults_and_the_sample_fleet_pass() -> None:
     assert parse_env_file(BASE_ENV) == {"SGLANG_ROUTER_WORKER_URLS": server_instances(GPU, {GPU: _GPU_BASE}, {"all": [GPU]})[0]["url"]}
 
 
-def test_gateway_defaults_are_the_roles() -> None:
-    for name, value in gw.GATEWAY_DEFAULTS.items():
-        assert DEFAULTS[name] == value, name
+def test_gateway_defaults_are_the_roles_read_by_the_caller() -> None:
+    """No copy of the role's defaults in Python: the caller passes them (read from the roles' defaults files), and
+    without them the check says which it needs instead of using a value of its own."""
+    assert not hasattr(gw, "GATEWAY_DEFAULTS")
+    assert {n: ROLE_DEFAULTS[n] for n in gw.GATEWAY_VARS} == {n: DEFAULTS[n] for n in gw.GATEWAY_VARS}
+    with pytest.raises(TypeError, match="sglang_router_host"):
+        gw.gateway_problems({"sglang_router_port": 30001}, {})
+    assert gw.other_roles_dirs(ROLE_DEFAULTS) == ("/opt/sglang", "/etc/sglang", "/var/lib/sglang", "/var/cache/sglang",
+                                                  "/usr/local/libexec/sglang", "/srv/sglang-bundle", "/var/cache/sglang-uv")
 
 
 def test_every_role_variable_is_checked() -> None:
@@ -474,7 +481,7 @@ def test_each_instance_key_is_checked_against_the_gateways(host_key: str | None,
     if len(instance_keys) > 1 or instance_keys != [None]:
         hostvars["sglang_instances"] = [{"name": f"i{n}", **({"api_key": CANARY + k} if k else {})}
                                         for n, k in enumerate(instance_keys)]
-    found = gw.gateway_problems({"sglang_router_api_key": CANARY + "fleet"}, {GPU: hostvars})
+    found = gw.gateway_problems({"sglang_router_api_key": CANARY + "fleet"}, {GPU: hostvars}, ROLE_DEFAULTS)
     assert sorted(p.variable for p in found) == bad
     assert all(p.source == GPU and p.value is None for p in found)
     assert all(CANARY not in gw.format_problem(p) for p in found)
@@ -482,7 +489,7 @@ def test_each_instance_key_is_checked_against_the_gateways(host_key: str | None,
 
 
 def test_a_worker_key_without_a_gateway_key_is_a_mismatch() -> None:
-    found = gw.gateway_problems({}, {GPU: {"sglang_api_key": "k"}})
+    found = gw.gateway_problems({}, {GPU: {"sglang_api_key": "k"}}, ROLE_DEFAULTS)
     assert [p.variable for p in found] == ["sglang_api_key"]
 
 
@@ -550,7 +557,7 @@ ANY_VALUE = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.f
 @pytest.mark.parametrize("var", sorted(SPECS["main"]["options"]))
 @given(value=ANY_VALUE)
 def test_any_value_of_any_variable_is_a_problem_or_accepted(var: str, value: Any) -> None:
-    found = gw.gateway_problems({var: value}, {GPU: {"ansible_host": "10.0.0.5"}})
+    found = gw.gateway_problems({var: value}, {GPU: {"ansible_host": "10.0.0.5"}}, ROLE_DEFAULTS)
     assert all(isinstance(p, gw.Problem) and p.variable for p in found)
     lines = [gw.format_problem(p) for p in found]
     if var in gw.SECRET_VARS and isinstance(value, str) and len(value) > 3:
@@ -562,7 +569,7 @@ def test_any_value_of_any_variable_is_a_problem_or_accepted(var: str, value: Any
     "sglang_instances": st.one_of(ANY_VALUE, st.lists(st.dictionaries(st.sampled_from(["name", "api_key"]), ANY_VALUE),
                                                       max_size=3))})))
 def test_any_worker_hostvars_are_a_problem_or_accepted(hostvars: Any) -> None:
-    found = gw.gateway_problems({"sglang_router_api_key": CANARY + "fleet"}, {GPU: hostvars})
+    found = gw.gateway_problems({"sglang_router_api_key": CANARY + "fleet"}, {GPU: hostvars}, ROLE_DEFAULTS)
     assert all(p.source == GPU for p in found)
     assert all(CANARY not in gw.format_problem(p) for p in found if p.variable != "ansible_host")
 

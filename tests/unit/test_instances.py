@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from reference import host_with
 from rendering import exec_start, parse_unit, render
+from role_defaults import ROLE_DEFAULTS
 from test_action_plugin import report, run_action
 
 HOST = "blackwell-01"
@@ -36,7 +37,7 @@ def two(**extra: Any) -> dict[str, Any]:
 
 
 def plan(hostvars: dict[str, Any]) -> Any:
-    return plan_host(HOST, {HOST: hostvars}, {"all": [HOST]})
+    return plan_host(HOST, {HOST: hostvars}, {"all": [HOST]}, role_defaults=ROLE_DEFAULTS)
 
 
 def errors(hostvars: dict[str, Any]) -> list[tuple[str, str]]:
@@ -98,7 +99,7 @@ def test_an_instance_without_gpus_uses_base_gpu_id_and_overlaps_are_found() -> N
 
 def test_instances_and_a_multinode_group_or_shorthand_only_variables_do_not_mix() -> None:
     pair = {HOST: two(sglang_multinode_group="pair"), "blackwell-02": two(sglang_multinode_group="pair")}
-    paired = plan_host(HOST, pair, {"all": list(pair), "pair": list(pair)})
+    paired = plan_host(HOST, pair, {"all": list(pair), "pair": list(pair)}, role_defaults=ROLE_DEFAULTS)
     assert ("sglang_instances", "instances.multinode") in [(p.variable, p.rule) for p in paired.result().errors]
     assert ("sglang_gpus", "instances.shorthand") in errors(two(sglang_gpus=[0]))
     assert ("sglang_instances", "instances.list") in errors(host_with(sglang_instances=[]))
@@ -273,7 +274,7 @@ def test_a_multinode_instance_may_open_the_infiniband_and_imex_nodes_a_single_no
             "sglang_multinode_group": "pair"}
     hostvars = {"p1": {**node, "ansible_host": "10.0.0.5"}, "p2": dict(node)}
     groups = {"all": ["p1", "p2"], "pair": ["p1", "p2"]}
-    [second] = plan_host("p2", hostvars, groups).instances
+    [second] = plan_host("p2", hostvars, groups, role_defaults=ROLE_DEFAULTS).instances
     assert second.result.ok, second.result.errors
     assert second.binding["extra_devices"] == ["/dev/infiniband/uverbs0", "/dev/nvidia-caps-imex-channels/channel0"]
     [full] = instance_plans("p2", hostvars, groups)

@@ -27,12 +27,13 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan i
 from hypothesis import given
 from hypothesis import strategies as st
 from reference import host_with
+from role_defaults import ROLE_DEFAULTS
 
 HOST = "blackwell-01"
 
 
 def plan(hostvars: dict[str, Any]) -> Any:
-    return plan_host(HOST, {HOST: hostvars}, {"all": [HOST]})
+    return plan_host(HOST, {HOST: hostvars}, {"all": [HOST]}, role_defaults=ROLE_DEFAULTS)
 
 
 def problems(hostvars: dict[str, Any]) -> list[Any]:

@@ -14,6 +14,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Result, validate_host
 from reference import host_with
 from rendering import exec_start, parse_env_file, parse_unit, render
+from role_defaults import ROLE_DEFAULTS
 
 host = host_with
 
@@ -81,7 +82,7 @@ def test_control_characters_in_a_string_argument_are_refused(char: str) -> None:
     ("sglang_models_dir", "/etc"),
 ])
 def test_role_variables_are_checked(var: str, value: str) -> None:
-    assert errors_on(validate_host(host(**{var: value})), var) == ["input.role_var"]
+    assert errors_on(validate_host(host(**{var: value}), defaults=ROLE_DEFAULTS), var) == ["input.role_var"]
     if var.startswith("sglang_server_"):  # the server role's own variables: refused when it renders, too
         with pytest.raises(AnsibleFilterError, match=f"ERROR {var}"):
             render(host(**{var: value}))

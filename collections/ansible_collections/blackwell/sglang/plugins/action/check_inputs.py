@@ -12,6 +12,7 @@ import yaml
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_deployment as deployment
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_contract import (
     CONTRACT,
     MODELS_DIR_VAR,
@@ -39,12 +40,7 @@ def entry_options(role_path: str, entry: str) -> list[str]:
 
 def role_defaults(role_path: str) -> dict[str, Any]:
     """The role's ``defaults/main.yml`` as written (templates unexpanded); empty when it has none."""
-    try:
-        with open(os.path.join(role_path, "defaults", "main.yml"), encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except OSError:
-        return {}
-    return data if isinstance(data, dict) else {}
+    return deployment.defaults_file(role_path)
 
 
 class ActionModule(ActionBase):
@@ -91,9 +87,10 @@ class ActionModule(ActionBase):
                     context_vars[name] = self._templar.template(task_vars[name])
                 except AnsibleError:
                     pass  # its own role names it
-        problems += [f"{f.message()} Fix: {f.fix()}." for f in check(values, context=context_of(context_vars))]
+        known = self._checks_defaults(args["role_path"])
+        problems += [f"{f.message()} Fix: {f.fix()}." for f in check(values, context=context_of(context_vars, known))]
         if args["gateway"] and not problems:
-            problems += self._gateway_problems(names, values, task_vars)
+            problems += self._gateway_problems(names, values, task_vars, known)
         result.update(changed=False, checked=sorted(values), problems=problems)
 
         if problems:
@@ -103,9 +100,22 @@ class ActionModule(ActionBase):
             result["msg"] = f"{len(values)} variable(s) match the input contract"
         return result
 
-    def _gateway_problems(self, names: list[str], values: dict[str, Any], task_vars: dict[str, Any]) -> list[str]:
+    def _checks_defaults(self, role_path: str) -> dict[str, Any]:
+        """The roles' defaults the checks read (sglang_deployment.DEFAULTS_READ: the roots and project directories of
+        the contract, the gateway's settings), from the roles' own defaults files (this role's siblings first), each
+        templated with the roles' defaults alone: the values the validate action checks every host against."""
+        try:
+            defaults = deployment.roles_defaults(deployment.role_search_path(os.path.dirname(role_path)))
+        except LookupError as exc:
+            raise AnsibleActionFail(f"check_inputs: {exc}") from None
+        templar = self._templar.copy_with_new_env(available_variables=defaults)
+        return {n: templar.template(defaults[n]) for n in deployment.DEFAULTS_READ if n in defaults}
+
+    def _gateway_problems(self, names: list[str], values: dict[str, Any], task_vars: dict[str, Any],
+                          known: dict[str, Any]) -> list[str]:
         """The gateway's own rules (sglang_gateway.gateway_problems) over every variable of the role as the play has
-        it, defaults included, and the GPU hosts of its sglang_router_worker_group (their URLs, their keys)."""
+        it, defaults included, and the GPU hosts of its sglang_router_worker_group (their URLs, their keys);
+        ``known``: the roles' defaults (_checks_defaults)."""
         settings = dict(values)
         for name in names:
             if name not in settings and name in task_vars:
@@ -113,8 +123,8 @@ class ActionModule(ActionBase):
                     settings[name] = self._templar.template(task_vars[name])
                 except AnsibleError:
                     continue  # a default that needs what the play does not define: the contract named what it could
-        group = settings.get("sglang_router_worker_group", "sglang_servers")
+        group = settings.get(deployment.WORKER_GROUP_VAR, known.get(deployment.WORKER_GROUP_VAR))
         hostvars = task_vars.get("hostvars") or {}
         members = (task_vars.get("groups") or {}).get(group) or [] if isinstance(group, str) else []
         workers = {host: hostvars[host] for host in members if host in hostvars}
-        return [format_problem(p) for p in gateway_problems(settings, workers)]
+        return [format_problem(p) for p in gateway_problems(settings, workers, known)]

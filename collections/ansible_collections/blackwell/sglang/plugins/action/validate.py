@@ -25,6 +25,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_dep
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_files import SETTINGS, server_files
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import (  # noqa: F401 (re-exported)
     HOST_VARS,
+    PLANNER_DEFAULTS,
     PUBLISHED,
     HostPlan,
     HostVarsCache,
@@ -40,8 +41,12 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate i
 
 display = Display()
 
-# The roles whose defaults reach a plan and its files, dependency first (roles/sglang_server depends on sglang_common).
-DEFAULTS_ROLES = ("sglang_common", "sglang", "sglang_server")
+# The roles whose defaults reach a plan, its files and the contract's and the gateway's checks, dependency first
+# (roles/sglang_server depends on sglang_common): sglang_deployment.DEFAULTS_ROLES.
+DEFAULTS_ROLES = deployment.DEFAULTS_ROLES
+# The role defaults every host's checks read whatever the host sets (the planner's fallbacks, the roots and project
+# directories of the contract, the gateway's settings): read once a pass, the same for every host.
+PASS_DEFAULTS = tuple(dict.fromkeys((*PLANNER_DEFAULTS, *deployment.DEFAULTS_READ)))
 # The plan's inputs that have a role default: a host that does not set one is planned with the role's value.
 PLAN_DEFAULTS = ("sglang_version", "sglang_server_service_name", "sglang_server_user", "sglang_server_group",
                  "sglang_server_venv", "sglang_server_config_dir", "sglang_server_state_dir", "sglang_server_cache_dir",
@@ -160,18 +165,19 @@ class ActionModule(ActionBase):
             gateway = host in (groups.get(deployment.ROUTERS_GROUP) or [])
             # What the planner or the gateway's own check reads is theirs to report (once).
             skip = [*(HOST_VARS if planned else ()), *(n for n in raw if gateway and str(n).startswith("sglang_router_"))]
-            checked = deployment.contract_problems(host, raw, view.__getitem__, skip)
+            checked = deployment.contract_problems(host, raw, view.__getitem__, skip, self._pass_defaults())
             if args["check_internals"]:
                 checked += [internal_problem(n, "the inventory") for n in hostvars.inventory_internals(host)]
             unknown = deployment.unknown_problems(raw, HOST_VARS)
             if gateway:
-                checked += deployment.gateway_problems(host, raw, view.__getitem__, hostvars, groups)
+                checked += deployment.gateway_problems(host, raw, view.__getitem__, hostvars, groups, self._pass_defaults())
             if not planned:
                 outcomes[host] = Result(errors=checked + deployment.port_problems(
                     host, _groups_of(host, groups), hostvars[host], self._port_defaults()), warnings=unknown)
                 continue
             plans[host] = plan_host(host, hostvars, groups, args["spec"], get,
-                                    args["role_vars"], self._role_defaults(host, raw, PLAN_DEFAULTS))
+                                    args["role_vars"], self._role_defaults(host, raw, PLAN_DEFAULTS),
+                                    role_defaults=self._pass_defaults())
             outcomes[host] = plans[host].result()
             outcomes[host].errors += checked
             outcomes[host].warnings += unknown
@@ -180,7 +186,7 @@ class ActionModule(ActionBase):
                 host, _groups_of(host, groups), hostvars[host], self._port_defaults(), _instance_ports(plans[host]))
             # -e sglang_version=T on hosts whose inventory pins another release: what the upgrade renames, removes,
             # narrows or re-defaults among their arguments (nothing when the versions match).
-            for problem in upgrade_problems(host, hostvars, outcomes[host].version, outcomes[host]):
+            for problem in upgrade_problems(host, hostvars, outcomes[host].version, outcomes[host], self._pass_defaults()):
                 (outcomes[host].errors if problem.level == "error" else outcomes[host].warnings).append(problem)
             if plans[host].layout is not None:
                 layouts[host] = plans[host].layout
@@ -230,6 +236,7 @@ class ActionModule(ActionBase):
 
     _ports: dict[str, Any] | None = None
     _defaults: dict[str, Any] | None = None
+    _pass: dict[str, Any] | None = None
     _resolved: dict[str, dict[str, Any]] | None = None
     _role_files: dict[str, dict[str, Any]] | None = None
 
@@ -271,6 +278,17 @@ class ActionModule(ActionBase):
             for role in DEFAULTS_ROLES if self._loader is not None else ():
                 self._defaults.update(self._defaults_of(role))
         return self._defaults
+
+    def _pass_defaults(self) -> dict[str, Any]:
+        """The roles' defaults of PASS_DEFAULTS as the roles' defaults files have them, each templated with the roles'
+        defaults alone (``sglang_bundle_dir: "{{ bundle_dir | default('/srv/sglang-bundle') }}"``), not with any
+        host's variables: what every host is checked against, once a pass. A name no role defines is left out (the
+        function that needs it says so)."""
+        if self._pass is None:
+            defaults = self._role_defaults_files()
+            templar = self._templar.copy_with_new_env(available_variables=dict(defaults))
+            self._pass = {n: templar.template(defaults[n]) for n in PASS_DEFAULTS if n in defaults}
+        return self._pass
 
     def _role_defaults(self, host: str, raw: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
         """The role defaults of ``names`` that ``host``'s own variables do not set, each templated with the host's

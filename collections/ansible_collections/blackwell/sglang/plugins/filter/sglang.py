@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_deployment as deployment
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_gateway as _gateway
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import fanout_plan
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_fanout import model_key as _model_key
@@ -23,7 +25,13 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_files impo
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_gateway import address_problem, connect_address, is_loopback
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_gateway import file_problem as gateway_file_problem
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import PUBLISHED, HostPlan, plan_host, read_host_vars
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import (
+    PLANNER_DEFAULTS,
+    PUBLISHED,
+    HostPlan,
+    plan_host,
+    read_host_vars,
+)
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import staged_models as _staged_models
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import (
     model_path_problem,
@@ -36,6 +44,8 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import secret_host_vars as _all_secret_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import format_report
+from jinja2 import StrictUndefined, TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 
 def sglang_lock_name(version: Any, torch_requirement: Any = "") -> str:
@@ -58,9 +68,36 @@ def secret_host_vars(version: Any = None) -> list[str]:
         return list(_all_secret_vars())
 
 
+@functools.lru_cache(maxsize=1)
+def _roles_defaults() -> dict[str, Any]:
+    """The roles' defaults files (sglang_deployment.DEFAULTS_ROLES: this collection's roles, else the roles path),
+    merged as written, once a process."""
+    try:
+        return deployment.roles_defaults(deployment.role_search_path())
+    except LookupError as exc:
+        raise AnsibleFilterError(f"cannot read the roles' defaults: {exc}") from None
+
+
+def roles_defaults_of(names: tuple[str, ...], needed_by: str) -> dict[str, Any]:
+    """The roles' defaults of ``names``, for a filter that checks or plans what the run has not (a host outside the
+    run's validation): from the roles' own defaults files, each template among them rendered with the roles'
+    defaults alone (``{{ bundle_dir | default('/srv/sglang-bundle') }}``), as the validate action reads them."""
+    defaults = _roles_defaults()
+    out = contract.role_defaults(defaults, names, needed_by)
+    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined)
+    for name, value in out.items():
+        if isinstance(value, str) and ("{{" in value or "{%" in value):
+            try:
+                out[name] = env.from_string(value).render(defaults)
+            except TemplateError as exc:
+                raise AnsibleFilterError(f"the roles' default of {name} does not render outside a play: {exc}") from None
+    return out
+
+
 def _valid_plan(host: Any, hostvars: Any, groups: Mapping[str, Any], spec: str | None,
                 role_vars: Mapping[str, Any] | None = None) -> HostPlan:
-    plan = plan_host(str(host), hostvars, groups, spec, role_vars=role_vars)
+    plan = plan_host(str(host), hostvars, groups, spec, role_vars=role_vars,
+                     role_defaults=roles_defaults_of(PLANNER_DEFAULTS, "the launch planner"))
     if not plan.ok:
         raise AnsibleFilterError("SGLang configuration rejected\n" + format_report(str(host), plan.result()))
     return plan
@@ -208,9 +245,11 @@ def staged_models(host: str, hostvars: Any, role_vars: Mapping[str, Any] | None 
     raw = read_host_vars(hostvars, str(host))
     raw.update({k: v for k, v in (role_vars or {}).items() if v is not None})
     published = published_plan(host, hostvars, any_spec=True)  # the models do not depend on the spec mode
-    stages = [dict(m) for m in published["models"]] if published is not None else _staged_models(raw)
+    defaults = roles_defaults_of(PLANNER_DEFAULTS, "staged_models")
+    stages = [dict(m) for m in published["models"]] if published is not None else _staged_models(raw, defaults)
+    context = contract.context_of(raw, defaults)
     for stage in stages:  # each directory is handed to the service user and written into
-        problem = contract.service_dir_problem(stage["dir"], contract.context_of(raw)) or model_path_problem(stage["repo"])
+        problem = contract.service_dir_problem(stage["dir"], context) or model_path_problem(stage["repo"])
         if problem:
             raise AnsibleFilterError(f"{host}: cannot stage {stage['repo']!r} into {stage['dir']!r}: {problem}")
     return stages
@@ -379,7 +418,8 @@ def gateway_problems(values: Mapping[str, Any], workers: Mapping[str, Any] | Non
     ``strict``: raise, listing the problems, instead of returning them (a template that must not render).
     Usage: ``__sglang_router_inputs | blackwell.sglang.gateway_problems(__sglang_router_workers)``.
     """
-    found = _gateway.gateway_problems(values or {}, workers or {}) if values else []
+    found = _gateway.gateway_problems(values, workers or {}, roles_defaults_of(_gateway.GATEWAY_DEFAULTS_READ,
+                                                                              "gateway_problems")) if values else []
     if not values and workers:
         found += [p for host in workers for p in _gateway.worker_problems(str(host), workers[host] or {})]
     found += _gateway.url_problems(urls or {})

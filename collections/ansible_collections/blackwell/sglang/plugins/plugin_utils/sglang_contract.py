@@ -1022,33 +1022,49 @@ CONTRACT: dict[str, Kind] = {
 
 # Variables handed to a service user's ownership, by the service account they are handed to.
 SERVICE_ROOTS_VAR = "sglang_service_roots"
-# Where service directories may live when sglang_service_roots is not set: the roles' defaults' roots.
-DEFAULT_SERVICE_ROOTS = ("/var/lib/sglang", "/var/cache/sglang", "/var/cache/sglang-uv")
-# Directories the project keeps for root (a service directory neither contains nor lies inside one), with their
-# roles' defaults: the check needs them also where the inventory does not set them.
-PROJECT_DIRS = {
-    "sglang_venvs_dir": "/opt/sglang/venvs",
-    "sglang_current_link": "/opt/sglang/current",
-    "sglang_tools_venv": "/opt/sglang/tools",
-    "sglang_server_venv": "/opt/sglang/current",
-    "sglang_server_config_dir": "/etc/sglang",
-    "sglang_server_libexec_dir": "/usr/local/libexec/sglang",
-    "sglang_router_venvs_dir": "/opt/sglang-router",
-    "sglang_router_config_dir": "/etc/sglang-router",
-}
+# Where service directories may live when sglang_service_roots is not set: the roles' defaults of these service
+# directories (the roots themselves, in this order; one role default, one root).
+SERVICE_ROOT_VARS = ("sglang_common_home", "sglang_server_state_dir", "sglang_server_cache_dir", "sglang_uv_cache_dir")
+# Directories the project keeps for root (a service directory neither contains nor lies inside one): a host's own
+# value, else its role's default; the check needs them also where the inventory does not set them.
+PROJECT_DIR_VARS = ("sglang_venvs_dir", "sglang_current_link", "sglang_tools_venv", "sglang_server_venv",
+                    "sglang_server_config_dir", "sglang_server_libexec_dir", "sglang_router_venvs_dir",
+                    "sglang_router_config_dir")
 MODELS_DIR_VAR = "sglang_models_dir"
-DEFAULT_MODELS_DIR = "/opt/sglang/models"
+# The role defaults a context is made of (context_of): the callers read them from the roles' defaults files, the one
+# source of every default; none is kept here.
+CONTEXT_DEFAULTS = (*SERVICE_ROOT_VARS, MODELS_DIR_VAR, *PROJECT_DIR_VARS)
 
 
-def context_of(values: Mapping[str, Any]) -> Context:
-    """The roots and project directories the path kinds of one host are checked against, from its variables."""
+def role_defaults(defaults: Mapping[str, Any] | None, names: Iterable[str], needed_by: str) -> dict[str, Any]:
+    """``names`` from ``defaults``, the roles' defaults as the caller read them from the roles' ``defaults/main.yml``
+    (the validate and check_inputs actions, the filters). Every one is required: a caller that passes none, or not
+    all of them, is told which, never given a value kept in Python."""
+    wanted = list(names)
+    missing = wanted if defaults is None else [n for n in wanted if n not in defaults]
+    if defaults is None or missing:
+        raise TypeError(f"{needed_by} needs the roles' defaults of {', '.join(missing)} (from the roles' "
+                        "defaults/main.yml, read by the caller)")
+    return {n: defaults[n] for n in wanted}
+
+
+def context_of(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> Context:
+    """The roots and project directories the path kinds of one host are checked against, from its variables and the
+    roles' defaults (``defaults``: every name of :data:`CONTEXT_DEFAULTS`, from the roles' defaults files)."""
+    known = role_defaults(defaults, CONTEXT_DEFAULTS, "context_of")
     roots_value = values.get(SERVICE_ROOTS_VAR)
-    roots = list(roots_value) if isinstance(roots_value, (list, tuple)) else list(DEFAULT_SERVICE_ROOTS)
-    models = values.get(MODELS_DIR_VAR) or DEFAULT_MODELS_DIR
+    roots: list[Any] = []
+    if isinstance(roots_value, (list, tuple)):
+        roots = list(roots_value)
+    else:
+        for var in SERVICE_ROOT_VARS:  # two roles may share a default (sglang_common_home, the state directory)
+            if known[var] not in roots:
+                roots.append(known[var])
+    models = values.get(MODELS_DIR_VAR) or known[MODELS_DIR_VAR]
     roots.append(models)
     project = []
-    for var, default in PROJECT_DIRS.items():
-        value = values.get(var) or default
+    for var in PROJECT_DIR_VARS:
+        value = values.get(var) or known[var]
         if isinstance(value, str) and not inputs.path_problem(value):
             project.append(value)
     return Context(tuple(r for r in roots if isinstance(r, str) and not inputs.path_problem(r)), tuple(project))
@@ -1071,14 +1087,14 @@ class Finding:
         return f"set {self.variable} to {self.kind.describe}"
 
 
-def check(values: Mapping[str, Any], names: Iterable[str] | None = None, context: Context | None = None) -> list[Finding]:
+def check(values: Mapping[str, Any], names: Iterable[str] | None = None, *, context: Context) -> list[Finding]:
     """The contract's findings for ``values`` (variable -> value), in declaration order.
 
     ``names``: the variables to check (default: every declared one present in ``values``); unset ones (absent, or
-    None for a kind whose value may not be None) are the roles' defaults and are not checked. The context defaults
-    to the roots and project directories ``values`` declare (:func:`context_of`).
+    None for a kind whose value may not be None) are the roles' defaults and are not checked. ``context``: the roots
+    and project directories the path kinds are checked against (:func:`context_of`, with the roles' defaults).
     """
-    ctx = context or context_of(values)
+    ctx = context
     wanted = set(names) if names is not None else None
     out: list[Finding] = []
     for var, kind in CONTRACT.items():

@@ -5,7 +5,8 @@ every variable of :data:`sglang_contract.CONTRACT` that the inventory sets for a
 hosts, the GPU hosts' other roles), the size of every such value before anything walks it (a YAML alias chain is
 refused, not expanded), and the ports each host binds across the roles that run on it. Values come from the
 inventory only; the roles' defaults are the project's own and are read from their ``defaults/main.yml`` where a
-check needs the effective value (ports).
+check needs the effective value (ports, the roots of service directories, the gateway's settings): the callers pass
+them in, and no default is kept in Python.
 
 Controller-only; used by ``plugins/action/validate.py``.
 """
@@ -13,9 +14,13 @@ Controller-only; used by ``plugins/action/validate.py``.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+import yaml
+from ansible import constants as C
 from ansible.errors import AnsibleUndefinedVariable
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_gateway as gateway
@@ -34,6 +39,42 @@ GROUP_PORTS = {
 }
 # The roles whose defaults hold the default of each such port.
 PORT_ROLES = ("sglang", "node_exporter", "dcgm_exporter", "sglang_router", "sglang_monitoring")
+# The roles whose defaults hold the defaults of the plan's inputs, of the contract's roots and project directories and
+# of the gateway's settings, dependency first (a later role's default wins, as a role's own over its dependency's).
+DEFAULTS_ROLES = ("sglang_common", "sglang", "sglang_server", "sglang_router")
+# The gateway's group of workers where its inventory does not set one: roles/sglang_router's default.
+WORKER_GROUP_VAR = "sglang_router_worker_group"
+# Every role default the deployment's checks read: the gateway's (which include the contract's context) and its group.
+DEFAULTS_READ = (*gateway.GATEWAY_DEFAULTS_READ, WORKER_GROUP_VAR)
+
+
+def defaults_file(role_dir: str) -> dict[str, Any]:
+    """The role's ``defaults/main.yml`` as written (templates unexpanded); empty when it has none."""
+    try:
+        with open(os.path.join(role_dir, "defaults", "main.yml"), encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except OSError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def role_search_path(*first: str) -> list[str]:
+    """Where a role is looked for outside a play's own search: ``first`` (e.g. the directory of the running role's
+    siblings), this collection's ``roles/`` (as ``ansible-galaxy collection install`` lays it out), the roles path
+    (ansible.cfg ``roles_path``)."""
+    return [*first, str(Path(__file__).resolve().parents[2] / "roles"), *C.DEFAULT_ROLES_PATH]
+
+
+def roles_defaults(search: Iterable[str], roles: Iterable[str] = DEFAULTS_ROLES) -> dict[str, Any]:
+    """The defaults files of ``roles`` (each the first found in ``search``), merged in order, templates unexpanded."""
+    places = list(search)
+    out: dict[str, Any] = {}
+    for role in roles:
+        found = next((os.path.join(p, role) for p in places if os.path.isdir(os.path.join(p, role))), None)
+        if found is None:
+            raise LookupError(f"the role {role} (whose defaults the checks read) is in none of {', '.join(places)}")
+        out.update(defaults_file(found))
+    return out
 
 
 def oversized(raw: Mapping[str, Any]) -> list[Problem]:
@@ -93,13 +134,15 @@ def _read(names: Iterable[str], read: Callable[[str], Any]) -> tuple[dict[str, A
 
 
 def contract_problems(host: str, raw: Mapping[str, Any], read: Callable[[str], Any],
-                      skip: Iterable[str] = ()) -> list[Problem]:
+                      skip: Iterable[str] = (), defaults: Mapping[str, Any] | None = None) -> list[Problem]:
     """The contract's problems of the variables ``host``'s inventory sets (``raw``: its variables as Ansible keeps
-    them), each read with ``read`` (templated); ``skip``: variables another check reads (the planner's)."""
+    them), each read with ``read`` (templated); ``skip``: variables another check reads (the planner's);
+    ``defaults``: the roles' defaults of contract.CONTEXT_DEFAULTS (from their defaults files), required."""
+    known = contract.role_defaults(defaults, contract.CONTEXT_DEFAULTS, "contract_problems")
     present = set(raw) - set(skip)  # names only: a Mapping's "in" would read (template) the value
     values, problems = _read([n for n in contract.CONTRACT if n in present], read)
     context = contract.context_of({k: v for k, v in values.items() if k in (contract.SERVICE_ROOTS_VAR,
-                                                                          contract.MODELS_DIR_VAR)})
+                                                                          contract.MODELS_DIR_VAR)}, known)
     for finding in contract.check(values, context=context):
         problems.append(Problem("input.contract", finding.variable, finding.value,
                                 f"{host}: {finding.message()}", finding.fix()))
@@ -107,15 +150,17 @@ def contract_problems(host: str, raw: Mapping[str, Any], read: Callable[[str], A
 
 
 def gateway_problems(host: str, raw: Mapping[str, Any], read: Callable[[str], Any], hostvars: Any,
-                     groups: Mapping[str, Any]) -> list[Problem]:
+                     groups: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> list[Problem]:
     """A gateway host's settings and what it will render from its workers' variables (their URLs, their keys):
     sglang_gateway.gateway_problems over the ``sglang_router_*`` variables its inventory sets and the GPU hosts of
-    its ``sglang_router_worker_group``. A variable that does not template is named, never a crash."""
+    its ``sglang_router_worker_group``, with the roles' ``defaults`` (:data:`DEFAULTS_READ`, from their defaults
+    files; required). A variable that does not template is named, never a crash."""
+    known = contract.role_defaults(defaults, DEFAULTS_READ, "gateway_problems")
     values, problems = _read([n for n in raw if isinstance(n, str) and n.startswith("sglang_router_")], read)
-    group = values.get("sglang_router_worker_group", SERVERS_GROUP)
+    group = values.get(WORKER_GROUP_VAR, known[WORKER_GROUP_VAR])
     members = groups.get(group) if isinstance(group, str) else None
     workers = {w: hostvars[w] for w in (members or []) if w in hostvars}
-    for problem in gateway.gateway_problems(values, workers):
+    for problem in gateway.gateway_problems(values, workers, known):
         where = "" if problem.message.startswith(("GPU host", host)) else f"{host}: "
         problems.append(Problem(problem.rule, problem.variable, problem.value, where + problem.message, problem.fix,
                                 problem.source, problem.level))

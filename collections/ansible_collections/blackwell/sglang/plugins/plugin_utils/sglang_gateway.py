@@ -22,6 +22,7 @@ and the validator use it alike.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -42,23 +43,14 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs imp
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Problem
 
-# The role's defaults (roles/sglang_router/defaults/main.yml) for the settings checked together (a test keeps
-# them equal): a host that does not set a variable gets these.
-GATEWAY_DEFAULTS: dict[str, Any] = {
-    "sglang_router_version": "0.3.2",
-    "sglang_router_service_name": "sglang-router",
-    "sglang_router_user": "sglang-router",
-    "sglang_router_group": "sglang-router",
-    "sglang_router_host": "127.0.0.1",
-    "sglang_router_port": 30000,
-    "sglang_router_prometheus_host": "127.0.0.1",
-    "sglang_router_prometheus_port": 29000,
-    "sglang_router_api_key": "",
-    "sglang_router_control_plane_api_key": "",
-    "sglang_router_allow_unauthenticated": False,
-    "sglang_router_tls_cert_file": "",
-    "sglang_router_tls_key_file": "",
-}
+# The settings checked together, at roles/sglang_router's defaults where a host does not set them: the callers read
+# the defaults from the role's defaults/main.yml (the one source) and pass them in (``defaults``).
+GATEWAY_VARS = (
+    "sglang_router_version", "sglang_router_service_name", "sglang_router_user", "sglang_router_group",
+    "sglang_router_host", "sglang_router_port", "sglang_router_prometheus_host", "sglang_router_prometheus_port",
+    "sglang_router_api_key", "sglang_router_control_plane_api_key", "sglang_router_allow_unauthenticated",
+    "sglang_router_tls_cert_file", "sglang_router_tls_key_file",
+)
 POLICIES = ROUTER_POLICIES
 LOG_LEVELS = ROUTER_LOG_LEVELS
 SECRET_VARS = ("sglang_router_api_key", "sglang_router_control_plane_api_key")
@@ -141,10 +133,20 @@ _URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@]*@")
 WELL_KNOWN_ACCOUNTS = contract.RESERVED_ACCOUNTS | {"sglang", "sglang-model-peer"}
 # Units the gateway's name may not take: the server's and the other services' of the project.
 _OTHER_UNITS = ("sglang", "sglang-model-peer")
-# The other roles' directories (their defaults): the server's venvs, models, configuration, state, caches and libexec,
-# the bundles. The router's configuration directory holds its keys; its mode would also change theirs.
-_PROJECT_DIRS = ("/opt/sglang", "/etc/sglang", "/var/lib/sglang", "/var/cache/sglang", "/usr/local/libexec/sglang",
-                 "/srv/sglang-bundle", "/var/cache/sglang-uv")
+# The other roles' directories, by the variable whose role default each is, with how many levels above it the tree
+# starts: the server's venvs, models and tools (the tree above sglang_venvs_dir), configuration, state, caches and
+# libexec, the bundles. The router's configuration directory holds its keys; its mode would also change theirs.
+OTHER_ROLES_DIRS: dict[str, int] = {
+    "sglang_venvs_dir": 1,
+    "sglang_server_config_dir": 0,
+    "sglang_server_state_dir": 0,
+    "sglang_server_cache_dir": 0,
+    "sglang_server_libexec_dir": 0,
+    "sglang_bundle_dir": 0,
+    "sglang_uv_cache_dir": 0,
+}
+# Every role default the gateway's checks read (gateway_problems' ``defaults``).
+GATEWAY_DEFAULTS_READ = tuple(dict.fromkeys((*GATEWAY_VARS, *OTHER_ROLES_DIRS, *contract.CONTEXT_DEFAULTS)))
 _PORT_TEXT = re.compile(r"[1-9][0-9]{0,4}")
 _WORKER_URL = re.compile(r"(?P<scheme>https?)://(?P<host>\[[^\]/]*\]|[^:/\[\]]*)(?::(?P<port>[0-9]*))?(?P<path>/?)")
 
@@ -251,9 +253,22 @@ def _text_of(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _dir_problem(value: Any) -> str | None:
-    """Beyond the contract (a path the project writes as root): a directory of the router's own, not another role's."""
-    other = next((root for root in _PROJECT_DIRS if value == root or str(value).startswith(root + "/")), None)
+def other_roles_dirs(defaults: Mapping[str, Any]) -> tuple[str, ...]:
+    """The other roles' directories (:data:`OTHER_ROLES_DIRS`) from their roles' defaults (``defaults``)."""
+    known = contract.role_defaults(defaults, OTHER_ROLES_DIRS, "other_roles_dirs")
+    out = []
+    for var, up in OTHER_ROLES_DIRS.items():
+        path = str(known[var])
+        for _ in range(up):
+            path = posixpath.dirname(path)
+        out.append(path)
+    return tuple(out)
+
+
+def _dir_problem(value: Any, others: Iterable[str]) -> str | None:
+    """Beyond the contract (a path the project writes as root): a directory of the router's own, not another role's
+    (``others``: :func:`other_roles_dirs`)."""
+    other = next((root for root in others if value == root or str(value).startswith(root + "/")), None)
     if other:
         return f"{other} is another role's directory of the project (the server's or the bundles'): use the router's own"
     if "sglang" not in str(value).rsplit("/", 1)[-1]:
@@ -306,8 +321,8 @@ def _shown(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool)) or value is None else None
 
 
-def _settings(values: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(GATEWAY_DEFAULTS)
+def _settings(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    out = contract.role_defaults(defaults, GATEWAY_VARS, "the gateway's checks")
     for key in values:
         if isinstance(key, str) and key.startswith("sglang_router_"):
             out[key] = values[key]
@@ -321,17 +336,18 @@ ENDPOINT_VARS = ("sglang_router_host", "sglang_router_port", "sglang_router_prom
                  "sglang_router_api_key", "sglang_router_control_plane_api_key", "sglang_router_allow_unauthenticated")
 
 
-def _contract(cfg: Mapping[str, Any], names: Iterable[str]) -> list[Problem]:
+def _contract(cfg: Mapping[str, Any], names: Iterable[str], defaults: Mapping[str, Any]) -> list[Problem]:
     """The input contract's findings for ``names`` (sglang_contract: one kind per variable), as Problems."""
+    values = {n: cfg[n] for n in names if n in cfg}
     return [Problem("gateway.contract", f.variable, _shown(f.value), f.message(), f.fix())
-            for f in contract.check({n: cfg[n] for n in names if n in cfg})]
+            for f in contract.check(values, context=contract.context_of(values, defaults))]
 
 
-def endpoint_problems(values: Mapping[str, Any]) -> list[Problem]:
+def endpoint_problems(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[Problem]:
     """The problems of the router's listener, TLS and keys (what ``router_endpoint`` decides with): each variable
-    against the input contract, then what they must be together."""
-    cfg = _settings(values)
-    out = _contract(cfg, ENDPOINT_VARS)
+    against the input contract, then what they must be together. ``defaults``: as :func:`gateway_problems`."""
+    cfg = _settings(values, defaults)
+    out = _contract(cfg, ENDPOINT_VARS, defaults)
     if bool(cfg["sglang_router_tls_cert_file"]) != bool(cfg["sglang_router_tls_key_file"]):
         missing = "sglang_router_tls_key_file" if cfg["sglang_router_tls_cert_file"] else "sglang_router_tls_cert_file"
         out.append(Problem("gateway.tls", missing, None,
@@ -400,18 +416,22 @@ def worker_problems(host: str, hostvars: Mapping[str, Any], router_key: str | No
     return out
 
 
-def gateway_problems(values: Mapping[str, Any], workers: Mapping[str, Mapping[str, Any]] | None = None) -> list[Problem]:
+def gateway_problems(values: Mapping[str, Any], workers: Mapping[str, Mapping[str, Any]] | None = None,
+                     defaults: Mapping[str, Any] | None = None) -> list[Problem]:
     """Everything a gateway host's variables (``values``: ``sglang_router_*``, missing ones at the role's
     defaults) and its workers (``workers``: GPU host name -> its hostvars) can get wrong, as Problems: each
     variable against the input contract (sglang_contract), and what the gateway needs beyond it (its unit, account
     and directories its own, the extra arguments against sglang-router's parser, each worker's URL and key).
+    ``defaults``: the roles' defaults of :data:`GATEWAY_DEFAULTS_READ`, read by the caller from the roles' defaults
+    files (roles/sglang_router's, and the other roles' whose directories the router's may not take); required.
 
     No Problem carries a secret: the keys' values and URLs with passwords are shown as None.
     """
-    cfg = _settings(values)
-    out = endpoint_problems(values)
+    known = contract.role_defaults(defaults, GATEWAY_DEFAULTS_READ, "gateway_problems")
+    cfg = _settings(values, known)
+    out = endpoint_problems(values, known)
     others = [n for n in cfg if isinstance(n, str) and n.startswith("sglang_router_") and n not in ENDPOINT_VARS]
-    out += _contract(cfg, others)
+    out += _contract(cfg, others, known)
     flagged = {p.variable for p in out}
     _add(out, "gateway.service", "sglang_router_service_name", _shown(cfg["sglang_router_service_name"]),
          None if "sglang_router_service_name" in flagged else gateway_service_name_problem(cfg["sglang_router_service_name"]),
@@ -422,7 +442,7 @@ def gateway_problems(values: Mapping[str, Any], workers: Mapping[str, Mapping[st
                  f"the router's own system {kind}, e.g. sglang-router")
     for var in ("sglang_router_venvs_dir", "sglang_router_config_dir"):
         if var in cfg and var not in flagged:
-            _add(out, "gateway.path", var, _shown(cfg[var]), _dir_problem(cfg[var]),
+            _add(out, "gateway.path", var, _shown(cfg[var]), _dir_problem(cfg[var], other_roles_dirs(known)),
                  "a directory of the router's own, e.g. /opt/sglang-router or /etc/sglang-router")
     if "sglang_router_extra_args" not in flagged:
         for message in router_extra_args_problems(cfg.get("sglang_router_extra_args")):

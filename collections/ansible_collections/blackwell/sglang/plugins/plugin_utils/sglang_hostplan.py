@@ -47,6 +47,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate i
     FACTS_VAR,
     ROLE_VARS,
     SECRET_MARKER,
+    VALIDATE_DEFAULTS,
     Problem,
     Result,
     facts_usable,
@@ -58,8 +59,11 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate i
 INSTANCES_VAR = "sglang_instances"
 GPUS_VAR = "sglang_gpus"
 SERVICE_VAR = "sglang_server_service_name"
-DEFAULT_SERVICE = "sglang"  # roles/sglang_server/defaults/main.yml sglang_server_service_name
-DEFAULT_MODELS_DIR = "/opt/sglang/models"  # roles/sglang/defaults/main.yml sglang_models_dir
+REVISION_VAR = "sglang_model_revision"
+# The roles' defaults the planner reads whatever the host sets (the release, the unit's name, the models directory and
+# the model's revision where the host's own is empty, the directories the server is handed are checked against):
+# plan_host's ``role_defaults``, read by its caller from the roles' defaults files (roles/sglang, roles/sglang_server).
+PLANNER_DEFAULTS = tuple(dict.fromkeys((SERVICE_VAR, contract.MODELS_DIR_VAR, REVISION_VAR, *VALIDATE_DEFAULTS)))
 
 # The host variables the validator reads; nothing else is templated.
 HOST_VARS = (
@@ -412,7 +416,8 @@ class HostVarsCache(Mapping):
 INVENTORY_VERSION_VAR = "sglang_version"
 
 
-def upgrade_problems(host: str, hostvars: Any, target: str | None, result: Result) -> list[Problem]:
+def upgrade_problems(host: str, hostvars: Any, target: str | None, result: Result,
+                     role_defaults: Mapping[str, Any] | None = None) -> list[Problem]:
     """The upgrade check: a run that validates ``host`` against SGLang ``target`` (``-e sglang_version=T``) while
     its inventory pins another release F lists every argument of its ``sglang_args`` (and of each instance's
     ``args``) that was renamed or removed (errors), lost its value from the choices (error) or changed its default
@@ -421,7 +426,8 @@ def upgrade_problems(host: str, hostvars: Any, target: str | None, result: Resul
 
     F is the inventory's ``sglang_version``: what the last deploy from this inventory installed. The validation
     contacts no host, so no installed version is read from facts. Nothing is added when F equals T or when the
-    run does not override ``sglang_version``.
+    run does not override ``sglang_version``. ``role_defaults``: roles/sglang's ``sglang_version`` (from its
+    defaults file), which an inventory that sets the variable empty installs; required then.
     """
     if not isinstance(hostvars, HostVarsCache) or not target:
         return []
@@ -429,7 +435,9 @@ def upgrade_problems(host: str, hostvars: Any, target: str | None, result: Resul
         found, old = hostvars.without_extra_vars(host, INVENTORY_VERSION_VAR)
     except ValueTooLarge:  # the host's plan names it (input.bounds)
         return []
-    old = str(old or "0.5.23") if found else None
+    if found and not old:
+        old = contract.role_defaults(role_defaults, [INVENTORY_VERSION_VAR], "upgrade_problems")[INVENTORY_VERSION_VAR]
+    old = str(old) if found else None
     if old is None or old == str(target):
         return []
     versions = committed_versions()
@@ -471,17 +479,17 @@ def _key_default(value: Any) -> str:
     return f"<{type(value).__module__}.{type(value).__qualname__}:{value!r}>"
 
 
-def validate_memo(raw: Mapping[str, Any], spec: str | None) -> Result:
-    """``validate_host(raw, spec)``, computed once per distinct input; each caller gets its own copy."""
+def validate_memo(raw: Mapping[str, Any], spec: str | None, defaults: Mapping[str, Any]) -> Result:
+    """``validate_host(raw, spec, defaults)``, computed once per distinct input; each caller gets its own copy."""
     try:
-        key = json.dumps([raw, spec], sort_keys=True, default=_key_default)
+        key = json.dumps([raw, spec, defaults], sort_keys=True, default=_key_default)
     except (TypeError, ValueError):  # keys that do not sort or serialise: no memo
-        return validate_host(raw, spec=spec)
+        return validate_host(raw, spec=spec, defaults=defaults)
     result = _VALIDATED.get(key)
     if result is None:
         if len(_VALIDATED) >= _VALIDATED_MAX:
             _VALIDATED.clear()
-        result = _VALIDATED[key] = validate_host(raw, spec=spec)
+        result = _VALIDATED[key] = validate_host(raw, spec=spec, defaults=defaults)
     # The callers add problems and read the containers; the values in them are never changed.
     return dataclasses.replace(result, **{f.name: copy.copy(getattr(result, f.name)) for f in _RESULT_CONTAINERS})
 
@@ -517,12 +525,13 @@ def _truthy(value: Any, default: bool) -> bool:
     return str(value).strip().lower() in ("true", "yes", "on", "1")
 
 
-def local_model_path(raw: Mapping[str, Any], shorthand: bool) -> Any:
+def local_model_path(raw: Mapping[str, Any], shorthand: bool, role_defaults: Mapping[str, Any] | None = None) -> Any:
     """Where the server loads the model from (``--model-path``): the one place this is decided.
 
     An explicit directory (``model_dir`` of an instance; ``sglang_server_model_path`` or ``sglang_model_dir``
     for the shorthand), else, for a Hugging Face id that roles/sglang stages (``sglang_model_download``,
-    default true), ``<sglang_models_dir>/<id>``, else the id or local directory itself.
+    default true), ``<sglang_models_dir>/<id>``, else the id or local directory itself. ``role_defaults``: roles/sglang's
+    ``sglang_models_dir`` (from its defaults file), required where the host's own is empty and a model is staged.
     """
     model = raw.get("sglang_model_path")
     explicit = raw.get("sglang_model_local_path") or (raw.get("sglang_model_dir") if shorthand else None)
@@ -530,15 +539,19 @@ def local_model_path(raw: Mapping[str, Any], shorthand: bool) -> Any:
         return explicit
     if not isinstance(model, str) or not model or model.startswith("/") or not _truthy(raw.get("sglang_model_download"), True):
         return model
-    return f"{raw.get('sglang_models_dir') or DEFAULT_MODELS_DIR}/{model}"
+    models_dir = raw.get(contract.MODELS_DIR_VAR) or \
+        contract.role_defaults(role_defaults, [contract.MODELS_DIR_VAR], "local_model_path")[contract.MODELS_DIR_VAR]
+    return f"{models_dir}/{model}"
 
 
-def staged_models(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
+def staged_models(raw: Mapping[str, Any], role_defaults: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The Hugging Face models roles/sglang stages for a host: ``[{repo, revision, dir}]``, one per distinct model.
 
     Every instance's model (or the shorthand's), at its ``model_revision`` (else ``sglang_model_revision``), into
     the directory its server loads from (:func:`local_model_path`). Local directories and ``sglang_model_download:
     false`` stage nothing. Type errors are left to the validator, which runs before anything is staged.
+    ``role_defaults``: roles/sglang's ``sglang_model_revision`` and ``sglang_models_dir`` (from its defaults file),
+    required where the host's own are empty.
     """
     if not _truthy(raw.get("sglang_model_download"), True):
         return []
@@ -557,8 +570,9 @@ def staged_models(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
         repo = view.get("sglang_model_path")
         if not isinstance(repo, str) or not repo or repo.startswith("/"):
             continue
-        stage = {"repo": repo, "revision": str(view.get("sglang_model_revision") or "main"),
-                 "dir": local_model_path(view, shorthand)}
+        revision = view.get(REVISION_VAR) or contract.role_defaults(role_defaults, [REVISION_VAR], "staged_models")[REVISION_VAR]
+        stage = {"repo": repo, "revision": str(revision),
+                 "dir": local_model_path(view, shorthand, role_defaults)}
         if stage not in out:
             out.append(stage)
     return out
@@ -601,16 +615,19 @@ def _gpu_list(value: Any) -> tuple[list[int] | None, str | None]:
 
 
 def plan_host(host: str, hostvars: Any, groups: Any, spec: str | None = None, get: Getter | None = None,
-              role_vars: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None) -> HostPlan:
+              role_vars: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None, *,
+              role_defaults: Mapping[str, Any]) -> HostPlan:
     """Plan every instance of ``host`` as the validate action does: its variables, its multi-node layout,
     the hand-typed nnodes check, and the checks across its instances.
 
     ``spec`` is the run's override of the host's ``sglang_spec`` (None: each instance's own mode).
     ``role_vars``: the role variables as a play sets them (the role passes its own; the validate task reads
     the inventory's). ``defaults``: the roles' defaults of plan inputs the host does not set (the validate action
-    reads them from the roles' defaults files). Problems of the variables themselves (a Jinja error, a misdeclared
-    group) become errors.
+    reads them from the roles' defaults files). ``role_defaults``: the roles' defaults of :data:`PLANNER_DEFAULTS`,
+    read by the caller from the same files (a TypeError names any that is missing). Problems of the variables
+    themselves (a Jinja error, a misdeclared group) become errors.
     """
+    fallbacks = contract.role_defaults(role_defaults, PLANNER_DEFAULTS, "plan_host")
     plan = HostPlan(host)
     raw: dict[str, Any] | None = None
     unknown = [name for name in (role_vars or {}) if name not in ROLE_VARS]
@@ -627,8 +644,8 @@ def plan_host(host: str, hostvars: Any, groups: Any, spec: str | None = None, ge
         plan.layout = host_layout(host, get or hostvars_getter(hostvars), groups)
         if plan.layout is not None:
             raw["sglang_multinode"] = plan.layout.as_dict()
-        _plan_raw(plan, raw, spec)
-        plan.models = staged_models(raw) if plan.ok else []
+        _plan_raw(plan, raw, spec, fallbacks)
+        plan.models = staged_models(raw, fallbacks) if plan.ok else []
     except ValueTooLarge as exc:
         plan.instances = []
         plan.problems = [Problem("input.bounds", e.variable, None,
@@ -645,17 +662,17 @@ def plan_host(host: str, hostvars: Any, groups: Any, spec: str | None = None, ge
     except Exception as exc:  # pylint: disable=broad-exception-caught
         # Any other failure of the planner is a value it does not expect: a problem naming that variable.
         plan.instances = []
-        plan.problems = [_crash_problem(host, raw, spec, exc)]
+        plan.problems = [_crash_problem(host, raw, spec, exc, fallbacks)]
     return plan
 
 
-def _plan_raw(plan: HostPlan, raw: dict[str, Any], spec: str | None) -> None:
-    _plan_instances(plan, raw, spec)
+def _plan_raw(plan: HostPlan, raw: dict[str, Any], spec: str | None, fallbacks: Mapping[str, Any]) -> None:
+    _plan_instances(plan, raw, spec, fallbacks)
 
 
-def _crashes(host: str, raw: dict[str, Any], spec: str | None) -> bool:
+def _crashes(host: str, raw: dict[str, Any], spec: str | None, fallbacks: Mapping[str, Any]) -> bool:
     try:
-        _plan_raw(HostPlan(host), raw, spec)
+        _plan_raw(HostPlan(host), raw, spec, fallbacks)
     except Exception:  # pylint: disable=broad-exception-caught
         return True
     return False
@@ -665,13 +682,14 @@ def _crashes(host: str, raw: dict[str, Any], spec: str | None) -> bool:
 _MAPPING_VARS = ("sglang_args", "sglang_env", "sglang_secret_env", FACTS_VAR)
 
 
-def _crash_problem(host: str, raw: dict[str, Any] | None, spec: str | None, exc: Exception) -> Problem:
+def _crash_problem(host: str, raw: dict[str, Any] | None, spec: str | None, exc: Exception,
+                   fallbacks: Mapping[str, Any]) -> Problem:
     """The problem of a planner failure, naming the variable (down to the key) without which the host plans:
     each variable read is left out in turn (only on this path, so the cost of the search does not matter)."""
     variable = "host variables"
     if raw is not None:
         for name in list(raw):
-            if not _crashes(host, {k: v for k, v in raw.items() if k != name}, spec):
+            if not _crashes(host, {k: v for k, v in raw.items() if k != name}, spec, fallbacks):
                 variable = name
                 value = raw[name]
                 subs: list[tuple[str, dict[str, Any]]] = []
@@ -683,7 +701,7 @@ def _crash_problem(host: str, raw: dict[str, Any] | None, spec: str | None, exc:
                             subs += [(f"{name}[{i}].{k}", {**raw, name: [*value[:i], {a: b for a, b in entry.items() if a != k},
                                                                           *value[i + 1:]]}) for k in entry if k != "name"]
                 for sub, without in subs:
-                    if not _crashes(host, without, spec):
+                    if not _crashes(host, without, spec, fallbacks):
                         variable = sub
                         break
                 break
@@ -692,11 +710,11 @@ def _crash_problem(host: str, raw: dict[str, Any] | None, spec: str | None, exc:
                    f"check {variable} against the README's input contract (its type and form)")
 
 
-def _plan_instances(plan: HostPlan, raw: dict[str, Any], spec: str | None) -> None:
-    service = raw.get(SERVICE_VAR) or DEFAULT_SERVICE
+def _plan_instances(plan: HostPlan, raw: dict[str, Any], spec: str | None, fallbacks: Mapping[str, Any]) -> None:
+    service = raw.get(SERVICE_VAR) or fallbacks[SERVICE_VAR]
     entries = raw.get(INSTANCES_VAR)
     if entries is None:
-        _plan_one(plan, raw, None, service, service, spec)
+        _plan_one(plan, raw, None, service, service, spec, fallbacks)
     else:
         if not isinstance(entries, (list, tuple)) or not entries:
             plan.problems.append(Problem("instances.list", INSTANCES_VAR, None,
@@ -728,7 +746,7 @@ def _plan_instances(plan: HostPlan, raw: dict[str, Any], spec: str | None) -> No
                                              "server's to take: the instance's unit would replace it.",
                                              "give the instance another name (e.g. chat)"))
                 continue
-            _plan_one(plan, instance_raw, index, name, unit, spec, entry)
+            _plan_one(plan, instance_raw, index, name, unit, spec, fallbacks, entry)
     _check_across(plan, raw)
 
 
@@ -817,7 +835,7 @@ def _rename(problem: Problem, index: int, name: str, entry: Mapping[str, Any]) -
 
 
 def _plan_one(plan: HostPlan, raw: dict[str, Any], index: int | None, name: str, service: str, spec: str | None,
-              entry: Mapping[str, Any] | None = None) -> None:
+              fallbacks: Mapping[str, Any], entry: Mapping[str, Any] | None = None) -> None:
     gpus, why = _gpu_list(raw.get(GPUS_VAR))
     gpus_var = GPUS_VAR if index is None else f"{INSTANCES_VAR}[{index}].gpus"
     declared = raw.get("nvidia_gpu_count")
@@ -838,11 +856,11 @@ def _plan_one(plan: HostPlan, raw: dict[str, Any], index: int | None, name: str,
                                  f"GPU(s) {outside} do not exist on a host with nvidia_gpu_count {count} (indices 0-{count - 1}).",
                                  "list GPUs the host has"))
         raw = {**raw, "nvidia_gpu_count": len(gpus)}
-    raw = {**raw, "sglang_model_local_path": local_model_path(raw, index is None)}
+    raw = {**raw, "sglang_model_local_path": local_model_path(raw, index is None, fallbacks)}
     facts = raw.get(FACTS_VAR)
     if gpus is not None and facts_usable(facts):
         raw = {**raw, FACTS_VAR: visible_facts(facts, gpus)}  # the instance sees its GPUs as CUDA numbers them
-    result = validate_memo(raw, spec)
+    result = validate_memo(raw, spec, {n: fallbacks[n] for n in VALIDATE_DEFAULTS})
     _hide_secret_bearing(result, raw)
     check_manual_multinode(plan.host, raw, result)
     result.errors = early + result.errors
@@ -1047,8 +1065,10 @@ def instance_ports(result: Result) -> list[tuple[int, str]]:
     """Every TCP port an instance binds on its host (``(port, what opens it)``), from its typed arguments, with the
     ports SGLang 0.5.23 derives from ``--port`` when they are not given. A port SGLang picks at random is not listed.
     """
+    if not result.version:  # validate_host names the release of every result it returns
+        raise ValueError("instance_ports: the result names no SGLang release")
     try:
-        schema = load_schema(result.version or "0.5.23")
+        schema = load_schema(result.version)
     except (KeyError, ValueError):
         schema = None
     # The effective arguments: the instance's, else SGLang's defaults (a bootstrap server's port has one).

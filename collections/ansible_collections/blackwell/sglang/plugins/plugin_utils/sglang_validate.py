@@ -619,13 +619,23 @@ def spec_triple(spec: Mapping[str, Any]) -> tuple[dict[str, int] | None, str | N
     return {d: out[d] for d in SPEC_TRIPLE}, None
 
 
-def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | None = None) -> Result:
+# The roles' defaults validate_host reads where the host's own value is empty (the release) or to check the directories
+# the server is handed against (the contract's context); the caller reads them from the roles' defaults files.
+VALIDATE_DEFAULTS = ("sglang_version", *contract.CONTEXT_DEFAULTS)
+
+
+def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | None = None,
+                  defaults: Mapping[str, Any] | None = None) -> Result:
     """Validate a host's variables; see the module docstring and README for the contract.
 
     ``spec``: the run's override of ``sglang_spec`` (a mode, or the triple itself as a mapping: spec_triple).
+    ``defaults``: the roles' defaults of :data:`VALIDATE_DEFAULTS` (roles/sglang's sglang_version, the directories'),
+    as the caller read them from the roles' defaults files; required where the host leaves sglang_version empty or
+    sets a role variable or a staged model directory that is checked against them (a TypeError names what is missing).
     """
     result = Result()
-    version = str(hostvars.get("sglang_version") or "0.5.23")
+    version = str(hostvars.get("sglang_version")
+                  or contract.role_defaults(defaults, ["sglang_version"], "validate_host")["sglang_version"])
     result.version = version
     # The spec mode: the host's sglang_spec (default keep), unless the run overrides it (-e spec=...).
     raw_host_spec = hostvars.get("sglang_spec")
@@ -683,7 +693,7 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | N
         gpu_count=None, compute_capability=None, model=model, spec=spec,
     )
     _read_host_facts(ctx, hostvars)
-    _read_role_vars(ctx, hostvars)
+    _read_role_vars(ctx, hostvars, defaults)
     result.env, result.secret_env = _read_env(ctx, env, hostvars.get("hf_token"), hostvars.get(SECRET_ENV_VAR))
     if raw_host_spec is False:
         ctx.warn("spec.mode", "sglang_spec", "sglang_spec is the YAML boolean false (an unquoted off), read as the mode 'off'.",
@@ -727,7 +737,8 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | N
             problem = inputs.model_path_problem(path)
             if not problem and path is local and local != model_path:
                 # A directory roles/sglang stages the weights into, as the service user: a service directory.
-                problem = contract.service_dir_problem(local, contract.context_of(hostvars))
+                problem = contract.service_dir_problem(local, contract.context_of(
+                    hostvars, contract.role_defaults(defaults, contract.CONTEXT_DEFAULTS, "validate_host")))
             if problem:
                 ctx.error("input.model_path", variable, f"{variable} {path!r}: {problem}.",
                           "use an org/name Hugging Face id, or an absolute, normalised directory outside /home and /root "
@@ -855,23 +866,28 @@ def _read_secrets(ctx: Context, hostvars: Mapping[str, Any]) -> None:
             ctx.args[dest] = value
 
 
-def role_var_problems(values: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+def role_var_problems(values: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> list[tuple[str, Any, str]]:
     """(variable, value, why) for each role variable in ``values`` that breaks the input contract
     (sglang_contract.CONTRACT: names, service accounts, directories under the allowed roots).
 
     Role variables reach the unit, file names and the directories the roles create and hand to the
     service user; unset ones (None) are the roles' defaults and are not checked. ``values`` may carry
-    ``sglang_service_roots`` and ``sglang_models_dir``, the roots service directories are checked against.
+    ``sglang_service_roots`` and ``sglang_models_dir``, the roots service directories are checked against;
+    ``defaults``: the roles' defaults of the others (contract.CONTEXT_DEFAULTS), required once a value is set.
     """
     unknown = [var for var in values if var not in contract.CONTRACT]
     if unknown:
         raise KeyError(unknown[0])
-    return [(f.variable, values[f.variable], f.why) for f in contract.check(values)]
+    if all(value is None for value in values.values()):
+        return []  # nothing set: nothing to check, nor to check against
+    context = contract.context_of(values, contract.role_defaults(defaults, contract.CONTEXT_DEFAULTS, "role_var_problems"))
+    return [(f.variable, values[f.variable], f.why) for f in contract.check(values, context=context)]
 
 
-def _read_role_vars(ctx: Context, hostvars: Mapping[str, Any]) -> None:
+def _read_role_vars(ctx: Context, hostvars: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> None:
     """Role variables that reach the unit, a path or a file name: names and plain absolute paths only."""
-    for var, value, problem in role_var_problems({v: hostvars.get(v) for v in (*ROLE_NAMES, *ROLE_DIRS, contract.SERVICE_ROOTS_VAR)}):
+    for var, value, problem in role_var_problems({v: hostvars.get(v) for v in (*ROLE_NAMES, *ROLE_DIRS, contract.SERVICE_ROOTS_VAR)},
+                                                 defaults):
         kind = "a plain name, e.g. sglang" if var in ROLE_NAMES else "a plain absolute directory of its own, e.g. its default"
         ctx.error("input.role_var", var, f"{var} {value!r}: {problem}.", f"set {var} to {kind}", value=value)
 
