@@ -295,3 +295,48 @@ def test_a_relative_render_dir_is_taken_from_where_the_command_runs(tmp_path: Pa
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (work / "plan" / "blackwell-01" / "sglang.service").is_file()
     assert not (REPO / "playbooks" / "plan").exists()
+
+
+def test_a_misnamed_server_group_fails_naming_the_nearest_group(tmp_path: Path) -> None:
+    """Issue 33: a misnamed group used to pass (every host planned with the defaults, every later play "no hosts
+    matched"). It fails, naming the group, the nearest name and the switch; -e allow_no_servers=true lets it run."""
+    inv = make_inventory(tmp_path, {"gpu-a": {}})
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"sglang_server": {"hosts": {"gpu-a": {}}}}}}))
+    runner = run(tmp_path, inv)
+    assert runner.rc != 0
+    [event] = task_results(runner, VALIDATE)
+    msg = event["res"]["msg"]
+    assert event["runner_event"] == "runner_on_failed"
+    assert "sglang_servers is not in the inventory (did you mean sglang_server?)" in msg and "allow_no_servers" in msg, msg
+    assert runner.stats["failures"] == {"gpu-a": 1}
+    allowed = run(tmp_path, inv, allow_no_servers=True)
+    assert allowed.rc == 0, allowed.stdout.read()
+
+
+def test_an_empty_server_group_fails(tmp_path: Path) -> None:
+    inv = make_inventory(tmp_path, {"gpu-a": {}})
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {
+        "sglang_servers": {"hosts": {}}, "gpus": {"hosts": {"gpu-a": {}}}}}}))
+    runner = run(tmp_path, inv)
+    assert runner.rc != 0
+    [event] = task_results(runner, VALIDATE)
+    assert "sglang_servers is empty" in event["res"]["msg"], event["res"]["msg"]
+
+
+def test_the_report_reads_as_lines_without_the_projects_ansible_cfg(tmp_path: Path) -> None:
+    """Issue 33: outside the repository (no ansible.cfg: the default callback, JSON results) the report printed as one
+    JSON-escaped string. The validate task prints it as plain lines on any callback."""
+    inv = make_inventory(tmp_path, {"blackwell-01": {"sglang_args": INCIDENT}})
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"), ANSIBLE_ROLES_PATH=str(REPO / "roles"),
+               ANSIBLE_NOCOLOR="1", PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), str(REPO / "playbooks" / "validate.yml")],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=300, check=False)
+    out = proc.stdout
+    assert proc.returncode != 0, out[-3000:]
+    lines = out.splitlines()
+    assert any(line.startswith("blackwell-01: 1 error(s)") for line in lines), out[-3000:]
+    assert any("speculative_hook.py:1160" in line and "\\n" not in line for line in lines), out[-3000:]
+    assert out.count("speculative_hook.py:1160") == 1, out[-3000:]

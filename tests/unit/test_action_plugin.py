@@ -388,3 +388,18 @@ def test_identical_inputs_are_validated_once_and_each_host_gets_its_own_result(m
     assert again.errors == [] and again.args["tp_size"] == 8
     auto = sglang_hostplan.validate_memo(sglang_hostplan.read_host_vars({"h": ref_host()}, "h"), "auto", ROLE_DEFAULTS)
     assert auto.spec["mode"] == "auto"
+
+
+@pytest.mark.parametrize(("groups", "expected"), [
+    ({"all": ["a"], "ungrouped": ["a"]}, ""),  # a plain host list: every host is a GPU host
+    ({"all": ["a"], "ungrouped": [], "sglang_servers": ["a"]}, ""),
+    ({"all": ["a"], "ungrouped": [], "sglang_server": ["a"]}, "is not in the inventory (did you mean sglang_server?)"),
+    ({"all": ["a"], "ungrouped": [], "sglang_servers": [], "gpus": ["a"]}, "is empty"),
+    ({"all": ["a"], "ungrouped": [], "gateways": ["a"]}, "is not in the inventory; the inventory's groups: gateways"),
+])
+def test_no_servers_problem(groups: dict[str, list[str]], expected: str) -> None:
+    """Issue 33: a misnamed or empty sglang_servers group is refused (a plain host list is not)."""
+    from ansible_collections.blackwell.sglang.plugins.action.validate import no_servers_problem
+
+    found = no_servers_problem(groups)
+    assert (expected in found and "allow_no_servers" in found) if expected else found == ""

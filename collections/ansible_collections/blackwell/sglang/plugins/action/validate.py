@@ -5,6 +5,7 @@ Documented by the docs-only module ``plugins/modules/validate.py``, where ansibl
 
 from __future__ import annotations
 
+import difflib
 import gc
 import json
 import multiprocessing
@@ -105,7 +106,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
     _VALID_ARGS = frozenset(("hosts", "spec", "fail_on_error", "render_dir", "render_role", "check_internals", "role_vars",
-                             "secret_plans"))
+                             "secret_plans", "show_report", "allow_no_servers"))
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         with _collector_paused():
@@ -125,6 +126,8 @@ class ActionModule(ActionBase):
                 "check_internals": {"type": "bool", "default": True},
                 "role_vars": {"type": "dict"},
                 "secret_plans": {"type": "bool", "default": False},
+                "show_report": {"type": "bool"},
+                "allow_no_servers": {"type": "bool", "default": False},
             },
         )
         # A '__' extra var overrides what the roles and playbooks set and register (extra vars win over everything),
@@ -138,11 +141,17 @@ class ActionModule(ActionBase):
         hostvars = HostVarsCache(task_vars["hostvars"], self._loader, task_vars.get("ansible_inventory_sources"),
                                  [self._loader.get_basedir()] if self._loader is not None else [])
         groups = task_vars.get("groups", {})
+        if args["hosts"] is None and not args["allow_no_servers"]:
+            missing = no_servers_problem(groups)
+            if missing:
+                raise AnsibleActionFail(missing)
         get = hostvars_getter(hostvars)
         # The GPU hosts are planned; every host (gateways, monitoring hosts ...) gets the input contract.
-        # An inventory without the group (a single ad-hoc host list): every host is a GPU host, as before.
-        servers = set(hosts) if args["hosts"] is not None or deployment.SERVERS_GROUP not in groups \
-            else set(groups[deployment.SERVERS_GROUP] or [])
+        # A plain host list (no groups at all): every host is a GPU host, as before. An inventory with groups but
+        # without this one got here only with allow_no_servers: none is.
+        plain = not any(g not in ("all", "ungrouped") for g in groups)
+        servers = set(hosts) if args["hosts"] is not None or (plain and deployment.SERVERS_GROUP not in groups) \
+            else set(groups.get(deployment.SERVERS_GROUP) or [])
         per_host: dict[str, dict[str, Any]] = {}
         warnings = 0
         outcomes: dict[str, Result] = {}
@@ -212,10 +221,14 @@ class ActionModule(ActionBase):
         if args["render_dir"] and not invalid:  # an invalid host stops the run before anything is rendered
             result["rendered"] = self._render(args, hostvars, plans)
             result["msg"] += f"; plan of {len(plans)} host(s) rendered into {result['rendered']['dir']}"
-        if not args["fail_on_error"]:
-            return result  # the caller shows the report (playbooks/validate.yml: one debug task) and decides
-        if report:  # printed once, here: Ansible would print a failed result's message twice
+        show = args["fail_on_error"] if args["show_report"] is None else args["show_report"]
+        if report and show:  # printed once, here, as lines: a result's message is printed JSON-escaped by the default
+            # callback outside the project's ansible.cfg, and twice when the task fails
             display.display(report, color="bright red" if invalid else "bright purple")
+        if not args["fail_on_error"]:
+            if show and invalid:
+                result["msg"] += " (report above)"
+            return result  # the caller decides (playbooks/validate.yml: a task of its own stops the run)
         if invalid:
             result["failed"] = True
             result["msg"] += " (report above)"
@@ -366,6 +379,25 @@ def _collector_paused() -> Iterator[None]:
             gc.freeze()
         if enabled:
             gc.enable()
+
+
+def no_servers_problem(groups: Mapping[str, Any]) -> str:
+    """Why a run cannot go on without GPU hosts, or "": the inventory has groups but no host in ``sglang_servers``.
+
+    A plain host list (only ``all`` and ``ungrouped``) is a list of GPU hosts, as before; a misnamed group would
+    otherwise pass validation and leave every later play with "no hosts matched".
+    """
+    if groups.get(deployment.SERVERS_GROUP):
+        return ""
+    named = sorted(str(g) for g in groups if g not in ("all", "ungrouped"))
+    if deployment.SERVERS_GROUP not in groups and not named:
+        return ""
+    close = difflib.get_close_matches(deployment.SERVERS_GROUP, named, n=2, cutoff=0.6)
+    state = "is empty" if deployment.SERVERS_GROUP in groups else "is not in the inventory"
+    return (f"The GPU hosts' group {deployment.SERVERS_GROUP} {state}"
+            + (f" (did you mean {' or '.join(close)}?)" if close else "")
+            + f"; the inventory's groups: {', '.join(named) or 'none'}. Put the GPU hosts in {deployment.SERVERS_GROUP}, "
+            "or, for a run on gateways or monitoring hosts only, set -e allow_no_servers=true. Nothing was validated or changed.")
 
 
 def _groups_of(host: str, groups: Mapping[str, Any]) -> list[str]:

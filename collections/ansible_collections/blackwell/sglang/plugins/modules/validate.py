@@ -38,10 +38,23 @@ options:
   fail_on_error:
     description:
       - Fail the task when any host is invalid; the report is then printed by the plugin, once.
-      - With false the plugin prints nothing and returns the report for the caller to show; C(playbooks/validate.yml)
-        prints it in one task and stops in another, so that a large fleet's result is not printed again.
+      - With false the plugin returns the result for the caller to decide; C(playbooks/validate.yml) stops in a task of
+        its own, so that a large fleet's result is not printed again.
     type: bool
     default: true
+  show_report:
+    description:
+      - Print the report (one block per set of hosts with the same problems) as plain lines, readable on any callback
+        and without the project's C(ansible.cfg). Defaults to O(fail_on_error).
+    type: bool
+  allow_no_servers:
+    description:
+      - Without it, an inventory whose C(sglang_servers) group is missing or empty fails (naming the groups it has
+        and the nearest name), unless it is a plain host list with no groups at all, whose hosts are all GPU hosts.
+        C(playbooks/validate.yml) maps C(-e allow_no_servers=true) onto it, for a run on gateways or monitoring hosts
+        only.
+    type: bool
+    default: false
   render_dir:
     description:
       - When every host is valid, also write O(render_dir)/<host>/ with each instance's systemd unit, environment file

@@ -707,7 +707,7 @@ def _crash_problem(host: str, raw: dict[str, Any] | None, spec: str | None, exc:
                 break
     return Problem("input.unreadable", variable, None,
                    f"{variable}: the validator cannot read this value ({type(exc).__name__}: value not shown).",
-                   f"check {variable} against the README's input contract (its type and form)")
+                   f"check {variable} against the input contract (docs/security.md, 'The input contract': its type and form)")
 
 
 def _plan_instances(plan: HostPlan, raw: dict[str, Any], spec: str | None, fallbacks: Mapping[str, Any]) -> None:

@@ -663,8 +663,9 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | N
         return fail(
             "host.version", "sglang_version", version,
             f"no schema for SGLang {version} in this project (have: {', '.join(available_versions())}).",
-            "pin a version listed above, or generate its schema: python3 tools/sglang_schema.py --version "
-            f"{version} (see README, 'Another SGLang version')",
+            "pin a version listed above; a new release's schema is added to the collection by its maintainers "
+            "(docs/sglang-releases.md in the project's repository: tools/sglang_schema.py --version "
+            f"{version})",
         )
     try:
         parsed_version = parse_version(version)
