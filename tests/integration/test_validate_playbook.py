@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -334,9 +335,22 @@ def test_the_report_reads_as_lines_without_the_projects_ansible_cfg(tmp_path: Pa
                ANSIBLE_NOCOLOR="1", PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), str(REPO / "playbooks" / "validate.yml")],
                           cwd=work, env=env, capture_output=True, text=True, timeout=300, check=False)
-    out = proc.stdout
+    out = proc.stdout + proc.stderr  # the report goes to stderr: a json callback's stdout stays JSON
     assert proc.returncode != 0, out[-3000:]
     lines = out.splitlines()
     assert any(line.startswith("blackwell-01: 1 error(s)") for line in lines), out[-3000:]
     assert any("speculative_hook.py:1160" in line and "\\n" not in line for line in lines), out[-3000:]
     assert out.count("speculative_hook.py:1160") == 1, out[-3000:]
+
+
+def test_a_json_callbacks_stdout_stays_json(tmp_path: Path) -> None:
+    """The report printed as lines goes to stderr: with ANSIBLE_STDOUT_CALLBACK=json, stdout is one JSON document."""
+    inv = make_inventory(tmp_path, {"blackwell-01": {"sglang_args": INCIDENT}})
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "json",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), str(REPO / "playbooks" / "validate.yml")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode != 0
+    doc = json.loads(proc.stdout)
+    assert doc["stats"]["blackwell-01"]["failures"] == 1
+    assert "speculative_hook.py:1160" in proc.stderr

@@ -223,8 +223,9 @@ class ActionModule(ActionBase):
             result["msg"] += f"; plan of {len(plans)} host(s) rendered into {result['rendered']['dir']}"
         show = args["fail_on_error"] if args["show_report"] is None else args["show_report"]
         if report and show:  # printed once, here, as lines: a result's message is printed JSON-escaped by the default
-            # callback outside the project's ansible.cfg, and twice when the task fails
-            display.display(report, color="bright red" if invalid else "bright purple")
+            # callback outside the project's ansible.cfg, and twice when the task fails. On stderr: a machine-readable
+            # callback's stdout (json, yaml) stays what it was; the report is also the result's "report".
+            display.display(report, color="bright red" if invalid else "bright purple", stderr=True)
         if not args["fail_on_error"]:
             if show and invalid:
                 result["msg"] += " (report above)"

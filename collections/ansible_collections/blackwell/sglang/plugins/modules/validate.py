@@ -44,8 +44,9 @@ options:
     default: true
   show_report:
     description:
-      - Print the report (one block per set of hosts with the same problems) as plain lines, readable on any callback
-        and without the project's C(ansible.cfg). Defaults to O(fail_on_error).
+      - Print the report (one block per set of hosts with the same problems) as plain lines on standard error, readable
+        on any callback and without the project's C(ansible.cfg), and leaving a machine-readable callback's standard
+        output as it is. Defaults to O(fail_on_error).
     type: bool
   allow_no_servers:
     description:
