@@ -363,7 +363,7 @@ def test_internal_variables_from_the_inventory_are_refused_naming_each(tmp_path:
     proc = playbook(tmp_path, inv, REPO / "playbooks" / "validate.yml")
     assert proc.returncode != 0
     for name in INTERNALS:
-        assert f"ERROR {name}  [input.internal]" in proc.stdout
+        assert f"ERROR {name}  [input.internal]" in proc.stdout + proc.stderr
 
 
 def test_what_the_run_itself_sets_is_not_refused(tmp_path: Path) -> None:
@@ -378,7 +378,7 @@ def test_what_the_run_itself_sets_is_not_refused(tmp_path: Path) -> None:
     (inv / "group_vars" / "sglang_servers.yml").write_text(
         (inv / "group_vars" / "sglang_servers.yml").read_text() + "\n__nvidia_gpu_facts_fresh: true\n")
     proc = playbook(tmp_path, inv, book)
-    assert proc.returncode != 0 and "__nvidia_gpu_facts_fresh" in proc.stdout, proc.stdout[-2000:]
+    assert proc.returncode != 0 and "__nvidia_gpu_facts_fresh" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-2000:]
 
 
 # --- (12) render_dir: a new or project-marked directory, no symbolic link followed, host names checked -----------
@@ -494,7 +494,7 @@ def test_validate_refuses_a_host_name_that_would_leave_render_dir(tmp_path: Path
     out = tmp_path / "a" / "b" / "plan"
     proc = playbook(tmp_path, inv, REPO / "playbooks" / "validate.yml", "-e", f"render_dir={out}")
     assert proc.returncode != 0
-    assert "'../../x'" in proc.stdout and "cannot name a plan directory" in proc.stdout
+    assert "'../../x'" in proc.stdout + proc.stderr and "cannot name a plan directory" in proc.stdout + proc.stderr
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["inventory"]
 
 
@@ -511,7 +511,7 @@ def test_an_sglang_port_other_than_the_http_one_is_compared_with_the_roles_ports
     path = inv / "host_vars" / f"{HOST}.yml"
     path.write_text(path.read_text() + f"sglang_instances: {json.dumps([{'name': 'chat', 'args': args}])}\n")
     proc = playbook(tmp_path, inv, REPO / "playbooks" / "validate.yml")
-    assert proc.returncode != 0 and "node_exporter_port 9100 is also the port of SGLang instance chat" in proc.stdout
+    assert proc.returncode != 0 and "node_exporter_port 9100 is also the port of SGLang instance chat" in proc.stdout + proc.stderr
 
 
 def test_sglang_secret_env_renders_into_the_secret_part_of_the_environment_file(tmp_path: Path) -> None:
