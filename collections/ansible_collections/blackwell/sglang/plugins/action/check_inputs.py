@@ -108,8 +108,7 @@ class ActionModule(ActionBase):
             defaults = deployment.roles_defaults(deployment.role_search_path(os.path.dirname(role_path)))
         except LookupError as exc:
             raise AnsibleActionFail(f"check_inputs: {exc}") from None
-        templar = self._templar.copy_with_new_env(available_variables=defaults)
-        return {n: templar.template(defaults[n]) for n in deployment.DEFAULTS_READ if n in defaults}
+        return deployment.rendered_defaults(defaults, deployment.DEFAULTS_READ)
 
     def _gateway_problems(self, names: list[str], values: dict[str, Any], task_vars: dict[str, Any],
                           known: dict[str, Any]) -> list[str]:

@@ -299,9 +299,7 @@ class ActionModule(ActionBase):
         host's variables: what every host is checked against, once a pass. A name no role defines is left out (the
         function that needs it says so)."""
         if self._pass is None:
-            defaults = self._role_defaults_files()
-            templar = self._templar.copy_with_new_env(available_variables=dict(defaults))
-            self._pass = {n: templar.template(defaults[n]) for n in PASS_DEFAULTS if n in defaults}
+            self._pass = deployment.rendered_defaults(self._role_defaults_files(), PASS_DEFAULTS)
         return self._pass
 
     def _role_defaults(self, host: str, raw: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:

@@ -44,8 +44,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import secret_host_vars as _all_secret_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import format_report
-from jinja2 import StrictUndefined, TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2 import TemplateError
 
 
 def sglang_lock_name(version: Any, torch_requirement: Any = "") -> str:
@@ -82,16 +81,11 @@ def roles_defaults_of(names: tuple[str, ...], needed_by: str) -> dict[str, Any]:
     """The roles' defaults of ``names``, for a filter that checks or plans what the run has not (a host outside the
     run's validation): from the roles' own defaults files, each template among them rendered with the roles'
     defaults alone (``{{ bundle_dir | default('/srv/sglang-bundle') }}``), as the validate action reads them."""
-    defaults = _roles_defaults()
-    out = contract.role_defaults(defaults, names, needed_by)
-    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined)
-    for name, value in out.items():
-        if isinstance(value, str) and ("{{" in value or "{%" in value):
-            try:
-                out[name] = env.from_string(value).render(defaults)
-            except TemplateError as exc:
-                raise AnsibleFilterError(f"the roles' default of {name} does not render outside a play: {exc}") from None
-    return out
+    try:
+        rendered = deployment.rendered_defaults(_roles_defaults(), names)
+    except TemplateError as exc:
+        raise AnsibleFilterError(f"a roles' default of {', '.join(names)} does not render outside a play: {exc}") from None
+    return contract.role_defaults(rendered, names, needed_by)
 
 
 def _valid_plan(host: Any, hostvars: Any, groups: Mapping[str, Any], spec: str | None,

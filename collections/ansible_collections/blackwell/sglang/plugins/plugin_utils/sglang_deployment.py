@@ -25,6 +25,8 @@ from ansible.errors import AnsibleUndefinedVariable
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_gateway as gateway
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Problem
+from jinja2 import StrictUndefined
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 SERVERS_GROUP = "sglang_servers"
 ROUTERS_GROUP = "sglang_routers"
@@ -74,6 +76,22 @@ def roles_defaults(search: Iterable[str], roles: Iterable[str] = DEFAULTS_ROLES)
         if found is None:
             raise LookupError(f"the role {role} (whose defaults the checks read) is in none of {', '.join(places)}")
         out.update(defaults_file(found))
+    return out
+
+
+def rendered_defaults(defaults: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """``names`` among ``defaults`` (the roles' defaults files, merged), each template rendered with the roles'
+    defaults alone (``sglang_bundle_dir: "{{ bundle_dir | default('/srv/sglang-bundle') }}"``), not with any host's
+    variables: what every host is checked against. Plain sandboxed Jinja: no Ansible templating, whose trust rules
+    would leave a string read as plain YAML unrendered. A name no role defines is left out; a template that does not
+    render raises jinja2.TemplateError."""
+    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined)
+    out: dict[str, Any] = {}
+    for name in names:
+        if name in defaults:
+            value = defaults[name]
+            is_template = isinstance(value, str) and ("{{" in value or "{%" in value)
+            out[name] = env.from_string(str(value)).render(dict(defaults)) if is_template else value
     return out
 
 
