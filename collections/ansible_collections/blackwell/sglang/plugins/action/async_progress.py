@@ -14,8 +14,13 @@ from typing import Any
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.blackwell.sglang.plugins.modules.async_progress import OPTIONS
 
 display = Display()
+# The module's options with the host's paths as text: the module expands them on the host (a "~" is the host user's).
+CONTROLLER_OPTIONS: dict[str, dict[str, Any]] = {
+    name: {**spec, "type": "str"} if spec["type"] == "path" else {**spec, "elements": "str"} if spec.get("elements") == "path"
+    else spec for name, spec in OPTIONS.items()}
 
 # One poll on the host: the module's arguments in, its result out.
 Poll = Callable[[dict[str, Any]], dict[str, Any]]
@@ -192,26 +197,12 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     # Monotonic seconds of the wait (tests put a fake clock here).
     clock: Callable[[], float] = staticmethod(time.monotonic)
-    _VALID_ARGS = frozenset(("job", "timeout", "poll", "label", "path", "total_bytes", "total_files", "count_exclude",
-                             "watch"))
+    _VALID_ARGS = frozenset(OPTIONS)
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(
-            argument_spec={
-                "job": {"type": "dict", "required": True},
-                "timeout": {"type": "int", "default": 3600},
-                "poll": {"type": "float", "default": 10},
-                "label": {"type": "str", "default": ""},
-                # Paths on the host: the module expands them there (a "~" is the host user's).
-                "path": {"type": "str"},
-                "total_bytes": {"type": "int"},
-                "total_files": {"type": "int"},
-                "count_exclude": {"type": "list", "elements": "str", "default": []},
-                "watch": {"type": "list", "elements": "str", "default": []},
-            }
-        )
+        _, args = self.validate_argument_spec(argument_spec=CONTROLLER_OPTIONS)
 
         def poll(module_args: dict[str, Any]) -> dict[str, Any]:
             return self._execute_module(module_name="blackwell.sglang.async_progress", module_args=module_args,

@@ -184,24 +184,29 @@ def measure_all(params: dict[str, Any]) -> dict[str, Any]:
             "watch": [measure(p, []) for p in params["watch"]]}
 
 
+# The task's options: the action (plugins/action/async_progress.py) checks them on the controller with this spec,
+# the host's paths left as text (expanded here, where a "~" is the host user's).
+OPTIONS: dict[str, dict[str, Any]] = {
+    "job": {"type": "dict", "required": True},
+    "timeout": {"type": "int", "default": 3600},
+    "poll": {"type": "float", "default": 10},
+    "label": {"type": "str", "default": ""},
+    "path": {"type": "path"},
+    "total_bytes": {"type": "int"},
+    "total_files": {"type": "int"},
+    "count_exclude": {"type": "list", "elements": "str", "default": []},
+    "watch": {"type": "list", "elements": "path", "default": []},
+}
+# What the action adds to each poll.
+POLL_OPTIONS: dict[str, dict[str, Any]] = {
+    "wait": {"type": "float", "default": 0},
+    "baseline": {"type": "bool", "default": False},
+    "cleanup": {"type": "bool", "default": False},
+}
+
+
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "job": {"type": "dict", "required": True},
-            "timeout": {"type": "int", "default": 3600},
-            "poll": {"type": "float", "default": 10},
-            "label": {"type": "str", "default": ""},
-            "path": {"type": "path"},
-            "total_bytes": {"type": "int"},
-            "total_files": {"type": "int"},
-            "count_exclude": {"type": "list", "elements": "str", "default": []},
-            "watch": {"type": "list", "elements": "path", "default": []},
-            "wait": {"type": "float", "default": 0},
-            "baseline": {"type": "bool", "default": False},
-            "cleanup": {"type": "bool", "default": False},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec={**OPTIONS, **POLL_OPTIONS}, supports_check_mode=True)
     params = module.params
     results_file = str(params["job"].get("results_file") or "")
     jid = str(params["job"].get("ansible_job_id") or "")
