@@ -58,7 +58,10 @@ def test_http_completion_is_timed(monkeypatch, capsys):
     assert result["completion_tokens"] == 6 and result["finish_reason"] == "length"
     assert result["text"] == "Hello from the SGLang stand-in"
     assert 0.1 <= result["ttft_s"] < result["total_s"]
-    assert 10 < result["tokens_per_s"] <= 1 / 0.02 + 1  # 5 tokens in >= 5 x 20 ms
+    # 5 tokens paced 20 ms apart by the server: about 50 tok/s. The client reads the first token late
+    # when the machine is busy (CI measured 51.3), which shortens the measured gap; no exact bound
+    # holds, so check the rate is the paced one within a factor of two rather than instant or stalled.
+    assert 1 / 0.02 / 2 < result["tokens_per_s"] < 1 / 0.02 * 2
     assert result["avg_spec_accept_length"] is None and result["speculative_algorithm"] is None
 
 
