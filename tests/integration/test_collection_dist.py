@@ -184,3 +184,20 @@ def test_validate_by_fqcn_renders_the_plan_with_the_collections_role(outside: tu
     rendered = tmp_path / "rendered" / "blackwell-01"
     assert sorted(p.name for p in rendered.iterdir()) == ["sglang.env", "sglang.service"]  # no secret argument
     assert "ExecStart=" in (rendered / "sglang.service").read_text()
+
+
+def test_validate_by_fqcn_refuses_a_release_without_a_lock_naming_the_collections_locks(
+        outside: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """roles/sglang installs from a hashed lock by default: a release the collection ships no lock of is refused at
+    validate time, listing the locks of the installed collection's own role (its sglang_locks_dir's role_path), with
+    fixes that need no repository checkout but for compiling a lock."""
+    inv = make_inventory(tmp_path)
+    host_vars = inv / "host_vars" / "blackwell-01.yml"
+    host_vars.write_text(yaml.safe_dump({**yaml.safe_load(host_vars.read_text()), "sglang_version": "0.5.20"}))
+    proc = playbook(outside, tmp_path, "-i", str(inv), "blackwell.sglang.validate")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    installed = outside[0] / "collections" / "ansible_collections" / "blackwell" / "sglang"
+    shipped = sorted(p.name.split("-")[1] for p in (REPO / "roles" / "sglang" / "files" / "locks").glob("sglang-*.txt"))
+    assert "sglang_version = '0.5.20'  [lock.missing]" in proc.stderr, proc.stderr[-3000:]
+    assert f"sglang_locks_dir {installed}/roles/sglang/files/locks: {', '.join(shipped)}." in proc.stderr, proc.stderr[-3000:]
+    assert "set sglang_lock: false" in proc.stderr and str(REPO) not in proc.stdout + proc.stderr

@@ -31,9 +31,11 @@ def test_upgrade_from_0_5_19_names_the_renamed_flag(tmp_path: Path) -> None:
 
 
 def test_the_same_inventory_without_an_upgrade_is_valid(tmp_path: Path) -> None:
-    """Without -e the hosts are validated against their own release (0.5.19 still has the alias): no upgrade check."""
+    """Without -e the hosts are validated against their own release (0.5.19 still has the alias): no upgrade check.
+    roles/sglang ships no lock of 0.5.19: the host installs it unlocked (sglang_lock false), else validate refuses it."""
     inv = make_inventory(tmp_path, {
-        "old-renamed": {"sglang_version": "0.5.19", "sglang_args": {"mamba_scheduler_strategy": "extra_buffer"}},
+        "old-renamed": {"sglang_version": "0.5.19", "sglang_lock": False,
+                        "sglang_args": {"mamba_scheduler_strategy": "extra_buffer"}},
     })
     runner = run(tmp_path, inv)
     [event] = task_results(runner, VALIDATE)

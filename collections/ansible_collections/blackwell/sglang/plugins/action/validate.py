@@ -18,11 +18,14 @@ from typing import Any
 
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible.utils.path import unfrackpath
 from ansible.utils.vars import load_extra_vars
+from ansible_collections.blackwell.sglang.plugins.filter.sglang import FilterModule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_deployment as deployment
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_lock
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_files import SETTINGS, server_files
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan import (  # noqa: F401 (re-exported)
     HOST_VARS,
@@ -38,7 +41,9 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_hostplan i
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import GROUP_VAR, Layout, hostvars_getter
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_render import PlanDir, PlanDirError, host_component_problem
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import available_versions
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Problem, Result, format_report
+from jinja2 import TemplateError
 
 display = Display()
 
@@ -54,6 +59,11 @@ PLAN_DEFAULTS = ("sglang_version", "sglang_server_service_name", "sglang_server_
                  "sglang_server_libexec_dir", "sglang_models_dir")
 # Host variables the roles' defaults may read (a host that sets none of them shares its defaults with its twins).
 _DEFAULTS_READ = ("sglang_", "nvidia_", "cuda_")
+
+# The role that installs SGLang from the lock (sglang_lock), whose defaults choose it; its path is their role_path.
+LOCK_ROLE = "sglang"
+# The collection's filters by the names the roles' defaults use them with (sglang_lock_file's sglang_lock_name).
+_FILTERS = {f"blackwell.sglang.{name}": f for name, f in FilterModule().filters().items()}
 
 # Effective arguments that may differ between the nodes of one instance.
 _PER_NODE_ARGS = {"node_rank", "host", "model_path"}
@@ -106,7 +116,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
     _VALID_ARGS = frozenset(("hosts", "spec", "fail_on_error", "render_dir", "render_role", "check_internals", "role_vars",
-                             "secret_plans", "show_report", "allow_no_servers"))
+                             "secret_plans", "show_report", "allow_no_servers", "check_locks"))
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         with _collector_paused():
@@ -128,6 +138,7 @@ class ActionModule(ActionBase):
                 "secret_plans": {"type": "bool", "default": False},
                 "show_report": {"type": "bool"},
                 "allow_no_servers": {"type": "bool", "default": False},
+                "check_locks": {"type": "bool", "default": True},
             },
         )
         # A '__' extra var overrides what the roles and playbooks set and register (extra vars win over everything),
@@ -197,6 +208,9 @@ class ActionModule(ActionBase):
             # narrows or re-defaults among their arguments (nothing when the versions match).
             for problem in upgrade_problems(host, hostvars, outcomes[host].version, outcomes[host], self._pass_defaults()):
                 (outcomes[host].errors if problem.level == "error" else outcomes[host].warnings).append(problem)
+            # The lock roles/sglang installs the release from (sglang_lock): refused here, not by the role mid-run.
+            if args["check_locks"]:
+                outcomes[host].errors += self._lock_problems(view, raw, outcomes[host])
             if plans[host].layout is not None:
                 layouts[host] = plans[host].layout
         check_instances(layouts, outcomes, hosts)
@@ -253,6 +267,57 @@ class ActionModule(ActionBase):
     _pass: dict[str, Any] | None = None
     _resolved: dict[str, dict[str, Any]] | None = None
     _role_files: dict[str, dict[str, Any]] | None = None
+    _locks: dict[str, list[Problem]] | None = None
+
+    def _lock_problems(self, view: Mapping[str, Any], raw: Mapping[str, Any], outcome: Result) -> list[Problem]:
+        """The host's lock (roles/sglang, sglang_lock true): sglang_lock_file must be a lock of the host's release.
+
+        Each of sglang_lock, sglang_torch_requirement, sglang_locks_dir and sglang_lock_file is the host's own value
+        when its inventory sets it, else roles/sglang's default from its defaults file (the one source), rendered with
+        the host's values before it and the role's own role_path. Nothing is checked with sglang_lock false, for a
+        release the validator refused (host.version) or where the contract refused one of these variables; a value
+        that uses a variable only a role defines is left to the role's own check (tasks/lock.yml). Hosts with the same
+        values share one check a pass.
+        """
+        if any(p.rule == "host.version" or p.variable in sglang_lock.LOCK_VARS for p in outcome.errors):
+            return []
+        own: dict[str, Any] = {}
+        for name in ("sglang_version", *sglang_lock.LOCK_VARS):
+            if name in raw:  # names only: reading a value templates it
+                try:
+                    own[name] = view[name]
+                except Exception:  # noqa: BLE001 (undefined: the role's own check; a template error: the contract's)
+                    return []
+        defaults = self._role_defaults_files()
+        version = outcome.version or own.get("sglang_version", defaults.get("sglang_version"))
+        try:
+            key = json.dumps([version, own], sort_keys=True)
+        except (TypeError, ValueError):
+            key = None
+        if self._locks is None:
+            self._locks = {}
+        if key is not None and key in self._locks:
+            return list(self._locks[key])
+        values = {**own, "sglang_version": version, "role_path": self._role_dir(LOCK_ROLE)}
+        try:
+            for name in sglang_lock.LOCK_VARS:  # in order: each default may use those before it
+                if name not in own:
+                    values.update(deployment.rendered_defaults(defaults, (name,), values, _FILTERS))
+        except TemplateError as exc:
+            raise AnsibleActionFail(f"roles/{LOCK_ROLE}'s defaults of {', '.join(sglang_lock.LOCK_VARS)} do not render: "
+                                    f"{exc}") from None
+        missing = [n for n in sglang_lock.LOCK_VARS if n not in values]
+        if missing:
+            raise AnsibleActionFail(f"roles/{LOCK_ROLE}'s defaults/main.yml does not define {', '.join(missing)}")
+        problems: list[Problem] = []
+        if boolean(values["sglang_lock"], strict=False):
+            refusal = sglang_lock.lock_refusal(str(version), values["sglang_torch_requirement"], values["sglang_locks_dir"],
+                                               values["sglang_lock_file"], "sglang_lock_file" in own, available_versions())
+            if refusal is not None:
+                problems.append(Problem(*refusal))
+        if key is not None:
+            self._locks[key] = problems
+        return list(problems)
 
     def _defaults_of(self, role: str) -> dict[str, Any]:
         """``role``'s defaults/main.yml as the loader reads it (templates kept, trusted as a role's own), once a pass:

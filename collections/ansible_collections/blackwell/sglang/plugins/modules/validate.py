@@ -82,6 +82,17 @@ options:
         the inventory already.
     type: bool
     default: true
+  check_locks:
+    description:
+      - Refuse a GPU host whose C(sglang_lock) is true (the C(blackwell.sglang.sglang) role's default) when
+        C(sglang_lock_file) is not a hashed lock of its C(sglang_version) (rule C(lock.missing) or C(lock.mismatch)),
+        naming the releases that have a lock in its C(sglang_locks_dir) for its C(sglang_torch_requirement), and the
+        fixes. Each of these variables is the host's own where its inventory sets it, else the role's default
+        (C(role_path) is the role's directory). With C(sglang_lock) false nothing is checked.
+      - The sglang_server role's GPU binding and the bench's candidates turn it off; the run's validate task checked
+        the locks already, and the server role used alone installs nothing from a lock.
+    type: bool
+    default: true
 notes:
   - An action plugin; this module file holds its documentation only.
 extends_documentation_fragment:

@@ -79,19 +79,26 @@ def roles_defaults(search: Iterable[str], roles: Iterable[str] = DEFAULTS_ROLES)
     return out
 
 
-def rendered_defaults(defaults: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+def rendered_defaults(defaults: Mapping[str, Any], names: Iterable[str], variables: Mapping[str, Any] | None = None,
+                      filters: Mapping[str, Callable[..., Any]] | None = None) -> dict[str, Any]:
     """``names`` among ``defaults`` (the roles' defaults files, merged), each template rendered with the roles'
     defaults alone (``sglang_bundle_dir: "{{ bundle_dir | default('/srv/sglang-bundle') }}"``), not with any host's
     variables: what every host is checked against. Plain sandboxed Jinja: no Ansible templating, whose trust rules
     would leave a string read as plain YAML unrendered. A name no role defines is left out; a template that does not
-    render raises jinja2.TemplateError."""
+    render raises jinja2.TemplateError.
+
+    ``variables``: values in place of the defaults of the same names, and those a play provides (a role's
+    ``role_path``), while rendering; ``filters``: the filters the templates use, by the names they use
+    (``blackwell.sglang.sglang_lock_name``)."""
     env = ImmutableSandboxedEnvironment(undefined=StrictUndefined)
+    env.filters.update(filters or {})
+    context = {**defaults, **(variables or {})}
     out: dict[str, Any] = {}
     for name in names:
         if name in defaults:
             value = defaults[name]
             is_template = isinstance(value, str) and ("{{" in value or "{%" in value)
-            out[name] = env.from_string(str(value)).render(dict(defaults)) if is_template else value
+            out[name] = env.from_string(str(value)).render(context) if is_template else value
     return out
 
 
