@@ -82,6 +82,19 @@ def test_promtool_accepts_the_installed_configuration_and_rules() -> None:
     assert json.loads(installed) == json.loads(promcheck.DASHBOARD.read_text(encoding="utf-8"))
 
 
+def test_grafana_provisioning_names_this_prometheus_and_the_dashboards() -> None:
+    """The data source points at this Prometheus (its URL answers the API) and the provider at the dashboard's directory."""
+    sources = yaml.safe_load(sh(GATEWAY, "cat /etc/grafana/provisioning/datasources/sglang.yml"))
+    providers = yaml.safe_load(sh(GATEWAY, "cat /etc/grafana/provisioning/dashboards/sglang.yml"))
+    assert sources["apiVersion"] == 1 and providers["apiVersion"] == 1
+    [source] = sources["datasources"]
+    assert source["type"] == "prometheus" and source["access"] == "proxy" and source["url"] == PROMETHEUS
+    assert json.loads(sh(GATEWAY, f"curl -fsS '{source['url']}/api/v1/query?query=up'"))["status"] == "success"
+    [provider] = providers["providers"]
+    assert provider["type"] == "file"
+    assert "sglang-fleet.json" in sh(GATEWAY, f"ls {provider['options']['path']}").split()
+
+
 def test_every_target_of_the_inventory_is_up() -> None:
     def down() -> list[str]:
         active = api("/api/v1/targets")["data"]["activeTargets"]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The input contract of the whole deployment: the kind of every variable a role or playbook reads, in one place.
 
 Every host, group and role variable is untrusted text. :data:`CONTRACT` declares, for each variable any role of
@@ -910,6 +911,10 @@ CONTRACT: dict[str, Kind] = {
     "sglang_monitoring_grafana_dashboards_dir": _with_type(OPTIONAL_ROLE_PATH, "str"),
     "sglang_monitoring_grafana_dashboard_owner": OWNER,
     "sglang_monitoring_grafana_dashboard_group": OWNER,
+    "sglang_monitoring_grafana_provisioning_dir": _with_type(OPTIONAL_ROLE_PATH, "str"),
+    "sglang_monitoring_grafana_datasource_url": URL,
+    "sglang_monitoring_grafana_service_name": Kind("unit name", "str", UNIT_REF.describe + "; empty for none",
+                                                   _optional(_unit_ref)),
     "sglang_monitoring_start_timeout": SECONDS,
     # sglang_rollout (and its run switches)
     "sglang_rollout_instances": _with_type(DATA, "raw"),
