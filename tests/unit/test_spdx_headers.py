@@ -2,8 +2,9 @@
 """Every Python file of the covered globs names its licence in an SPDX header (issue 33, build item 6).
 
 The header is ``# SPDX-License-Identifier: Apache-2.0`` (galaxy.yml's ``license``), on the first line or, after a
-shebang, the second. Widen COVERED to bring more files under the rule; the plugin directories still to be covered
-(plugins/action, plugins/filter, plugins/plugin_utils) are left out until their headers are added.
+shebang, the second. COVERED holds every plugin directory of the collection (modules, module_utils, doc_fragments,
+callback, lookup, action, filter, plugin_utils with sglang_rules/ and any subpackage: ``**`` globs, so a new file or
+subpackage is covered as it is added), the tools and these tests; widen it to bring more files under the rule.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ COVERED = (
     "collections/ansible_collections/blackwell/sglang/plugins/doc_fragments/*.py",
     "collections/ansible_collections/blackwell/sglang/plugins/callback/*.py",
     "collections/ansible_collections/blackwell/sglang/plugins/lookup/*.py",
+    "collections/ansible_collections/blackwell/sglang/plugins/action/**/*.py",
+    "collections/ansible_collections/blackwell/sglang/plugins/filter/**/*.py",
+    "collections/ansible_collections/blackwell/sglang/plugins/plugin_utils/**/*.py",
     "tools/*.py",
     "tests/unit/test_spdx_headers.py",
     "tests/unit/test_release.py",
@@ -40,6 +44,8 @@ def test_the_header_names_the_collections_licence() -> None:
 
 def test_the_globs_cover_files() -> None:
     assert len(covered()) > 20, covered()
+    # The recursive globs reach the plugins' subpackages (plugin_utils/sglang_rules/).
+    assert any("/plugin_utils/sglang_rules/" in name for name in covered()), covered()
 
 
 @pytest.mark.parametrize("name", covered())

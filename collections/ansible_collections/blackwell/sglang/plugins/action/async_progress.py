@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Action plugin: wait for an asynchronous job (``async``, ``poll: 0``), printing its progress while it runs.
 
 Documented by ``plugins/modules/async_progress.py``, which also holds the host side of each poll (it waits on the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Action plugin: a role's own variables against the input contract, at the role's entry, before anything changes.
 
 Documented by the docs-only module ``plugins/modules/check_inputs.py``, where ansible-doc and ansible-test read it.

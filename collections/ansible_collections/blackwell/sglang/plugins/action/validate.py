@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Action plugin: validate the SGLang launch configuration of many hosts in one pass.
 
 Documented by the docs-only module ``plugins/modules/validate.py``, where ansible-doc and ansible-test read it.

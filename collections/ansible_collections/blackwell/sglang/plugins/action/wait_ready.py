@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Action plugin: wait for an SGLang server to become healthy, printing progress while it loads.
 
 Documented by the docs-only module ``plugins/modules/wait_ready.py``, where ansible-doc and ansible-test read it.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Filters of roles/sglang_bench: the speculative-decoding candidates of a benchmark run, and its table."""
 
 from __future__ import annotations

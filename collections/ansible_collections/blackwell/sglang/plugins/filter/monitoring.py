@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Filters of the monitoring roles: Prometheus scrape configurations generated from the inventory."""
 
 from __future__ import annotations

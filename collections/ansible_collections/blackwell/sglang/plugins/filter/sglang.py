@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Filters that turn validated host variables into what the systemd unit renders."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The input contract over the whole deployment: every host of every group, before any host changes.
 
 The validate action plans the GPU hosts (sglang_hostplan); this module checks what the planner does not read:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Weights once per fleet: which host stages each (model, revision) from the Hub and who copies it from whom.
 
 Pure functions, no Ansible import: the filter ``blackwell.sglang.model_fanout_plan`` and the unit tests

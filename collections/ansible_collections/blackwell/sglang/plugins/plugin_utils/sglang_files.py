@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The files of one SGLang instance, rendered from its launch plan: the one rendering function.
 
 :func:`server_files` turns an instance's plan (``sglang_hostplan.Instance.full``) and the server role's settings

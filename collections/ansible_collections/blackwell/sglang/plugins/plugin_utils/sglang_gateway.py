@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The gateway's input contract: what roles/sglang_router and the GPU hosts it fronts may hand the router.
 
 The router (sglang-router, the SGLang Model Gateway) runs from a unit the role renders and starts with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The launch plans of one inventory host, computed on the controller the same way everywhere.
 
 A host runs one SGLang instance (the shorthand: ``sglang_model_path``, ``sglang_args``, ``sglang_env`` ...)

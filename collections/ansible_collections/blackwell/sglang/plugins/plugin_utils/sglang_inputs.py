@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The input contract: what host and role variables may hold before they reach a file, a path or argv.
 
 Every host or role variable is untrusted text.  A value either round-trips exactly into the unit,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Names of the hashed locks of SGLang's virtualenv (``uv pip compile --universal --generate-hashes``).
 
 One lock per SGLang release and torch variant: ``sglang-<version>-<variant>.txt``, where the variant is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the validation rules need to know about a model, without downloading it.
 
 A small table of well-known checkpoints (the reference model and a few common

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Multi-node SGLang instances declared by inventory groups, and rollout units built from them.
 
 One SGLang instance may span several hosts (``--nnodes``, ``--node-rank``, ``--dist-init-addr``).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """render_dir: the directory ``playbooks/validate.yml -e render_dir=DIR`` writes each host's files into, safely.
 
 The validate action renders every host's unit, environment file and ``--config`` YAML (secrets replaced by a marker)

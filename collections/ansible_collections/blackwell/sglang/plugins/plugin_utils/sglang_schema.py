@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The command-line schema of a pinned SGLang release.
 
 The schema files under ``schemas/`` are generated from the real SGLang wheel by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What changed in SGLang's command line between releases, derived from the committed schemas.
 
 Consecutive schemas (``schemas/sglang-<version>.json``) are compared argument by argument (by dest): arguments

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Validate one host's SGLang launch configuration and build its launch plan.
 
 Entry point: :func:`validate_host`.  It takes a host's variables exactly as the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The cross-field and hardware rules the validator applies, one module per area.
 
 Each rule is a function of a validation context (see ``sglang_validate.Context``) and of a :class:`Report` bound

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Attention backends: the architecture profile's attention checks, tokenspeed_mla, FP4 KV caches and linear attention.
 """
 

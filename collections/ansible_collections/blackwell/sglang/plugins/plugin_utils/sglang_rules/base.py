@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Argument accessors and constants every rule module shares: typed reads of the context's args (as SGLang
 reads them), SGLang's environment-switch truthiness, and the SGLang files the rules cite by line.
 """

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The host's gathered GPU facts: the weights against the GPUs' memory, and the links between the instance's GPUs.
 """
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Hierarchical KV cache (HiCache) and its storage backends.
 """
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """KV cache and memory: KV cache dtypes and their backends, chunked prefill against the page size, unified
 memory and the mamba radix cache.
 """

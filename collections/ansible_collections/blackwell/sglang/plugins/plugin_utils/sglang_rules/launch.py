@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Further launch checks of SGLang on the arguments alone: minimums, refused pairs, CUDA-graph buckets and
 feature combinations (tests/catalog/mapping-*.yml maps each to its rule).
 

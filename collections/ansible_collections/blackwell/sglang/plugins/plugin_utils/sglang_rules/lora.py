@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """LoRA serving: the adapters' arguments, LoRA with speculative decoding, and LoRA MoE runners.
 """
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Numeric sanity SGLang does not check at argument time, the context length, the model table and the
 checkpoint's quantization.
 """

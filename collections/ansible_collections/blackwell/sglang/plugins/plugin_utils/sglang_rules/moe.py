@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Mixture of experts: the runners and all-to-all backends per architecture and SGLang's MoE launch checks.
 """
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Parallelism: the sizes against the declared hardware and the multi-node layout, and SGLang's parallel_hook checks.
 """
 

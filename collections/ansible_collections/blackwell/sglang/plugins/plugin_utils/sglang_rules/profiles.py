@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Hardware profiles: what each compute capability runs.
 
 One profile per GPU architecture SGLang 0.5.23 tells apart (get_platform().is_sm90 / is_sm100 / is_sm110 /

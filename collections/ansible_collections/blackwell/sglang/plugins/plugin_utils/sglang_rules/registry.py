@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The rule registry: every rule is a function registered with its data, which the validator runs in order.
 
 A rule declares, on its decorator, what is data rather than code:

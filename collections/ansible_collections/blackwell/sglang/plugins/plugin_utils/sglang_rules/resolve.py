@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SGLang's own default resolution: what SGLang picks where the host sets nothing.
 
 The default attention backends, page size, chunked-prefill size, MoE runner and all-to-all backends, the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Deprecated and renamed flags, applied first: SGLang still honours deprecated flags and aliases by translating
 them, and the later rules check the translated values.
 """

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Serving and security: TLS, HTTP and gRPC serving, JSON arguments, watermarking and an unauthenticated listener.
 """
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Speculative decoding: the EAGLE triple, the algorithms, their backends, pipeline parallelism and the argument
 checks of speculative_hook.py.
 """
