@@ -285,6 +285,81 @@ def started(container: str) -> tuple[int, int]:
     return main_pid(container), int(sh(container, f"systemctl show -p ExecMainStartTimestampMonotonic --value {SERVICE}"))
 
 
+# --- deploy.yml --check --diff on the gateway: reports, changes nothing ----------------------------
+
+
+ROUTER_UNIT = "/etc/systemd/system/sglang-router.service"
+
+
+def check_deploy(inventory: Path, tmp_path: Path, limit: str, **extravars: Any) -> ansible_runner.Runner:
+    """deploy.yml --check --diff on ``limit`` (offline: check mode installs and downloads nothing)."""
+    private = tmp_path / f"runner-check-{time.monotonic_ns()}"
+    private.mkdir()
+    return ansible_runner.run(
+        private_data_dir=str(private), project_dir=str(REPO), playbook=str(REPO / "playbooks" / "deploy.yml"),
+        inventory=str(inventory), limit=limit, skip_tags="driver,cuda", cmdline="--check --diff",
+        extravars=extravars or None,
+        envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"},
+        quiet=True)
+
+
+def gateway_state(container: str) -> str:
+    """The router's files (names, modes, times, checksums), its account, its unit and its process."""
+    return sh(container, "ls -laR --time-style=+%s /opt/sglang-router /etc/sglang-router 2>&1;"
+                         f" sha256sum {ROUTER_UNIT} /etc/sglang-router/* 2>&1; getent passwd sglang-router;"
+                         " getent group sglang-router; systemctl show -p LoadState,UnitFileState,MainPID,"
+                         "ExecMainStartTimestampMonotonic sglang-router.service; ps -eo pid=,comm= | grep sglang::router",
+              check=False)
+
+
+def changed_tasks(runner: ansible_runner.Runner, host: str) -> dict[str, Any]:
+    """The tasks check mode reports as changes on ``host``: task name -> result."""
+    return {e["event_data"]["task"]: e["event_data"]["res"] for e in runner.events
+            if e.get("event") == "runner_on_ok" and e["event_data"].get("host") == host
+            and e["event_data"]["res"].get("changed")}
+
+
+def test_check_mode_on_a_new_gateway_and_a_router_upgrade_reports_them_and_changes_nothing(router: str, tmp_path: Path) -> None:
+    """deploy.yml --check --diff on two gateways in one run: the spare added as a second gateway (never converged: no
+    router account, virtualenv, files, unit nor router wheelhouse), and the running gateway with a new
+    sglang_router_version (0.3.3: not in the offline router wheelhouse, and check mode must not need it). rc 0; each
+    reports its changes (the first install; the new virtualenv, unit and restart); neither host changes."""
+    inventory = make_inventory(tmp_path / "gateways", GPUS)
+    hosts = json.loads((inventory / "hosts.yml").read_text())
+    hosts["all"]["children"]["sglang_routers"]["hosts"] = {GATEWAY: {"sglang_router_version": "0.3.3"}, SPARE: {}}
+    (inventory / "hosts.yml").write_text(json.dumps(hosts))
+    absent = (f"test ! -e /opt/sglang-router && test ! -e /etc/sglang-router && test ! -e {ROUTER_UNIT}"
+              " && ! getent passwd sglang-router && ! getent group sglang-router && ! ps -eo comm= | grep -q sglang::router")
+    sh(SPARE, absent)  # a fresh gateway
+    before = {h: gateway_state(h) for h in (SPARE, GATEWAY)}
+    workers = healthy_workers(router)
+    runner = check_deploy(inventory, tmp_path, limit=f"{SPARE},{GATEWAY}")
+    assert runner.rc == 0, final_failure(runner)
+    assert runner.stats["changed"].get(SPARE, 0) > 0 and runner.stats["changed"].get(GATEWAY, 0) > 0, runner.stats
+    hosts_run = {e["event_data"].get("host") for e in runner.events if e.get("event") in ("runner_on_ok", "runner_on_failed")}
+    assert hosts_run <= {SPARE, GATEWAY}, hosts_run
+
+    fresh = changed_tasks(runner, SPARE)
+    for task in ("Create the router's user", "Install sglang-router into its versioned virtualenv",
+                 "Write the worker list the router starts with", "Install the router's unit"):
+        assert task in fresh, (task, sorted(fresh))
+    assert any("ExecStart=/opt/sglang-router/0.3.2/" in d.get("after", "") and not d.get("before")
+               for d in fresh["Install the router's unit"]["diff"]), fresh["Install the router's unit"]
+    sh(SPARE, absent)
+
+    upgrade = changed_tasks(runner, GATEWAY)
+    for task in ("Install sglang-router into its versioned virtualenv", "Install the router's unit",
+                 "Restart the SGLang router"):
+        assert task in upgrade, (task, sorted(upgrade))
+    assert any("/opt/sglang-router/0.3.3/" in d.get("after", "") and "/opt/sglang-router/0.3.2/" in d.get("before", "")
+               for d in upgrade["Install the router's unit"]["diff"]), upgrade["Install the router's unit"]
+    assert sh(GATEWAY, "test -e /opt/sglang-router/0.3.3 && echo yes || echo no") == "no"
+
+    assert {h: gateway_state(h) for h in (SPARE, GATEWAY)} == before
+    assert healthy_workers(router) == workers
+
+
 def test_restart_restarts_every_host_one_at_a_time(router: str, fleet: Path, tmp_path: Path) -> None:
     # restart.yml's default: canary, then batches of 25% (one host of four), each drained from the router first.
     before = {h: main_pid(h) for h in GPUS}
