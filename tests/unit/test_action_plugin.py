@@ -89,7 +89,11 @@ def run_action(hostvars: dict[str, Any], args: dict[str, Any] | None = None, pla
         result = action.run(task_vars=task_vars)
     finally:
         validate_plugin.display.display = original  # type: ignore[method-assign]
-    result["_shown"] = shown
+    # A passing run's one-line summary is printed after the report (if any): kept apart from the report.
+    summary = [line for line in shown if line.startswith("validate: ")]
+    assert summary in ([], [f"validate: {result['msg']}"]) and (not summary or not result["invalid_hosts"])
+    result["_shown"] = [line for line in shown if not line.startswith("validate: ")]
+    result["_summary"] = summary
     return result
 
 
@@ -210,6 +214,7 @@ def test_warnings_do_not_fail_but_are_reported() -> None:
     result = run_action({"gpu-01": ref_host(), "gpu-02": warned})
     assert not result.get("failed") and result["invalid_hosts"] == []
     assert result["msg"].startswith("2 of 2 host(s) valid, 1 warning(s), each host's own sglang_spec")
+    assert result["_summary"] == ["validate: " + result["msg"]]  # printed: the default callback hides an ok msg
     (block,) = blocks(result)
     assert block.startswith("gpu-02: 0 error(s), 1 warning(s)") and "[spec.topk1_draft]" in block
     assert [w["rule"] for w in result["hosts"]["gpu-02"]["warnings"]] == ["spec.topk1_draft"]

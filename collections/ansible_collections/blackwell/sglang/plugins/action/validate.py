@@ -241,6 +241,8 @@ class ActionModule(ActionBase):
             # callback outside the project's ansible.cfg, and twice when the task fails. On stderr: a machine-readable
             # callback's stdout (json, yaml) stays what it was; the report is also the result's "report".
             display.display(report, color="bright red" if invalid else "bright purple", stderr=True)
+        if show and not invalid:  # a passing run says so in one line too (the default callback hides an ok task's msg)
+            display.display(f"validate: {result['msg']}", color="green", stderr=True)
         if not args["fail_on_error"]:
             if show and invalid:
                 result["msg"] += " (report above)"
