@@ -413,8 +413,8 @@ def gateway_problems(values: Mapping[str, Any], workers: Mapping[str, Any] | Non
     ``strict``: raise, listing the problems, instead of returning them (a template that must not render).
     Usage: ``__sglang_router_inputs | blackwell.sglang.gateway_problems(__sglang_router_workers)``.
     """
-    found = _gateway.gateway_problems(values, workers or {}, roles_defaults_of(_gateway.GATEWAY_DEFAULTS_READ,
-                                                                              "gateway_problems")) if values else []
+    found = (_gateway.gateway_problems(values, workers or {}, roles_defaults_of(_gateway.GATEWAY_DEFAULTS_READ, "gateway_problems"))
+             if values else [])
     if not values and workers:
         found += [p for host in workers for p in _gateway.worker_problems(str(host), workers[host] or {})]
     found += _gateway.url_problems(urls or {})

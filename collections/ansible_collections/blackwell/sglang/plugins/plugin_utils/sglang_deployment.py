@@ -167,8 +167,8 @@ def contract_problems(host: str, raw: Mapping[str, Any], read: Callable[[str], A
     known = contract.role_defaults(defaults, contract.CONTEXT_DEFAULTS, "contract_problems")
     present = set(raw) - set(skip)  # names only: a Mapping's "in" would read (template) the value
     values, problems = _read([n for n in contract.CONTRACT if n in present], read)
-    context = contract.context_of({k: v for k, v in values.items() if k in (contract.SERVICE_ROOTS_VAR,
-                                                                          contract.MODELS_DIR_VAR)}, known)
+    roots = (contract.SERVICE_ROOTS_VAR, contract.MODELS_DIR_VAR)
+    context = contract.context_of({k: v for k, v in values.items() if k in roots}, known)
     for finding in contract.check(values, context=context):
         problems.append(Problem("input.contract", finding.variable, finding.value,
                                 f"{host}: {finding.message()}", finding.fix()))

@@ -699,8 +699,9 @@ def _crash_problem(host: str, raw: dict[str, Any] | None, spec: str | None, exc:
                 elif name == INSTANCES_VAR and isinstance(value, (list, tuple)):
                     for i, entry in enumerate(value):
                         if isinstance(entry, Mapping):
-                            subs += [(f"{name}[{i}].{k}", {**raw, name: [*value[:i], {a: b for a, b in entry.items() if a != k},
-                                                                          *value[i + 1:]]}) for k in entry if k != "name"]
+                            subs += [(f"{name}[{i}].{k}",
+                                      {**raw, name: [*value[:i], {a: b for a, b in entry.items() if a != k}, *value[i + 1:]]})
+                                     for k in entry if k != "name"]
                 for sub, without in subs:
                     if not _crashes(host, without, spec, fallbacks):
                         variable = sub

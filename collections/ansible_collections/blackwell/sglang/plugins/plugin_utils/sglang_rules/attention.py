@@ -87,11 +87,9 @@ def _trtllm_in(ctx: Context, dests: tuple[str, ...]) -> bool:
 @rule("arch.attention",
       ids=("{family}.mm_attention", "{family}.trtllm_mha_kv", "{family}.trtllm_mha_cp", "{family}.linear_attention",
            "{family}.kv_cache", "{family}.attention", "{family}.hybrid_attention",),
-      sources=(
-    "sglang/srt/arg_groups/attention_hook.py:218",
-    "sglang/srt/arg_groups/attention_hook.py:226-236",
-    "sglang/srt/layers/attention/attention_registry.py:462-476",
-))
+      sources=("sglang/srt/arg_groups/attention_hook.py:218",
+               "sglang/srt/arg_groups/attention_hook.py:226-236",
+               "sglang/srt/layers/attention/attention_registry.py:462-476"))
 def _arch_attention(ctx: Context, report: Report) -> None:
     profile = arch_profile(ctx)
     if profile is None:

@@ -25,12 +25,10 @@ if TYPE_CHECKING:  # pragma: no cover
       ids=("numeric.context_length", "numeric.mem_fraction_static", "numeric.page_size", "numeric.chunked_prefill_size",
            "numeric.served_model_name", "numeric.grpc_port", "numeric.max_running_requests", "numeric.cuda_graph_max_bs_decode",
            "numeric.cuda_graph_max_bs_prefill",),
-      sources=(
-    "sglang/srt/arg_groups/validation_hook.py:244",
-    "sglang/srt/arg_groups/validation_hook.py:215",
-    "sglang/srt/arg_groups/validation_hook.py:360",
-    "sglang/srt/managers/tp_worker.py:420",
-))
+      sources=("sglang/srt/arg_groups/validation_hook.py:244",
+               "sglang/srt/arg_groups/validation_hook.py:215",
+               "sglang/srt/arg_groups/validation_hook.py:360",
+               "sglang/srt/managers/tp_worker.py:420"))
 def _numeric(ctx: Context, report: Report) -> None:
     mem = ctx.args.get("mem_fraction_static")
     if mem is not None and not 0 < mem < 1:

@@ -25,13 +25,11 @@ if TYPE_CHECKING:  # pragma: no cover
 @rule("parallel",
       ids=("parallel.nnodes", "parallel.dp_multinode", "parallel.dp_attn_dp", "parallel.tp_attn_dp", "parallel.gpu_ids",
            "parallel.gpus", "parallel.size", "parallel.dist_init_addr", "parallel.node_rank",),
-      sources=(
-    "sglang/srt/arg_groups/validation_hook.py:179",
-    "sglang/srt/arg_groups/validation_hook.py:199",
-    "sglang/srt/arg_groups/parallel_hook.py:288",
-    "sglang/srt/arg_groups/parallel_hook.py:326",
-    "sglang/srt/arg_groups/validation_hook.py:204",
-))
+      sources=("sglang/srt/arg_groups/validation_hook.py:179",
+               "sglang/srt/arg_groups/validation_hook.py:199",
+               "sglang/srt/arg_groups/parallel_hook.py:288",
+               "sglang/srt/arg_groups/parallel_hook.py:326",
+               "sglang/srt/arg_groups/validation_hook.py:204"))
 def _parallel(ctx: Context, report: Report) -> None:
     tp, pp, dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "dp_size", 1)
     attn_dp, nnodes, rank = _int(ctx, "attn_dp_size", 1), _int(ctx, "nnodes", 1), _int(ctx, "node_rank", 0)
