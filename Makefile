@@ -14,7 +14,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release conformance-all simhost wheelhouse provision-fixtures molecule molecule-extended test demo demo-down schema catalog bench dist ee ee-image fuzz-sglang changelog release sanity clean
+.PHONY: help venv deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release conformance-all simhost wheelhouse provision-fixtures molecule molecule-extended test demo demo-down schema catalog bench dist ee ee-image fuzz-sglang changelog release sanity sanity-venv clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -55,7 +55,7 @@ lock: venv ## Compile the hashed lock of SGLANG_VERSION and roles/sglang's torch
 conformance-venv: ## Create .venv-conformance with the real SGLang and a CPU-capable torch
 	tests/conformance/setup-venv.sh
 
-deps: venv wheel wheels conformance-venv ## Everything the tests need besides Docker
+deps: venv wheel wheels conformance-venv sanity-venv ## Everything the tests need besides Docker
 
 lint: venv wheel ## The pre-commit hooks on every file: yamllint, ansible-lint (production profile), ruff, shellcheck, schema/catalog freshness
 	$(BIN)/pre-commit run --all-files --show-diff-on-failure
@@ -110,8 +110,8 @@ molecule-extended: venv simhost wheelhouse provision-fixtures ## Every molecule 
 # make lint's hooks, then the pytest tiers, run beside the molecule lanes (tests/molecule_lanes.py --lint --pytest):
 # alone, they leave about half of the 2-core machine idle.
 PYTEST_TIERS := tests/unit tests/integration tests/conformance
-test: deps simhost wheelhouse provision-fixtures ee-image ## Everything CI runs: lint, unit, playbook, simulated-host, conformance and molecule tests, side by side
-	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS) --lint --pytest $(PYTEST_TIERS)
+test: deps simhost wheelhouse provision-fixtures ee-image ## Everything CI runs: lint, ansible-test sanity, unit, playbook, simulated-host, conformance and molecule tests, side by side
+	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS) --lint --sanity --pytest $(PYTEST_TIERS)
 
 demo: venv simhost wheelhouse provision-fixtures ## Deploy to a local simulated Blackwell host, then restart with spec=auto
 	tests/fixtures/simhost/demo.sh
@@ -159,6 +159,8 @@ $(SANITY_VENV)/.stamp: requirements.txt
 	$(PYTHON) -m venv $(SANITY_VENV)
 	$(SANITY_VENV)/bin/pip install --quiet "$$(grep '^ansible-core==' requirements.txt)"
 	touch $@
+
+sanity-venv: $(SANITY_VENV)/.stamp ## The virtualenv of make sanity (.venv-sanity: ansible-core at requirements.txt's pin)
 
 sanity: $(SANITY_VENV)/.stamp dist ## ansible-test sanity (every test but pslint and shellcheck) on the collection tarball
 	test -f $(SANITY_GET_PIP) || install -D -m 0644 tools/ansible_test_get_pip.py $(SANITY_GET_PIP)

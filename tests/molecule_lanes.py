@@ -8,7 +8,8 @@ modules in the containers: 93-99 % busy, sampled from /proc/stat), so more molec
 pytest alone, though, leaves about half the machine idle (one process for most of its 21 minutes, 51 % busy during
 the conformance tier): with ``--pytest PATH ...`` it runs beside the molecule lanes (its output in
 ``LOGS/pytest.log``) instead of before them, and the two share both cores; ``--lint`` runs ``make lint``'s hooks in
-that lane first (``LOGS/lint.log``).
+that lane first (``LOGS/lint.log``), ``--sanity`` then ``make sanity`` (``LOGS/sanity.log``, a few minutes, mostly
+ansible-test installing its test requirements).
 
 Scenarios go to the lanes longest first (the measured minutes below; an unlisted scenario counts as
 ``DEFAULT_MINUTES``), each to the lane with the least work so far. Each scenario's output goes to
@@ -17,7 +18,7 @@ each failed log are printed at the end, and the exit status is 1 when any failed
 BSA_MOLECULE_EXTENDED=1: the verify cases marked ``extended`` run too (molecule/conftest.py).
 
     python tests/molecule_lanes.py [SCENARIO ...] [--jobs 2] [--logs build/molecule-logs] [--extended] [--lint]
-                                   [--pytest PATH ...]
+                                   [--sanity] [--pytest PATH ...]
 
 ``--pytest`` takes every word after it: name the scenarios before it.
 """
@@ -94,7 +95,7 @@ def run_one(name: str, argv: list[str], log: Path, env: dict[str, str], results:
 
 
 def run_side(commands: list[tuple[str, list[str]]], logs: Path, results: list[Result], lock: threading.Lock) -> None:
-    """The lane beside the molecule lanes: lint, then pytest (each runs whatever the one before it did)."""
+    """The lane beside the molecule lanes: lint, sanity, then pytest (each runs whatever the one before it did)."""
     for name, argv in commands:
         run_one(name, argv, logs / f"{name}.log", ENV, results, lock, side=True)
 
@@ -115,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lint", action="store_true",
                         help="also run `pre-commit run --all-files` (make lint) beside the lanes, before pytest, its "
                              "output in LOGS/lint.log")
+    parser.add_argument("--sanity", action="store_true",
+                        help="also run `make sanity` (ansible-test sanity on the collection tarball) beside the lanes, "
+                             "after lint and before pytest, its output in LOGS/sanity.log")
     parser.add_argument("--pytest", nargs="+", metavar="PATH", default=[],
                         help="also run `pytest -q PATH ...` beside the lanes, its output in LOGS/pytest.log (every word "
                              "after it is a PATH: name scenarios before it)")
@@ -136,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     side: list[tuple[str, list[str]]] = []
     if args.lint:
         side.append(("lint", [str(BIN / "pre-commit"), "run", "--all-files", "--show-diff-on-failure"]))
+    if args.sanity:
+        side.append(("sanity", [os.environ.get("MAKE", "make"), "--no-print-directory", "sanity"]))
     if args.pytest:
         side.append(("pytest", [str(BIN / "pytest"), "-q", *args.pytest]))
     if side:

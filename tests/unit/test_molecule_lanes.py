@@ -75,7 +75,7 @@ def test_a_lane_command_records_its_result_and_log(tmp_path: Path) -> None:
     assert (result.scenario, result.rc) == ("pytest", 3) and (tmp_path / "p.log").read_text() == "out\n"
 
 
-def test_lint_then_pytest_run_in_the_side_lane(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_lint_sanity_then_pytest_run_in_the_side_lane(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     ran: list[tuple[str, list[str]]] = []
 
@@ -87,9 +87,10 @@ def test_lint_then_pytest_run_in_the_side_lane(tmp_path: Path, monkeypatch: pyte
 
     monkeypatch.setattr(molecule_lanes, "run_one", fake)
     monkeypatch.setattr(molecule_lanes, "lanes", lambda names, jobs: [])  # no molecule scenario
-    rc = molecule_lanes.main(["--logs", str(tmp_path), "--lint", "--pytest", "tests/unit", "tests/conformance"])
-    assert [name for name, _ in ran] == ["lint", "pytest"]
+    rc = molecule_lanes.main(["--logs", str(tmp_path), "--lint", "--sanity", "--pytest", "tests/unit", "tests/conformance"])
+    assert [name for name, _ in ran] == ["lint", "sanity", "pytest"]
+    assert dict(ran)["sanity"][-1] == "sanity"
     assert ran[0][1][1:] == ["run", "--all-files", "--show-diff-on-failure"] and Path(ran[0][1][0]).name == "pre-commit"
-    assert ran[1][1][1:] == ["-q", "tests/unit", "tests/conformance"]
+    assert ran[2][1][1:] == ["-q", "tests/unit", "tests/conformance"]
     out = capsys.readouterr().out
     assert rc == 1 and "===== lint failed: last 1 lines of its log =====" in out and "lint output" in out
