@@ -325,7 +325,7 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "inventory" / "sample"
 
 
-INTERNALS = ["__sglang_validation", "__sglang_server_render_only", "__nvidia_gpu_facts_fresh", "__rollout_canary_hosts",
+INTERNALS = ["__sglang_validation", "__sglang_server_render_only", "nvidia_gpu_facts_fresh", "__rollout_canary_hosts",
              "__sglang_server_plans"]
 
 
@@ -370,15 +370,17 @@ def test_what_the_run_itself_sets_is_not_refused(tmp_path: Path) -> None:
     inv = inventory_copy(tmp_path)
     book = tmp_path / "book.yml"
     book.write_text(json.dumps([{"hosts": "sglang_servers", "gather_facts": False, "tasks": [
-        {"ansible.builtin.set_fact": {"__nvidia_gpu_facts_fresh": True, "sglang_server_plan": {"instances": []}}},
+        {"ansible.builtin.set_fact": {"nvidia_gpu_facts_fresh": True, "sglang_common_restart_pending": False,
+                                      "sglang_server_plan": {"instances": []}}},
         {"blackwell.sglang.validate": {}}]}]))
     proc = playbook(tmp_path, inv, book)
     assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "input.unknown" not in proc.stdout + proc.stderr  # the run's published facts are no typos either
     # The same name from the inventory is refused (the inventory is read again through public interfaces).
     (inv / "group_vars" / "sglang_servers.yml").write_text(
-        (inv / "group_vars" / "sglang_servers.yml").read_text() + "\n__nvidia_gpu_facts_fresh: true\n")
+        (inv / "group_vars" / "sglang_servers.yml").read_text() + "\nnvidia_gpu_facts_fresh: true\n")
     proc = playbook(tmp_path, inv, book)
-    assert proc.returncode != 0 and "__nvidia_gpu_facts_fresh" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-2000:]
+    assert proc.returncode != 0 and "nvidia_gpu_facts_fresh" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-2000:]
 
 
 # --- (12) render_dir: a new or project-marked directory, no symbolic link followed, host names checked -----------

@@ -189,7 +189,7 @@ class ActionModule(ActionBase):
             checked = deployment.contract_problems(host, raw, view.__getitem__, skip, self._pass_defaults())
             if args["check_internals"]:
                 checked += [internal_problem(n, "the inventory") for n in hostvars.inventory_internals(host)]
-            unknown = deployment.unknown_problems(raw, HOST_VARS)
+            unknown = deployment.unknown_problems(raw, (*HOST_VARS, *PUBLISHED))  # the run's own facts are known
             if gateway:
                 checked += deployment.gateway_problems(host, raw, view.__getitem__, hostvars, groups, self._pass_defaults())
             if not planned:

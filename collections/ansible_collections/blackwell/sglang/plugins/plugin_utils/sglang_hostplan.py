@@ -305,9 +305,10 @@ class _RawHostVars(Mapping):
 
 # The roles' internal variables: set by the roles and playbooks themselves, never by an inventory or -e.
 INTERNAL_PREFIXES = ("__sglang", "__nvidia", "__rollout")
-# Facts the run publishes for the roles (playbooks/validate.yml; roles/sglang_server binds it to the GPUs): never an
+# Facts the run publishes for the roles (playbooks/validate.yml; roles/sglang_server binds it to the GPUs; roles/sglang_common
+# marks a restart; roles/nvidia_driver, gpu_health and sglang_server mark the GPU facts gathered in this run): never an
 # inventory's or -e's to set, like the internals.
-PUBLISHED = ("sglang_server_plan", "sglang_common_restart_pending")
+PUBLISHED = ("sglang_server_plan", "sglang_common_restart_pending", "nvidia_gpu_facts_fresh")
 
 
 def internal_problem(variable: str, source: str) -> Problem:
