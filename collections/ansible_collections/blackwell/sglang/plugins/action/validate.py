@@ -12,7 +12,7 @@ import json
 import multiprocessing
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -109,6 +109,18 @@ def _spec_words(spec: Any) -> str:
     if isinstance(spec, Mapping):
         return "spec=explicit " + json.dumps(dict(spec), sort_keys=True, default=str)
     return f"spec={spec}" if spec not in (None, "") else "each host's own sglang_spec"
+
+
+def _memo(cache: dict[str, Any], inputs: Any, compute: Callable[[], Any]) -> Any:
+    """``compute()``, kept in ``cache`` under the JSON of ``inputs`` for a pass: hosts with equal inputs share one
+    result. Inputs that are not JSON (a value of an odd type) are computed each time. Callers copy what they return."""
+    try:
+        key = json.dumps(inputs, sort_keys=True)
+    except (TypeError, ValueError):
+        return compute()
+    if key not in cache:
+        cache[key] = compute()
+    return cache[key]
 
 
 class ActionModule(ActionBase):
@@ -293,14 +305,12 @@ class ActionModule(ActionBase):
                     return []
         defaults = self._role_defaults_files()
         version = outcome.version or own.get("sglang_version", defaults.get("sglang_version"))
-        try:
-            key = json.dumps([version, own], sort_keys=True)
-        except (TypeError, ValueError):
-            key = None
         if self._locks is None:
             self._locks = {}
-        if key is not None and key in self._locks:
-            return list(self._locks[key])
+        return list(_memo(self._locks, [version, own], lambda: self._lock_check(defaults, version, own)))
+
+    def _lock_check(self, defaults: Mapping[str, Any], version: Any, own: dict[str, Any]) -> list[Problem]:
+        """_lock_problems' check of one set of the host's own values (``own``) for SGLang ``version``."""
         values = {**own, "sglang_version": version, "role_path": self._role_dir(LOCK_ROLE)}
         try:
             for name in sglang_lock.LOCK_VARS:  # in order: each default may use those before it
@@ -318,9 +328,7 @@ class ActionModule(ActionBase):
                                                values["sglang_lock_file"], "sglang_lock_file" in own, available_versions())
             if refusal is not None:
                 problems.append(Problem(*refusal))
-        if key is not None:
-            self._locks[key] = problems
-        return list(problems)
+        return problems
 
     def _defaults_of(self, role: str) -> dict[str, Any]:
         """``role``'s defaults/main.yml as the loader reads it (templates kept, trusted as a role's own), once a pass:
@@ -380,19 +388,14 @@ class ActionModule(ActionBase):
         if not wanted:
             return {}
         read = sorted(n for n in raw if n.startswith(_DEFAULTS_READ))
-        try:
-            key = json.dumps([wanted, {n: raw[n] for n in read}], sort_keys=True)
-        except (TypeError, ValueError):
-            key = None
+
+        def resolve() -> dict[str, Any]:
+            templar = self._templar.copy_with_new_env(available_variables={**defaults, **raw})
+            return {n: templar.template(defaults[n]) for n in wanted}
+
         if self._resolved is None:
             self._resolved = {}
-        if key is not None and key in self._resolved:
-            return dict(self._resolved[key])
-        templar = self._templar.copy_with_new_env(available_variables={**defaults, **raw})
-        resolved = {n: templar.template(defaults[n]) for n in wanted}
-        if key is not None:
-            self._resolved[key] = resolved
-        return dict(resolved)
+        return dict(_memo(self._resolved, [wanted, {n: raw[n] for n in read}], resolve))
 
     def _render(self, args: dict[str, Any], hostvars: HostVarsCache, plans: dict[str, HostPlan]) -> dict[str, Any]:
         """Write render_dir/<host>/ with each instance's unit, environment file and --config YAML (secrets replaced by
