@@ -23,7 +23,7 @@ one per module run with pipelining; a template or copy sends a stat first, a pol
 Each run's PLAY RECAP is checked against the callback's counts. The wall times are reported beside the
 counts, never compared with a fixed figure except the issue's 5 s.
 
-Usage: bench/task_counts.py [--runs 3] [--fleet 2] [--load 5] [--drain 1] [--keep] [--json FILE]
+Usage: bench/task_counts.py [--runs 3] [--fleet 2] [--host NAME] [--load 5] [--drain 1] [--keep] [--json FILE]
 Needs: make venv simhost wheelhouse provision-fixtures (`make bench-counts` does it).
 """
 
@@ -167,6 +167,12 @@ def by_hand() -> float:
     return time.monotonic() - start
 
 
+def set_host(name: str) -> None:
+    """Name the bench's container (and the prefix of its fleet's)."""
+    global HOST
+    HOST = name
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="timed restarts of each kind (restart.yml, by hand)")
@@ -175,7 +181,9 @@ def main() -> int:
     parser.add_argument("--drain", type=float, default=1.0, help="the stand-in's drain seconds")
     parser.add_argument("--keep", action="store_true", help="leave the containers, logs and counts in place")
     parser.add_argument("--json", type=Path, help="write every figure and list to this file as JSON")
+    parser.add_argument("--host", default=HOST, help=f"the simulated host's container name (default {HOST}): two runs side by side need two")
     args = parser.parse_args()
+    set_host(args.host)
     restart_overhead.HOST = HOST  # its dexec() and inventory() act on this host
     hosts = [HOST] + [f"{HOST}-{i}" for i in range(2, args.fleet + 1)]
     tmp = Path(tempfile.mkdtemp(prefix="bsa-bench-counts."))
