@@ -181,7 +181,7 @@ def main() -> int:
     parser.add_argument("--drain", type=float, default=1.0, help="the stand-in's drain seconds")
     parser.add_argument("--keep", action="store_true", help="leave the containers, logs and counts in place")
     parser.add_argument("--json", type=Path, help="write every figure and list to this file as JSON")
-    parser.add_argument("--host", default=HOST, help=f"the simulated host's container name (default {HOST}): two runs side by side need two")
+    parser.add_argument("--host", default=HOST, help=f"the simulated host's container (default {HOST}); side-by-side runs need two")
     args = parser.parse_args()
     set_host(args.host)
     restart_overhead.HOST = HOST  # its dexec() and inventory() act on this host
