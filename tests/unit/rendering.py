@@ -13,8 +13,10 @@ with ``EXTRACT_UNQUOTE|EXTRACT_CUNESCAPE`` plus specifier and ``$`` expansion (`
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,32 @@ def jinja_env() -> jinja2.Environment:
     return env
 
 
+# Compiled expressions and templates of each environment, by source text: compiling is most of a render's time
+# (thousands of property examples render the same role variables), and a compiled one depends only on its text.
+# Filters and the undefined type are looked up when it runs, so a caller that changes its environment later still
+# gets them.
+_COMPILED: weakref.WeakKeyDictionary[jinja2.Environment, dict[tuple[bool, str], Any]] = weakref.WeakKeyDictionary()
+
+
+def _compiled(env: jinja2.Environment, expression: bool, source: str) -> Any:
+    cache = _COMPILED.setdefault(env, {})
+    key = (expression, source)
+    if key not in cache:
+        cache[key] = env.compile_expression(source, undefined_to_none=False) if expression else env.from_string(source)
+    return cache[key]
+
+
+def _role_env() -> jinja2.Environment:
+    """One environment for every role_context (nothing changes it), so its compiled variables are reused."""
+    global _ROLE_ENV
+    if _ROLE_ENV is None:
+        _ROLE_ENV = jinja_env()
+    return _ROLE_ENV
+
+
+_ROLE_ENV: jinja2.Environment | None = None
+
+
 def _evaluate(env: jinja2.Environment, value: Any, context: dict[str, Any]) -> Any:
     """Evaluate a role variable as Ansible would for a whole-value ``{{ expr }}``: the native result."""
     if isinstance(value, dict):
@@ -62,9 +90,9 @@ def _evaluate(env: jinja2.Environment, value: Any, context: dict[str, Any]) -> A
     if isinstance(value, str):
         match = _EXPR.match(value)
         if match and "{{" not in match.group(1) and "}}" not in match.group(1):
-            return env.compile_expression(match.group(1), undefined_to_none=False)(**context)
+            return _compiled(env, True, match.group(1))(**context)
         if "{{" in value:
-            return env.from_string(value).render(**context)
+            return _compiled(env, False, value).render(**context)
     return value
 
 
@@ -87,7 +115,7 @@ def role_context(hostvars: dict[str, Any], spec: str | None = None, instance: st
 
     ``instance``: the name of the instance (sglang_server_instance) for a host with sglang_instances.
     """
-    env = jinja_env()
+    env = _role_env()
     context: dict[str, Any] = {"ansible_managed": "Ansible managed", "inventory_hostname": HOST,
                                "hostvars": {HOST: hostvars}, "groups": {"all": [HOST]}}
 
@@ -139,9 +167,14 @@ def _empty_config(out: dict[str, Any]) -> str:
     return server_files_config_header(out["service"])
 
 
+@functools.lru_cache(maxsize=1)
+def _templates_env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "templates")), trim_blocks=True,
+                              keep_trailing_newline=True)
+
+
 def server_files_config_header(service: str) -> str:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "templates")), trim_blocks=True,
-                             keep_trailing_newline=True)
+    env = _templates_env()
     return env.get_template("sglang-config.yaml.j2").render(ansible_managed="Ansible managed", service=service,
                                                             plan={"config": {}}, mask_secrets=False, secret_marker="")
 
