@@ -42,8 +42,10 @@ import argparse
 import ast
 import builtins
 import dataclasses
+import functools
 import hashlib
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -155,6 +157,9 @@ def sha256_of(path: Path) -> str:
 # ---------------------------------------------------------------------------
 
 
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
 @dataclasses.dataclass(eq=False)
 class Module:
     """One parsed Python module of the wheel."""
@@ -166,8 +171,25 @@ class Module:
     is_package: bool = False
 
     def segment(self, node: ast.AST) -> str:
-        """Source text of ``node``."""
-        return ast.get_source_segment(self.source, node) or ast.unparse(node)
+        """Source text of ``node``: what ``ast.get_source_segment`` returns, from lines split once per module (that
+        function splits the whole source again on every call, minutes over a release's large modules)."""
+        lineno, end_lineno = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        col, end_col = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
+        if lineno is None or end_lineno is None or col is None or end_col is None:
+            return ast.unparse(node)
+        lines = self._lines
+        if end_lineno == lineno:
+            text = lines[lineno - 1].encode()[col:end_col].decode()
+        else:
+            first = lines[lineno - 1].encode()[col:].decode()
+            last = lines[end_lineno - 1].encode()[:end_col].decode()
+            text = "".join([first, *lines[lineno:end_lineno - 1], last])
+        return text or ast.unparse(node)
+
+    @functools.cached_property
+    def _lines(self) -> list[str]:
+        """The source's lines with their ends, split where the parser splits them (at \\r\\n, \\r and \\n only)."""
+        return _LINE.findall(self.source)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
