@@ -1,6 +1,7 @@
-"""roles/sglang_common tasks_from account, through ansible-playbook on this machine: an account that exists as a
-person's or a login's (uid/gid from 1000 or a login shell) is refused before the role that includes it changes
-anything; an absent account, or a system account without login, passes."""
+"""The account option of blackwell.sglang.server_files (every role's service account), through ansible-playbook on this
+machine in check mode (nothing is created here): an account that exists as a person's or a login's (uid/gid from 1000
+or a login shell) is refused, naming the variables, before anything changes; an absent account, or a system account
+without login, passes (the absent one reported as a change)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,16 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 PLAY = [{"hosts": "localhost", "gather_facts": False, "connection": "local", "tasks": [{
-    "ansible.builtin.include_role": {"name": "sglang_common", "tasks_from": "account"},
-    "vars": {"sglang_common_account_user": "{{ u }}", "sglang_common_account_group": "{{ g }}",
-             "sglang_common_account_vars": "sglang_user / sglang_group"}}]}]
+    "blackwell.sglang.server_files": {"account": {"user": "{{ u }}", "group": "{{ g }}", "home": "/var/lib/bsa-test",
+                                                  "names": "sglang_user / sglang_group"}}}]}]
 
 
 def _run(tmp_path: Path, user: str, group: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "play.yml").write_text(yaml.safe_dump(PLAY))
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run(["ansible-playbook", "-i", "localhost,", str(tmp_path / "play.yml"), "-e", f"u={user}", "-e", f"g={group}",
+    return subprocess.run(["ansible-playbook", "--check", "-i", "localhost,", str(tmp_path / "play.yml"),
+                           "-e", f"u={user}", "-e", f"g={group}",
                            "-e", f"ansible_python_interpreter={sys.executable}"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
 
@@ -40,6 +41,7 @@ def _login_account() -> tuple[str, str] | None:
 def test_an_absent_account_passes(tmp_path: Path) -> None:
     proc = _run(tmp_path, "bsa-no-such-user", "bsa-no-such-group")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "changed=1" in proc.stdout
 
 
 def test_a_login_account_is_refused_naming_the_variables(tmp_path: Path) -> None:

@@ -93,7 +93,7 @@ def test_common_role_owns_the_restart_topic() -> None:
     listening = [h for h in handlers if h.get("listen") == TOPIC]
     assert len(listening) == 1
     assert listening[0]["ansible.builtin.set_fact"] == {"sglang_common_restart_pending": True}
-    # As a dependency it runs nothing: no tasks/main.yml (tasks_from account is included explicitly).
+    # As a dependency it runs nothing: no tasks/main.yml.
     main = ROLES / COMMON / "tasks" / "main.yml"
     assert not main.exists() or not yaml.safe_load(main.read_text())
     for role in ALL_ROLES:

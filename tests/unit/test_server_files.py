@@ -112,7 +112,7 @@ def test_installs_every_file_with_its_mode_then_a_second_run_changes_nothing(tmp
     assert [call[:2] for call in module.calls[2:]] == [["systemctl", "daemon-reload"], ["systemctl", "enable"]]
     again, module = run(host(tmp_path), answers={("systemctl", "is-enabled"): (0, "enabled\n", "")})
     assert again == {"changed": False, "changed_instances": [], "shared_changed": False, "written": [], "removed": [],
-                     "directories": [], "enabled": [], "daemon_reload": False}
+                     "directories": [], "enabled": [], "daemon_reload": False, "account": []}
     assert module.calls == [["systemctl", "is-enabled", "sglang.service"]]
 
 
@@ -227,3 +227,51 @@ def test_as_ansible_runs_it_the_secret_contents_are_censored(tmp_path: Path) -> 
     shown = result["invocation"]["module_args"]["secret_content"]
     assert set(shown) == set(params["secret_content"]) and set(shown.values()) == {"VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"}
     assert not (tmp_path / "etc").exists()
+
+
+def account(user: str, group: str, **extra: Any) -> dict[str, Any]:
+    """The account option as the roles pass it (module defaults for what they leave out)."""
+    return {"user": user, "group": group, "home": "/var/lib/bsa-test", "shell": "/usr/sbin/nologin", "uid_min": 1000,
+            "nologin_shells": ["/usr/sbin/nologin", "/sbin/nologin", "/bin/false", "/usr/bin/false"],
+            "names": "sglang_user / sglang_group", "host": "gpu1", **extra}
+
+
+def test_an_absent_account_is_created_first_and_counts_as_a_change(tmp_path: Path) -> None:
+    params = {**host(tmp_path), "account": account("bsa-no-such-user", "bsa-no-such-group")}
+    checked, module = run(params, check_mode=True)
+    assert checked["changed"] and checked["account"] == [
+        "groupadd --system bsa-no-such-group",
+        "useradd --system --gid bsa-no-such-group --home-dir /var/lib/bsa-test --no-create-home --shell /usr/sbin/nologin "
+        "bsa-no-such-user"]
+    assert not any(call[0] in ("groupadd", "useradd") for call in module.calls)  # check mode creates nothing
+    assert not (tmp_path / "etc").exists()
+    result, module = run({**host(tmp_path), "account": account("bsa-no-such-user", "bsa-no-such-group")})
+    changes = [call[0] if call[0] != "systemctl" else call[1] for call in module.calls
+               if call[0] in ("groupadd", "useradd") or call[1:2] in (["daemon-reload"], ["enable"])]
+    assert changes == ["groupadd", "useradd", "daemon-reload", "enable"]  # the first changes, after the looks
+    assert result["account"] == checked["account"] and (tmp_path / "etc" / "sglang.env").exists()
+
+
+def test_a_login_account_is_refused_before_anything_changes(tmp_path: Path) -> None:
+    login = next((e for e in pwd.getpwall() if e.pw_shell not in ("/usr/sbin/nologin", "/sbin/nologin", "/bin/false",
+                                                                  "/usr/bin/false", "")), None)
+    if login is None:
+        pytest.skip("this machine has no account with a login shell")
+    params = {**host(tmp_path), "account": account(login.pw_name, grp.getgrgid(login.pw_gid).gr_name)}
+    with pytest.raises(server_files.Refused, match="sglang_user / sglang_group: gpu1 already has user .* Nothing was changed"):
+        run(params)
+    assert not (tmp_path / "etc").exists()
+
+
+def test_an_existing_system_account_is_corrected_as_the_user_module_would(tmp_path: Path) -> None:
+    system = next((e for e in pwd.getpwall() if e.pw_uid < 1000 and e.pw_gid < 1000
+                   and e.pw_shell in ("/usr/sbin/nologin", "/sbin/nologin", "/bin/false", "/usr/bin/false")), None)
+    if system is None:
+        pytest.skip("no system account without login here")
+    group = grp.getgrgid(system.pw_gid).gr_name
+    same = account(system.pw_name, group, home=system.pw_dir, shell=system.pw_shell)
+    result, module = run({**host(tmp_path), "account": same}, check_mode=True)
+    assert result["account"] == []
+    moved = account(system.pw_name, group, home="/var/lib/bsa-elsewhere", shell=system.pw_shell)
+    result, module = run({**host(tmp_path), "account": moved}, check_mode=True)
+    assert result["account"] == [f"usermod --home /var/lib/bsa-elsewhere {system.pw_name}"]

@@ -6,12 +6,15 @@ scripted (test_restart_modules' fake AnsibleModule), and one real GET finds noth
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 from test_restart_modules import Failed, FakeModule, load
 
 server_state = load("server_state")
+# The look itself lives in module_utils (server_files takes the same look after installing): patch it there.
+state_utils = sys.modules[server_state.look.__module__]
 
 
 def test_finds_the_units_this_role_installed_only(tmp_path: Path) -> None:
@@ -47,7 +50,7 @@ def test_looks_at_activity_and_health_of_the_running_instances_only(tmp_path: Pa
         asked.append(url)
         return {"http://127.0.0.1:30000/health": (200, ""), "http://127.0.0.1:30002/health": (-1, "refused")}[url]
 
-    monkeypatch.setattr(server_state, "health_status", health)
+    monkeypatch.setattr(state_utils, "health_status", health)
     module = FakeModule({("systemctl", "is-active"): (3, "active\ninactive\nactive\n", "")})
     instances = [{"name": n, "unit": f"sglang-{n}.service", "url": f"http://127.0.0.1:3000{k}/health", "ca_path": None}
                  for k, n in enumerate(["chat", "code", "embed"])]
@@ -63,7 +66,7 @@ def test_looks_at_activity_and_health_of_the_running_instances_only(tmp_path: Pa
 
 
 def test_a_health_status_that_is_no_answer_fails_as_uri_would(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server_state, "health_status", lambda url, timeout, ca_path: (500, "HTTP Error 500"))
+    monkeypatch.setattr(state_utils, "health_status", lambda url, timeout, ca_path: (500, "HTTP Error 500"))
     module = FakeModule({("systemctl", "is-active"): (0, "active\n", "")})
     with pytest.raises(Failed, match=r"Status code was 500 and not \[-1, 200, 503\]"):
         server_state.look(module, {"instances": [{"name": "sglang", "unit": "sglang.service", "url": "http://x/health"}],

@@ -22,7 +22,7 @@ from simrun import failures, final_failure, task_result
 FAST = {"sglang_server_ready_timeout": 60, "sglang_server_ready_poll_interval": 1, "sglang_server_ready_progress_every": 5}
 CHAT_FAULTS = "/etc/sglang-standin/chat.env"
 # The restart chain of a one-host instance stops, releases its GPUs and starts in this one task.
-RELEASE = "Stop the server, release the GPUs it left behind and start it"
+RELEASE = "Stop the server, release the GPUs it left behind, start it and wait for its health"
 
 
 def instances(chat_args: dict[str, Any] | None = None, chat_env: dict[str, Any] | None = None) -> list[dict[str, Any]]:

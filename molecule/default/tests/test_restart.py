@@ -84,7 +84,7 @@ def test_restart_of_an_unchanged_config_runs_the_whole_chain(host, inventory: Pa
     runner = play(inventory, tmp_path, "restart.yml")
     assert runner.rc == 0, final_failure(runner)
     assert main_pid(host) != pid
-    for task in ("Stop the server, release the GPUs it left behind and start it", "Show what SGLang resolved"):
+    for task in ("Stop the server, release the GPUs it left behind, start it and wait for its health", "Show what SGLang resolved"):
         task_result(runner, task)
     assert_clean_and_healthy(host, persistenced)
 
@@ -186,7 +186,7 @@ def test_a_leftover_sglang_process_outside_the_unit_is_killed_and_reported(host,
     assert stray in device_holders(host)
     runner = play(inventory, tmp_path, "restart.yml")
     assert runner.rc == 0, final_failure(runner)
-    released = task_result(runner, "Stop the server, release the GPUs it left behind and start it")
+    released = task_result(runner, "Stop the server, release the GPUs it left behind, start it and wait for its health")
     assert stray in [h["pid"] for h in released["killed"]]
     assert host.run(f"test -d /proc/{stray}").rc != 0
     task_result(runner, "Report the leftovers that had to be killed")

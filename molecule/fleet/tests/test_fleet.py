@@ -466,7 +466,8 @@ def test_a_failed_canary_touches_no_other_host(router: str, fleet: Path, tmp_pat
     for h in GPUS[1:]:
         assert main_pid(h) == before[h], f"{h} was reached after a failed canary"
         assert server_info(h)["mem_fraction_static"] != 0.7
-    stop = "Stop the server, release the GPUs it left behind and start it"  # a one-host instance: stop, release and start in one task
+    # A one-host instance: stop, release, start and the ready wait in one task.
+    stop = "Stop the server, release the GPUs it left behind, start it and wait for its health"
     stopped = {e["event_data"]["host"] for e in runner.events
                if e.get("event") == "runner_on_ok" and e["event_data"].get("task") == stop}
     assert stopped == {GPUS[0]}
@@ -527,7 +528,8 @@ def test_without_a_router_the_rollout_skips_drain_and_join(tmp_path: Path) -> No
         assert main_pid(h) != before[h]
         assert server_info(h)["mem_fraction_static"] == 0.65
     ran = {e["event_data"].get("task") for e in runner.events if e.get("event") == "runner_on_ok"}
-    stop = "Stop the server, release the GPUs it left behind and start it"  # a one-host instance: stop, release and start in one task
+    # A one-host instance: stop, release, start and the ready wait in one task.
+    stop = "Stop the server, release the GPUs it left behind, start it and wait for its health"
     assert {e["event_data"]["host"] for e in runner.events
             if e.get("event") == "runner_on_ok" and e["event_data"].get("task") == stop} == set(hosts)
     skipped = {e["event_data"].get("task") for e in runner.events if e.get("event") == "runner_on_skipped"}

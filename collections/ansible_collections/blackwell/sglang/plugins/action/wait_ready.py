@@ -150,37 +150,44 @@ def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.m
                  f"last log: {progress.line[:160]}")
 
 
+# The wait's arguments (wait_ready's options; the wait option of server_restart).
+WAIT_SPEC: dict[str, Any] = {
+    "url": {"type": "str", "required": True},
+    "unit": {"type": "str", "required": True},
+    "ca_path": {"type": "str", "default": ""},
+    "timeout": {"type": "int", "default": 3600},
+    "interval": {"type": "float", "default": 0.5},
+    "progress_every": {"type": "float", "default": 15},
+    "no_progress_timeout": {"type": "float", "default": 600},
+    "gpus": {"type": "list", "elements": "int", "default": []},
+    "info_url": {"type": "str"},
+    "info_keys": {"type": "list", "elements": "str", "default": []},
+    "api_key": {"type": "str", "no_log": True},
+}
+
+
 class ActionModule(ActionBase):
     """Poll server_probe until healthy, failed, stalled, or timed out."""
 
     TRANSFERS_FILES = False
     # Monotonic seconds of the wait (tests put a fake clock here).
     clock: Callable[[], float] = staticmethod(time.monotonic)
-    _VALID_ARGS = frozenset(("url", "unit", "ca_path", "timeout", "interval", "progress_every", "no_progress_timeout", "gpus",
-                             "info_url", "info_keys", "api_key"))
+    _VALID_ARGS = frozenset(WAIT_SPEC)
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(
-            argument_spec={
-                "url": {"type": "str", "required": True},
-                "unit": {"type": "str", "required": True},
-                "ca_path": {"type": "str", "default": ""},
-                "timeout": {"type": "int", "default": 3600},
-                "interval": {"type": "float", "default": 0.5},
-                "progress_every": {"type": "float", "default": 15},
-                "no_progress_timeout": {"type": "float", "default": 600},
-                "gpus": {"type": "list", "elements": "int", "default": []},
-                "info_url": {"type": "str"},
-                "info_keys": {"type": "list", "elements": "str", "default": []},
-                "api_key": {"type": "str", "no_log": True},
-            }
-        )
+        _, args = self.validate_argument_spec(argument_spec=WAIT_SPEC)
 
-        def probe(module_args: dict[str, Any]) -> dict[str, Any]:
-            return self._execute_module(module_name="blackwell.sglang.server_probe", module_args=module_args,
-                                        task_vars=task_vars)
-
-        result.update(wait(args, probe, clock=self.clock, host=task_vars.get("inventory_hostname", "?")))
+        result.update(wait(args, prober(self._execute_module, task_vars), clock=self.clock,
+                           host=task_vars.get("inventory_hostname", "?")))
         return result
+
+
+def prober(execute: Callable[..., dict[str, Any]], task_vars: dict[str, Any]) -> Probe:
+    """One server_probe module run on the action's host per call (``execute``: the action's _execute_module)."""
+
+    def probe(module_args: dict[str, Any]) -> dict[str, Any]:
+        return execute(module_name="blackwell.sglang.server_probe", module_args=module_args, task_vars=task_vars)
+
+    return probe

@@ -89,6 +89,11 @@ options:
         a play that runs the gate need not spend a second module run on them.
     type: bool
     default: false
+  report_host:
+    description:
+      - The inventory host name; set, the result is also published as facts (RV(ansible_facts)), so that the role needs
+        no task of its own to record it.
+    type: str
 extends_documentation_fragment:
   - blackwell.sglang.attributes
   - blackwell.sglang.attributes.read_only
@@ -156,8 +161,12 @@ query_fields:
   type: list
   elements: str
 ansible_facts:
-  description: C(nvidia_gpu_facts), as M(blackwell.sglang.gpu_facts) returns it.
-  returned: when gather_facts is true
+  description:
+    - C(nvidia_gpu_facts), as M(blackwell.sglang.gpu_facts) returns it, when O(gather_facts) is true.
+    - With O(report_host), C(gpu_health_report) (C(healthy), C(problems), C(warnings), C(checked), C(not_checked) and
+      C(message), the failure message naming the host) and C(nvidia_gpu_facts_fresh) (true), roles/gpu_health's
+      published facts.
+  returned: when gather_facts is true or report_host is set
   type: dict
 """
 
@@ -732,13 +741,33 @@ def main() -> None:
             "ignore": {"type": "list", "elements": "str", "default": [], "choices": list(CHECKS)},
             "clock_resample_seconds": {"type": "float", "default": 1.0},
             "gather_facts": {"type": "bool", "default": False},
+            "report_host": {"type": "str"},
         },
         supports_check_mode=True,
     )
     result = Gate(module).run()
+    facts: dict[str, Any] = {}
     if module.params["gather_facts"]:
-        result["ansible_facts"] = {"nvidia_gpu_facts": gather(module, DEFAULT_PYTHON, module.params["nvidia_smi"])}
+        facts["nvidia_gpu_facts"] = gather(module, DEFAULT_PYTHON, module.params["nvidia_smi"])
+    if module.params["report_host"] is not None:
+        facts.update(report(result, module.params["report_host"]))
+    if facts:
+        result["ansible_facts"] = facts
     module.exit_json(**result)
+
+
+def report(result: dict[str, Any], host: str) -> dict[str, Any]:
+    """The facts roles/gpu_health publishes: gpu_health_report, and that the run's GPU facts are fresh."""
+    problems = result["problems"]
+    return {
+        "nvidia_gpu_facts_fresh": True,
+        "gpu_health_report": {
+            "healthy": result["healthy"], "problems": problems, "warnings": result["gpu_warnings"],
+            "checked": result["checked"], "not_checked": result["not_checked"],
+            "message": f"{host} failed the GPU health gate ({len(problems)} problem(s)): "
+                       + " | ".join(str(p.get("message", "")) for p in problems),
+        },
+    }
 
 
 if __name__ == "__main__":

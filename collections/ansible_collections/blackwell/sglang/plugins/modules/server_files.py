@@ -23,6 +23,111 @@ description:
     (C(no_log)); the module never returns a file's content, and it shows a diff (C(--diff)) of O(files) only.
   - Supports check mode (it reports what it would change, the spec guard and the unit verification included).
 options:
+  account:
+    description:
+      - The service account that owns the directories and files, ensured first (a user of the same run can own them).
+      - An existing user whose uid is at least C(uid_min) or whose shell is not one of C(nologin_shells), or an
+        existing group whose gid is at least C(uid_min), is a person's or a login's; the module fails naming
+        C(names) and B(nothing is changed). Otherwise the group and the user are created as system accounts with no
+        home created (C(groupadd --system), C(useradd --system --no-create-home)), or their primary group, home and
+        shell corrected (C(usermod)), as M(ansible.builtin.user) would.
+    type: dict
+    suboptions:
+      user:
+        description: The user.
+        type: str
+        required: true
+      group:
+        description: Its primary group.
+        type: str
+        required: true
+      home:
+        description: Its home directory (not created here; give it in O(directories) with its mode).
+        type: path
+        required: true
+      shell:
+        description: Its shell.
+        type: path
+        default: /usr/sbin/nologin
+      uid_min:
+        description: The first uid and gid of persons' and logins' accounts.
+        type: int
+        default: 1000
+      nologin_shells:
+        description: The shells of system accounts without login.
+        type: list
+        elements: path
+        default: [/usr/sbin/nologin, /sbin/nologin, /bin/false, /usr/bin/false]
+      names:
+        description: The variables that name the account, for the message (e.g. C(sglang_user / sglang_group)).
+        type: str
+        default: the service user / group
+      host:
+        description: The inventory host name, for the message.
+        type: str
+        default: the host
+  look:
+    description:
+      - After the install, one read-only look at the instances in the same module run (the options of
+        M(blackwell.sglang.server_state)), returned as RV(state). It fails, after the install, on a health status not in
+        C(health_status_codes), as M(blackwell.sglang.server_state) does.
+    type: dict
+    suboptions:
+      instances:
+        description: The host's instances.
+        type: list
+        elements: dict
+        required: true
+        suboptions:
+          name:
+            description: Instance name (the key of RV(active) and RV(health)).
+            type: str
+            required: true
+          unit:
+            description: Its systemd unit (e.g. C(sglang-chat.service)).
+            type: str
+            required: true
+          url:
+            description: Its health URL, e.g. C(http://127.0.0.1:30000/health).
+            type: str
+            required: true
+          ca_path:
+            description: PEM CA bundle that verifies its TLS certificate; unset or empty, the system's CA store.
+            type: str
+      health_timeout:
+        description: HTTP timeout of a health check, in seconds.
+        type: float
+        default: 5
+      health_status_codes:
+        description: Health statuses that are an answer (-1 is no answer); any other fails the module.
+        type: list
+        elements: int
+        default: [-1, 200, 503]
+      unit_dir:
+        description: Where the units are installed.
+        type: path
+        default: /etc/systemd/system
+      unit_patterns:
+        description: Shell patterns of the unit file names to consider.
+        type: list
+        elements: str
+        required: true
+      unit_marker:
+        description: Regular expression a line of a unit this role installed matches at its start.
+        type: str
+        default: "^# SGLang [0-9]"
+      venv:
+        description: The virtualenv link the servers should run from.
+        type: path
+        required: true
+      config_dir:
+        description: Directory holding the virtualenv records (directly or one directory down).
+        type: path
+        required: true
+      venv_record_name:
+        description: File name of a virtualenv record.
+        type: str
+        default: venv
   directories:
     description: Directories to create or correct (parents are created as needed, mode 0755, root-owned).
     type: list
@@ -193,6 +298,16 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+state:
+  description: With O(look), what M(blackwell.sglang.server_state) returns (C(installed_units), C(active), C(health),
+    C(venv), C(venv_records)), looked at after the install.
+  type: dict
+  returned: when look is set
+account:
+  description: The commands that created or corrected the account (or, in check mode, would have); empty when it was right.
+  type: list
+  elements: str
+  returned: always
 changed_instances:
   description: Instances with a file written or removed, in the order first changed.
   type: list
@@ -238,6 +353,10 @@ import tempfile
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_account import Account, plan, refusal
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_account import look as look_account
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_server_state import STATE_OPTIONS
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_server_state import look as look_state
 
 
 class Refused(Exception):
@@ -255,10 +374,12 @@ def ids(owner: str, group: str, check_mode: bool) -> tuple[int, int] | None:
         raise Refused(f"no such user or group: {owner}:{group} ({exc})") from None
 
 
-def resolved(owner: tuple[int, int] | None) -> tuple[int, int]:
-    """The (uid, gid) ``ids`` found; outside check mode it always finds them (or refuses)."""
+def resolved(owner: tuple[int, int] | None, item: dict[str, Any]) -> tuple[int, int]:
+    """The (uid, gid) ``ids`` found, or, for an account this run just created, looked up now."""
     if owner is None:
-        raise Refused("the owner of a file to write is unknown")
+        owner = ids(item["owner"], item["group"], False)
+        if owner is None:
+            raise Refused("the owner of a file to write is unknown")
     return owner
 
 
@@ -365,12 +486,29 @@ def same_argv(path: str, text: Any) -> bool:
         return False  # no record, or one that cannot be read: the new one is written
 
 
+def account_plan(module: AnsibleModule) -> list[list[str]]:
+    """The commands that make the ``account`` option's account (module_utils/sglang_account.py); refuses a person's."""
+    spec = module.params.get("account")
+    if not spec:
+        return []
+    account = Account(user=spec["user"], group=spec["group"], home=spec["home"], shell=spec["shell"],
+                      uid_min=spec["uid_min"], nologin_shells=tuple(spec["nologin_shells"]), names=spec["names"])
+    found = look_account(account)
+    message = refusal(account, found, spec["host"])
+    if message is not None:
+        raise Refused(message)
+    return plan(account, found)
+
+
 def install(module: AnsibleModule) -> dict[str, Any]:
     """Look at everything, refuse or change what differs; the module's result."""
     params, check = module.params, module.check_mode
     result: dict[str, Any] = {"changed": False, "changed_instances": [], "shared_changed": False, "written": [],
                               "removed": [], "directories": [], "enabled": [], "daemon_reload": False}
     diffs: list[dict[str, str]] = []
+    account = account_plan(module)
+    result["account"] = [" ".join(command) for command in account]
+    pending = check or bool(account)  # owners this run creates count as changed until they exist
 
     def touched(instance: str | None) -> None:
         if instance is None:
@@ -380,9 +518,9 @@ def install(module: AnsibleModule) -> dict[str, Any]:
 
     dirs = []
     for item in params["directories"]:
-        owner, mode = ids(item["owner"], item["group"], check), mode_of(item["mode"], item["path"])
+        owner, mode = ids(item["owner"], item["group"], pending), mode_of(item["mode"], item["path"])
         if dir_differs(item["path"], owner, mode):
-            dirs.append((item["path"], owner, mode))
+            dirs.append((item, owner, mode))
     secret = params["secret_content"] or {}
     files = []
     unit_changed = False
@@ -394,7 +532,7 @@ def install(module: AnsibleModule) -> dict[str, Any]:
         if item["path"] in markers and same_argv(item["path"], text):
             continue  # the running unit's own record: nothing it runs changes (see record_keeps)
         content = (text if isinstance(text, str) else str(text)).encode("utf-8")
-        owner, mode = ids(item["owner"], item["group"], check), mode_of(item["mode"], item["path"])
+        owner, mode = ids(item["owner"], item["group"], pending), mode_of(item["mode"], item["path"])
         differs, old = file_differs(item["path"], content, owner, mode)
         if differs:
             files.append((item, content, owner, mode, item.get("restart", True)))
@@ -418,18 +556,22 @@ def install(module: AnsibleModule) -> dict[str, Any]:
         if out.strip() not in ("enabled", "enabled-runtime", "static", "alias", "indirect", "generated"):
             to_enable.append(unit)
 
-    for path, owner, mode in dirs:
-        result["directories"].append(path)
+    for command in account if not check else []:
+        rc, out, err = module.run_command([module.get_bin_path(command[0], required=True), *command[1:]])
+        if rc != 0:
+            raise Refused(f"{command[0]} failed ({rc}): {(err or out).strip()}")
+    for item, owner, mode in dirs:
+        result["directories"].append(item["path"])
         if not check:
-            os.makedirs(path, exist_ok=True)
-            os.chown(path, *resolved(owner))
-            os.chmod(path, mode)
+            os.makedirs(item["path"], exist_ok=True)
+            os.chown(item["path"], *resolved(owner, item))
+            os.chmod(item["path"], mode)
     for item, content, owner, mode, restart in files:
         result["written"].append(item["path"])
         if restart:
             touched(item.get("instance"))
         if not check:
-            write(item["path"], content, resolved(owner), mode)
+            write(item["path"], content, resolved(owner, item), mode)
     for item in gone:
         result["removed"].append(item["path"])
         touched(item.get("instance"))
@@ -443,7 +585,7 @@ def install(module: AnsibleModule) -> dict[str, Any]:
         result["enabled"].append(unit)
         if not check:
             module.run_command([systemctl, "enable", unit], check_rc=True)
-    result["changed"] = bool(dirs or files or gone or to_enable)
+    result["changed"] = bool(result["account"] or dirs or files or gone or to_enable)
     if diffs:
         result["diff"] = diffs
     return result
@@ -454,6 +596,15 @@ def main() -> None:
              "mode": {"type": "str", "required": True}}
     module = AnsibleModule(
         argument_spec={
+            "account": {"type": "dict", "options": {
+                "user": {"type": "str", "required": True}, "group": {"type": "str", "required": True},
+                "home": {"type": "path", "required": True}, "shell": {"type": "path", "default": "/usr/sbin/nologin"},
+                "uid_min": {"type": "int", "default": 1000},
+                "nologin_shells": {"type": "list", "elements": "path",
+                                   "default": ["/usr/sbin/nologin", "/sbin/nologin", "/bin/false", "/usr/bin/false"]},
+                "names": {"type": "str", "default": "the service user / group"},
+                "host": {"type": "str", "default": "the host"}}},
+            "look": {"type": "dict", "options": STATE_OPTIONS},
             "directories": {"type": "list", "elements": "dict", "default": [],
                             "options": {"path": {"type": "path", "required": True}, **owned}},
             "files": {"type": "list", "elements": "dict", "default": [], "options": {
@@ -481,6 +632,8 @@ def main() -> None:
         module.fail_json(msg=str(exc))
     except OSError as exc:
         module.fail_json(msg=f"could not install the server's files: {exc}")
+    if module.params["look"]:
+        result["state"] = look_state(module, module.params["look"])
     module.exit_json(**result)
 
 

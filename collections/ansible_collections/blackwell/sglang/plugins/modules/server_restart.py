@@ -22,6 +22,7 @@ description:
   - The nodes of a multi-node instance stop and start in node-rank order across hosts, so they use
     M(ansible.builtin.systemd_service) and M(blackwell.sglang.gpu_holders) as separate tasks instead.
   - In check mode nothing is stopped, killed or started; the holders found are reported.
+  - With O(wait), the action plugin then waits for the server's health in the same task.
 options:
   unit:
     description: systemd unit of the server (e.g. C(sglang.service)); its cgroup's processes are the service's.
@@ -37,6 +38,63 @@ options:
         succession are not refused as a crash loop would be.
     type: bool
     default: true
+  wait:
+    description:
+      - After the start, wait for the server's health as M(blackwell.sglang.wait_ready) does (the same code, the same
+        progress lines), in the same task; the action plugin runs it, so no controller round trip falls between the start
+        and the wait. The wait's result is RV(ready); a failed wait fails the task with its message and the unit's last
+        log lines (C(log)).
+      - Unset, the task ends after the start.
+    type: dict
+    suboptions:
+      url:
+        description: Health URL.
+        type: str
+        required: true
+      ca_path:
+        description: PEM CA bundle that verifies the server's certificate when O(url) is https (empty, the system's store).
+        type: str
+        default: ""
+      unit:
+        description: systemd unit of the server.
+        type: str
+        required: true
+      timeout:
+        description: Seconds to wait in total.
+        type: int
+        default: 3600
+      interval:
+        description: Seconds between health checks on the host (each round trip to the host waits up to O(progress_every)).
+        type: float
+        default: 0.5
+      progress_every:
+        description: Seconds between progress lines.
+        type: float
+        default: 15
+      no_progress_timeout:
+        description: >-
+          Fail when neither a new journal line of O(unit) (its journal cursor moved) nor growth of the GPU memory
+          used on O(gpus) was seen for this many seconds; 0 disables the check.
+        type: float
+        default: 600
+      gpus:
+        description: nvidia-smi indices of the server's GPUs (empty, every GPU of the host).
+        type: list
+        elements: int
+        default: []
+      info_url:
+        description: >-
+          Once healthy, read this URL in the same round trip (SGLang's C(/server_info)) and return the values of
+          O(info_keys) as RV(info); the wait fails when it cannot be read. Unset, nothing more is read.
+        type: str
+      info_keys:
+        description: The keys of O(info_url)'s JSON to return (only these, because C(/server_info) also holds the server's secrets).
+        type: list
+        elements: str
+        default: []
+      api_key:
+        description: The server's API key, sent to O(info_url) only. Kept out of the output.
+        type: str
 extends_documentation_fragment:
   - blackwell.sglang.gpu_holders
   - blackwell.sglang.attributes
@@ -47,7 +105,10 @@ attributes:
     details: Reports the stop, the GPU holders it would release and the start, and changes nothing.
   diff_mode:
     support: none
+notes:
+  - An action plugin (plugins/action/server_restart.py) runs this module, then, with O(wait), the wait.
 seealso:
+  - module: blackwell.sglang.wait_ready
   - module: blackwell.sglang.gpu_holders
   - module: ansible.builtin.systemd_service
 author:
@@ -65,6 +126,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+ready:
+  description: With O(wait), what the wait saw (C(elapsed), C(probes), C(unit_state), and C(info), what SGLang resolved).
+  type: dict
+  returned: when wait is set and the unit was started
 stopped:
   description: Whether the unit was running (active, activating, deactivating or reloading) and was stopped.
   type: bool
@@ -148,6 +213,8 @@ def main() -> None:
             **HOLDER_OPTIONS,
             "unit": {"type": "str", "required": True},
             "daemon_reload": {"type": "bool", "default": True},
+            # Handled by the action plugin (plugins/action/server_restart.py), which never passes it to the module.
+            "wait": {"type": "dict"},
         },
         supports_check_mode=True,
     )

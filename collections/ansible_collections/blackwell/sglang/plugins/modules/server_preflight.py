@@ -1,0 +1,111 @@
+#!/usr/bin/python
+# SPDX-License-Identifier: Apache-2.0
+"""Ansible module: the restart chain's checks before anything stops, in one module run."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: server_preflight
+version_added: 0.3.0
+short_description: Before a server is stopped, check its GPUs' holders and run its preflight command, in one step
+description:
+  - The host side of roles/sglang_server's preflight, in one module run instead of two (each run costs a round trip to
+    the host). Changes nothing.
+  - First the GPU holders, exactly as M(blackwell.sglang.gpu_holders) with C(state=query) finds them (the same code). A
+    foreign process holding one of the service's GPUs fails the module, naming it, unless O(kill_foreign) (the restart
+    then terminates it).
+  - Then, with O(argv), the preflight command (roles/sglang_server's C(sglang-preflight.py), which lets the installed
+    SGLang resolve and check the new unit's C(ExecStart=) inside the unit's sandbox). Its exit code and output are
+    returned as M(ansible.builtin.command) returns them; a non-zero exit does not fail the module, so that the role can
+    put the last known good files back and fail with the preflight's own report.
+options:
+  owner_unit:
+    description: systemd unit of the service (e.g. C(sglang.service)); processes in its cgroup are the service's.
+    type: str
+    required: true
+  argv:
+    description: The preflight command and its arguments; unset, only the GPU holders are checked.
+    type: list
+    elements: str
+extends_documentation_fragment:
+  - blackwell.sglang.gpu_holders
+  - blackwell.sglang.attributes
+  - blackwell.sglang.attributes.gpu_host
+attributes:
+  check_mode:
+    support: full
+    details: Read-only; the preflight command runs in check mode too (it changes nothing).
+  diff_mode:
+    support: none
+seealso:
+  - module: blackwell.sglang.gpu_holders
+author:
+  - blackwell-sglang-ansible contributors (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Check the GPUs' holders and the new unit's arguments before the stop
+  blackwell.sglang.server_preflight:
+    owner_unit: sglang.service
+    owner_user: sglang
+    owner_devices: [/dev/nvidia0, /dev/nvidia1]
+    argv: [/opt/sglang/current/bin/python, /usr/local/libexec/sglang/sglang-preflight.py, --unit, /etc/systemd/system/sglang.service]
+  register: preflight
+"""
+
+RETURN = r"""
+holders:
+  description: Every holder found, with pid, name, user, cmdline, devices and kind (see M(blackwell.sglang.gpu_holders)).
+  type: list
+  returned: always
+foreign:
+  description: Foreign holders.
+  type: list
+  returned: always
+rc:
+  description: The preflight command's exit code.
+  type: int
+  returned: with argv
+stdout:
+  description: Its standard output.
+  type: str
+  returned: with argv
+stderr:
+  description: Its standard error.
+  type: str
+  returned: with argv
+stdout_lines:
+  description: Its standard output, line by line.
+  type: list
+  elements: str
+  returned: with argv
+stderr_lines:
+  description: Its standard error, line by line.
+  type: list
+  elements: str
+  returned: with argv
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_gpu_holders import HOLDER_OPTIONS, release
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            **HOLDER_OPTIONS,
+            "owner_unit": {"type": "str", "required": True},
+            "argv": {"type": "list", "elements": "str"},
+        },
+        supports_check_mode=True,
+    )
+    result = release(module, module.params, "query", {"changed": False})
+    result.pop("killed", None)
+    if module.params["argv"]:
+        rc, out, err = module.run_command(module.params["argv"])
+        result.update(rc=rc, stdout=out, stderr=err, stdout_lines=out.splitlines(), stderr_lines=err.splitlines())
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
