@@ -200,15 +200,15 @@ def driver_state(module: AnsibleModule) -> dict[str, Any]:
     rc, out, err = run(module, ["nvidia-smi", *SMI_QUERY])
     lines = [line.strip() for line in out.splitlines() if line.strip()]
     versions = sorted(set(lines)) if rc == 0 else []
-    mrc, modinfo, _ = run(module, ["modinfo", "nvidia"])
+    modinfo_rc, modinfo = run(module, ["modinfo", "nvidia"])[:2]
     try:
         with open(PROC_VERSION, encoding="utf-8", errors="replace") as handle:
             banner: str | None = handle.read()
     except OSError:
         banner = None
     return {"smi_rc": rc, "versions": versions, "smi_output": (out + err).strip().splitlines()[:2],
-            "module_license": modinfo_field(modinfo, "license") if mrc == 0 else "",
-            "module_version": modinfo_field(modinfo, "version") if mrc == 0 else "",
+            "module_license": modinfo_field(modinfo, "license") if modinfo_rc == 0 else "",
+            "module_version": modinfo_field(modinfo, "version") if modinfo_rc == 0 else "",
             "banner": banner, "secure_boot": secure_boot()}
 
 
