@@ -65,10 +65,18 @@ def gpu_host(**changes: Any) -> dict[str, Any]:
 _GPU_BASE = gpu_host(ansible_host="10.0.0.5")
 
 
+# One environment (StrictUndefined, nothing changes it) for every render: rendering compiles each variable and
+# template once (rendering._evaluate keeps them by environment), not once per property example.
+_ENV = jinja_env()
+_ENV.undefined = jinja2.StrictUndefined
+_SERVICE_TEMPLATE = _ENV.from_string(SERVICE)
+_ENV_FILE_TEMPLATE = _ENV.from_string(ENV_FILE)
+
+
 def router_context(overrides: dict[str, Any], workers: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The role's variables on the gateway (defaults, ``overrides`` as host variables, then the vars/main.yml
     entries the templates use), evaluated as Ansible would, with ``workers`` as sglang_router_worker_group."""
-    env = jinja_env()
+    env = _ENV
     groups = {"all": [GATEWAY, *workers], "sglang_servers": list(workers), "sglang_routers": [GATEWAY]}
     context: dict[str, Any] = {"ansible_managed": "Ansible managed", "inventory_hostname": GATEWAY, "groups": groups,
                                "hostvars": {**workers, GATEWAY: dict(overrides)}}
@@ -86,9 +94,7 @@ def router_context(overrides: dict[str, Any], workers: dict[str, dict[str, Any]]
 def render(overrides: dict[str, Any] | None = None, workers: dict[str, dict[str, Any]] | None = None) -> tuple[str, str]:
     """The router's unit and environment file as the role writes them."""
     context = router_context(overrides or {}, {GPU: _GPU_BASE} if workers is None else workers)
-    env = jinja_env()
-    env.undefined = jinja2.StrictUndefined
-    return env.from_string(SERVICE).render(**context), env.from_string(ENV_FILE).render(**context)
+    return _SERVICE_TEMPLATE.render(**context), _ENV_FILE_TEMPLATE.render(**context)
 
 
 def problems(overrides: dict[str, Any] | None = None, workers: dict[str, dict[str, Any]] | None = None) -> list[gw.Problem]:
