@@ -31,16 +31,25 @@ the first forward), the helpers the hooks call in ``utils/``, ``disaggregation/`
 config classes of individual models under ``configs/``.
 
 Each entry: ``id`` (``path-in-wheel:function:ordinal``, the ordinal counting the function's raises and asserts
-in source order from 1, so it survives line shifts elsewhere in the file), ``file``, ``line``, ``function``
-(``Class.method``, ``outer.inner``, or ``<module>``), ``kind`` (``raise`` / ``assert``), ``exception``
-(the raised expression's callee, ``AssertionError`` for asserts, ``<re-raise>`` for a bare ``raise``),
-``conditions`` (the enclosing ``if`` tests from the outside in, ``not (...)`` for ``else`` branches, and
-``except T`` for handlers; an assert's own test comes last) and ``message`` (source text of the message
-expression, ``""`` when there is none).
+in source order from 1, so it survives line shifts elsewhere in the file), ``file``, ``line`` and ``end_line``
+(the statement's first and last line: a traceback of a multi-line raise may name any of them), ``function``
+(``Class.method``, ``outer.inner``, or ``<module>``), ``kind`` (``raise`` / ``assert`` / ``implicit``),
+``exception`` (the raised expression's callee, ``AssertionError`` for asserts, ``<re-raise>`` for a bare
+``raise``), ``conditions`` (the enclosing ``if`` tests from the outside in, ``not (...)`` for ``else`` branches,
+and ``except T`` for handlers; an assert's own test comes last), ``message`` (source text of the message
+expression, ``""`` when there is none) and ``reads`` (what the conditions read, the data the differential
+fuzzer's generator is driven by: ``arg:<name>`` for an attribute read (``cfg.tp_size``, ``view.page_size``: the
+fuzzer keeps the names that are CLI arguments), ``env:<NAME>`` for an ``SGLANG_*`` / ``SGL_*`` environment
+switch; a local name a condition tests brings the reads of its assignments in the function).
+
+``implicit`` entries are failures without a ``raise`` or ``assert`` of their own (a TypeError comparing None, a
+KeyError): they are listed in ``implicit-<version>.yml`` beside the catalog (file, line, exception, why; the
+differential fuzzer reports the sites SGLang refused at that the catalog lacks), and the tool records the
+statement at that line with its function, conditions and reads, the id ending in ``implicit-<ordinal>``.
 
 Usage::
 
-    python3 tools/sglang_catalog.py --version 0.5.23 --out catalog.json [--mapping mapping.yml]
+    python3 tools/sglang_catalog.py --version 0.5.23 --out catalog.json [--mapping mapping.yml] [--implicit implicit.yml]
 """
 
 from __future__ import annotations
@@ -55,7 +64,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-FORMAT = 1
+FORMAT = 2
 GENERATOR = "tools/sglang_catalog.py"
 DEFAULT_WHEEL_DIR = ".cache/sglang-wheels"
 # (path prefix in the wheel, functions to keep or None for the whole file); a prefix ending in "/" is a package.
@@ -79,11 +88,13 @@ class Entry:
     id: str
     file: str
     line: int
+    end_line: int
     function: str
     kind: str
     exception: str
     conditions: list[str]
     message: str
+    reads: list[str]
 
 
 def in_scope(path: str) -> frozenset[str] | None | bool:
@@ -112,27 +123,84 @@ def _raised(node: ast.Raise) -> tuple[str, str]:
     return _text(exc), ""
 
 
-class _Walker:
-    """Collects the raises and asserts of one module with their function and enclosing conditions."""
+_ENV_PREFIXES = ("SGLANG_", "SGL_")
 
-    def __init__(self, path: str, functions: frozenset[str] | None) -> None:
+
+def _names_read(nodes: list[ast.AST]) -> tuple[set[str], set[str]]:
+    """(reads, plain local names) of expressions: ``arg:<attr>`` for ``x.attr`` / ``f(x).attr`` reads, ``env:<NAME>``
+    for SGLANG_* / SGL_* switches (an attribute such as ``envs.SGLANG_X`` or a string constant)."""
+    reads: set[str] = set()
+    names: set[str] = set()
+    for root in nodes:
+        for node in ast.walk(root):
+            if isinstance(node, ast.Attribute):
+                if node.attr.startswith(_ENV_PREFIXES):
+                    reads.add(f"env:{node.attr}")
+                elif isinstance(node.value, (ast.Name, ast.Call)) and node.attr.isidentifier() \
+                        and node.attr.islower() and not node.attr.startswith("_"):
+                    reads.add(f"arg:{node.attr}")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(_ENV_PREFIXES) \
+                    and node.value.replace("_", "").isalnum() and node.value.isupper():
+                reads.add(f"env:{node.value}")
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                names.add(node.id)
+    return reads, names
+
+
+def _assignments(function: ast.AST) -> dict[str, list[ast.AST]]:
+    """Local name -> the values assigned to it in ``function`` (its own body, nested definitions included)."""
+    out: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(function):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        out.setdefault(name.id, []).append(node.value)
+        elif isinstance(node, (ast.For, ast.comprehension)):
+            for name in ast.walk(node.target):
+                if isinstance(name, ast.Name):
+                    out.setdefault(name.id, []).append(node.iter)
+    return out
+
+
+class _Walker:
+    """Collects the raises and asserts of one module with their function and enclosing conditions (and the
+    statements of ``implicit``: line -> exception, the failures without a raise of their own)."""
+
+    def __init__(self, path: str, functions: frozenset[str] | None, implicit: dict[int, str] | None = None) -> None:
         self.path, self.functions = path, functions
+        self.implicit = dict(implicit or {})
         self.entries: list[Entry] = []
         self.ordinals: dict[str, int] = {}
+        self.tests: list[ast.AST] = []  # the condition expressions of the statement being visited
+        self.function: list[ast.AST] = []  # the enclosing function definitions, innermost last
 
-    def visit_body(self, body: list[ast.stmt], scope: str, conditions: list[str]) -> None:
+    def visit_body(self, body: list[ast.stmt], scope: str, conditions: list[str], tests: list[ast.AST] | None = None) -> None:
+        saved = self.tests
+        if tests is not None:
+            self.tests = tests
         for stmt in body:
             self.visit(stmt, scope, conditions)
+        self.tests = saved
 
     def visit(self, node: ast.stmt, scope: str, conditions: list[str]) -> None:
+        self.implicit_site(node, scope, conditions)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             inner = node.name if scope == "<module>" else f"{scope}.{node.name}"
+            saved, self.tests = self.tests, []
+            is_function = not isinstance(node, ast.ClassDef)
+            if is_function:
+                self.function.append(node)
             self.visit_body(node.body, inner, [])  # a definition's checks run when it is called, not here
+            if is_function:
+                self.function.pop()
+            self.tests = saved
             return
         if isinstance(node, ast.If):
             test = _text(node.test)
-            self.visit_body(node.body, scope, [*conditions, test])
-            self.visit_body(node.orelse, scope, [*conditions, f"not ({test})"])
+            self.visit_body(node.body, scope, [*conditions, test], [*self.tests, node.test])
+            self.visit_body(node.orelse, scope, [*conditions, f"not ({test})"], [*self.tests, node.test])
             return
         if isinstance(node, (ast.Raise, ast.Assert)):
             self.record(node, scope, conditions)
@@ -154,23 +222,70 @@ class _Walker:
             if isinstance(block, list):  # for / while / with
                 self.visit_body(block, scope, conditions)
 
+    def reads(self, tests: list[ast.AST]) -> list[str]:
+        """What ``tests`` read, following local names one assignment deep within the enclosing function."""
+        reads, names = _names_read(tests)
+        if self.function:
+            assigned = _assignments(self.function[-1])
+            values = [v for name in sorted(names) for v in assigned.get(name, [])]
+            reads |= _names_read(values)[0]
+        return sorted(reads)
+
+    def implicit_site(self, node: ast.stmt, scope: str, conditions: list[str]) -> None:
+        """An ``implicit`` entry where a listed line falls in this statement's own part (a compound statement's
+        header: an ``if`` / ``while`` test, a ``for`` iterable, a ``with`` item; a simple statement whole)."""
+        if not self.implicit:
+            return
+        if isinstance(node, (ast.If, ast.While)):
+            own = [node.test]
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            own = [node.iter]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            own = [item.context_expr for item in node.items]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try, ast.Match)) \
+                or (hasattr(ast, "TryStar") and isinstance(node, ast.TryStar)):
+            own = []
+        else:
+            own = [node]
+        if not own:
+            return
+        first, last = min(n.lineno for n in own), max(n.end_lineno or n.lineno for n in own)
+        for line in sorted(self.implicit):
+            if first <= line <= last:
+                exception = self.implicit.pop(line)
+                top = scope.split(".")[0]
+                if self.functions is not None and top not in self.functions:
+                    continue
+                ordinal = self.ordinals[scope + "#implicit"] = self.ordinals.get(scope + "#implicit", 0) + 1
+                tests = [*self.tests, *own]
+                self.entries.append(Entry(f"{self.path}:{scope}:implicit-{ordinal}", self.path, first, last, scope,
+                                          "implicit", exception, [*conditions, f"at: {_text(own[0])[:200]}"], "",
+                                          self.reads(tests)))
+
     def record(self, node: ast.Raise | ast.Assert, scope: str, conditions: list[str]) -> None:
         top = scope.split(".")[0]
         if self.functions is not None and top not in self.functions:
             return
         ordinal = self.ordinals[scope] = self.ordinals.get(scope, 0) + 1
+        tests = list(self.tests)
         if isinstance(node, ast.Assert):
             kind, exception, message, conds = "assert", "AssertionError", _text(node.msg), [*conditions, _text(node.test)]
+            tests.append(node.test)
         else:
             kind, (exception, message), conds = "raise", _raised(node), list(conditions)
-        self.entries.append(Entry(f"{self.path}:{scope}:{ordinal}", self.path, node.lineno, scope, kind, exception,
-                                  conds, message))
+        self.entries.append(Entry(f"{self.path}:{scope}:{ordinal}", self.path, node.lineno, node.end_lineno or node.lineno,
+                                  scope, kind, exception, conds, message, self.reads(tests)))
 
 
-def module_entries(path: str, source: str, functions: frozenset[str] | None = None) -> list[Entry]:
-    """The catalog entries of one module's source (``functions``: the top-level names to keep, None for all)."""
-    walker = _Walker(path, functions)
+def module_entries(path: str, source: str, functions: frozenset[str] | None = None,
+                   implicit: dict[int, str] | None = None) -> list[Entry]:
+    """The catalog entries of one module's source (``functions``: the top-level names to keep, None for all;
+    ``implicit``: line -> exception of the implicit failure sites to record)."""
+    walker = _Walker(path, functions, implicit)
     walker.visit_body(ast.parse(source, filename=path).body, "<module>", [])
+    if walker.implicit:
+        raise ValueError(f"{path}: implicit failure sites on lines no statement of a catalogued function holds: "
+                         f"{sorted(walker.implicit)}")
     return walker.entries
 
 
@@ -183,13 +298,30 @@ def wheel_sources(wheel: Path) -> Iterator[tuple[str, str, frozenset[str] | None
                 yield name, archive.read(name).decode("utf-8"), functions  # type: ignore[misc]
 
 
-def catalog(wheel: Path, version: str) -> dict[str, Any]:
-    """The catalog of ``wheel`` as a JSON-ready mapping, entries sorted by file and line."""
+def implicit_sites(path: Path | None) -> dict[str, dict[int, str]]:
+    """file -> line -> exception of the implicit failure sites listed in ``path`` (YAML: ``sites``, each with
+    ``file``, ``line``, ``exception`` and ``why``); none when there is no such file."""
+    if path is None or not path.exists():
+        return {}
+    import yaml  # noqa: PLC0415
+
+    out: dict[str, dict[int, str]] = {}
+    for site in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("sites", []):
+        out.setdefault(site["file"], {})[int(site["line"])] = site["exception"]
+    return out
+
+
+def catalog(wheel: Path, version: str, implicit: Path | None = None) -> dict[str, Any]:
+    """The catalog of ``wheel`` as a JSON-ready mapping, entries sorted by file and line (with the implicit
+    failure sites ``implicit`` lists)."""
     entries: list[Entry] = []
     files: list[str] = []
+    sites = implicit_sites(implicit)
     for path, source, functions in wheel_sources(wheel):
         files.append(path)
-        entries.extend(module_entries(path, source, functions))
+        entries.extend(module_entries(path, source, functions, sites.pop(path, None)))
+    if sites:
+        raise ValueError(f"implicit failure sites in files the catalog does not read: {sorted(sites)}")
     entries.sort(key=lambda e: (e.file, e.line, e.id))
     ids = [e.id for e in entries]
     if len(ids) != len(set(ids)):  # cannot happen: ordinals are per function
@@ -232,11 +364,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheel", type=Path, help="use this wheel instead of the one in --wheel-dir")
     parser.add_argument("--wheel-dir", type=Path, default=Path(DEFAULT_WHEEL_DIR), help="wheel cache directory")
     parser.add_argument("--mapping", type=Path, help="the mapping YAML to compare the catalog's ids with")
+    parser.add_argument("--implicit", type=Path,
+                        help="the implicit failure sites to record (default: implicit-VERSION.yml beside --out)")
     args = parser.parse_args(argv)
     wheel = args.wheel or find_wheel(args.version, args.wheel_dir)
     if wheel is None:
         parser.error(f"no sglang-{args.version}-*.whl in {args.wheel_dir} (make wheel SGLANG_VERSION={args.version})")
-    data = catalog(wheel, args.version)
+    implicit = args.implicit or args.out.parent / f"implicit-{args.version}.yml"
+    data = catalog(wheel, args.version, implicit)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(dumps(data), encoding="utf-8")
     print(f"wrote {args.out}: {len(data['entries'])} entries from {len(data['files'])} files of {wheel.name}")

@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 VERSION = "0.5.23"
 CATALOG = REPO / "tests" / "catalog" / f"catalog-{VERSION}.json"
 MAPPING = REPO / "tests" / "catalog" / f"mapping-{VERSION}.yml"
+IMPLICIT = REPO / "tests" / "catalog" / f"implicit-{VERSION}.yml"
 KINDS = ("rule", "preflight", "not_applicable")
 ACCOUNT_FOR_IT = (
     f"read the check in the wheel (make wheel) and map it in tests/catalog/mapping-{VERSION}.yml as one of: "
@@ -94,7 +95,16 @@ def test_catalog_matches_the_wheel(catalog: dict[str, Any]) -> None:
     wheel = tool.find_wheel(VERSION, REPO / tool.DEFAULT_WHEEL_DIR)
     if wheel is None:
         pytest.skip(f"no sglang-{VERSION} wheel in {tool.DEFAULT_WHEEL_DIR} (make wheel)")
-    assert tool.dumps(tool.catalog(wheel, VERSION)) == tool.dumps(catalog)
+    assert tool.dumps(tool.catalog(wheel, VERSION, IMPLICIT)) == tool.dumps(catalog)
+
+
+def test_implicit_sites_are_entries_of_their_own_kind(catalog: dict[str, Any]) -> None:
+    """Each site of implicit-<version>.yml is a catalog entry of kind ``implicit`` at that line."""
+    sites = tool.implicit_sites(IMPLICIT)
+    implicit = {(e["file"], line) for e in catalog["entries"] if e["kind"] == "implicit"
+                for line in range(e["line"], e["end_line"] + 1)}
+    assert sites and all((path, line) in implicit for path, lines in sites.items() for line in lines)
+    assert len([e for e in catalog["entries"] if e["kind"] == "implicit"]) == sum(len(v) for v in sites.values())
 
 
 def test_incident_check_is_in_the_catalog_and_covered(catalog: dict[str, Any], mapping: dict[str, dict[str, str]]) -> None:
@@ -133,6 +143,29 @@ def test_extraction_of_conditions_and_ordinals() -> None:
     ]
     assert [e.id for e in tool.module_entries("pkg/mod.py", source, frozenset({"C"}))] == [
         "pkg/mod.py:C.m.inner:1", "pkg/mod.py:C.m:1"]
+
+
+def test_extraction_of_line_ranges_reads_and_implicit_sites() -> None:
+    source = (
+        "def f(cfg, server_args):\n"
+        "    backend = resolved_view(server_args).attention_backend\n"
+        "    if cfg.page_size > 1 and backend != 'fa3' and envs.SGLANG_X.get():\n"
+        "        raise ValueError(\n"
+        "            'page size'\n"
+        "        )\n"
+        "    if cfg.topk > 1:\n"
+        "        pass\n"
+        "    assert get_bool_env_var('SGL_Y') or cfg.tp_size\n"
+    )
+    [first, implicit, second] = tool.module_entries("pkg/mod.py", source, implicit={7: "TypeError"})
+    assert (first.line, first.end_line, first.kind) == (4, 6, "raise")
+    assert first.reads == ["arg:attention_backend", "arg:page_size", "env:SGLANG_X"]
+    assert (implicit.id, implicit.kind, implicit.exception, implicit.line) == (
+        "pkg/mod.py:f:implicit-1", "implicit", "TypeError", 7)
+    assert implicit.conditions == ["at: cfg.topk > 1"] and implicit.reads == ["arg:topk"]
+    assert second.reads == ["arg:tp_size", "env:SGL_Y"]
+    with pytest.raises(ValueError, match="implicit failure sites"):
+        tool.module_entries("pkg/mod.py", source, implicit={1: "KeyError"})
 
 
 def test_scope_and_diff() -> None:
