@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,15 +56,19 @@ def jinja_env() -> jinja2.Environment:
     return env
 
 
-# Compiled expressions and templates of each environment, by source text: compiling is most of a render's time
-# (thousands of property examples render the same role variables), and a compiled one depends only on its text.
-# Filters and the undefined type are looked up when it runs, so a caller that changes its environment later still
-# gets them.
-_COMPILED: weakref.WeakKeyDictionary[jinja2.Environment, dict[tuple[bool, str], Any]] = weakref.WeakKeyDictionary()
+# Compiled expressions and templates of each environment, by source text, kept on the environment (they go with
+# it): compiling is most of a render's time (thousands of property examples render the same role variables), and a
+# compiled one depends only on its text and on the environment's filters and tests, which Jinja binds when it
+# compiles: a caller adds its own filters and tests before it evaluates anything with the environment (the
+# undefined type is read when it runs).
+_CACHE_ATTR = "_bsa_compiled"
 
 
 def _compiled(env: jinja2.Environment, expression: bool, source: str) -> Any:
-    cache = _COMPILED.setdefault(env, {})
+    cache: dict[tuple[bool, str], Any] | None = getattr(env, _CACHE_ATTR, None)
+    if cache is None:
+        cache = {}
+        setattr(env, _CACHE_ATTR, cache)
     key = (expression, source)
     if key not in cache:
         cache[key] = env.compile_expression(source, undefined_to_none=False) if expression else env.from_string(source)
