@@ -119,7 +119,7 @@ def test_a_run_without_the_spec_override_does_not_silently_undo_it(host, invento
     runner = play(inventory, tmp_path, "deploy.yml", sglang_args=explicit)
     assert runner.rc != 0
     [failed] = failures(runner)
-    assert failed["task"] == "Install the directories, helper scripts and files of every instance, and enable their units"
+    assert failed["task"] == "Install the directories, helper scripts and files of every instance, enable their units, and look at them"
     for words in ("spec=auto, set by an earlier run's -e spec=auto", "set sglang_spec: auto", "-e spec=keep", "Nothing was changed"):
         assert words in failed["res"]["msg"]
     assert main_pid(host) == pid and host.file("/etc/systemd/system/sglang.service").content_string == unit
