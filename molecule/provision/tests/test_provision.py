@@ -245,6 +245,12 @@ def test_check_mode_reports_no_changes(inventory: Path, tmp_path: Path) -> None:
     run = play(inventory, tmp_path, check=True, **UPGRADE)
     assert not run.failed, run.failures()
     assert run.changed == 0, run.changed_tasks()
+    # Converged: what the driver and toolkit roles read of the host (blackwell.sglang.driver_state) is what they would
+    # write, so their changing steps are skipped as a whole.
+    for task in ("Bring the host to the pinned driver", "Bring the host to the pinned toolkit"):
+        events = [e["event"] for e in run.runner.events if e.get("event_data", {}).get("task") == task
+                  and e["event"].startswith("runner_on_") and e["event"] != "runner_on_start"]
+        assert events == ["runner_on_skipped"], (task, events)
 
 
 # --- failures: each fails the host with a message, and changes nothing that it should not -------------
