@@ -90,7 +90,11 @@ def test_the_wait_option_is_documented_as_wait_ready_s_options() -> None:
         text = load(name).DOCUMENTATION
         return yaml.safe_load(text)["options"]
 
-    assert options("server_restart")["wait"]["suboptions"] == options("wait_ready")
+    def kinds(documented: dict[str, Any]) -> dict[str, Any]:
+        return {name: (spec.get("type"), spec.get("elements"), spec.get("required", False), spec.get("default"))
+                for name, spec in documented.items()}
+
+    assert kinds(options("server_restart")["wait"]["suboptions"]) == kinds(options("wait_ready"))
     assert set(options("wait_ready")) == set(wait_ready.WAIT_SPEC)
 
 

@@ -26,9 +26,9 @@ def test_finds_the_units_this_role_installed_only(tmp_path: Path) -> None:
     (units / "other.service").write_text("# SGLang 0.5.23\n")
     (units / ".sglang-hidden.service").write_text("# SGLang 0.5.23\n")
     (units / "sglang-link.service").symlink_to(units / "sglang.service")
-    assert server_state.installed_units(str(units), ["sglang.service", "sglang-*.service", ".sglang-*"], "^# SGLang [0-9]") \
+    assert state_utils.installed_units(str(units), ["sglang.service", "sglang-*.service", ".sglang-*"], "^# SGLang [0-9]") \
         == ["sglang", "sglang-code"]
-    assert server_state.installed_units(str(tmp_path / "none"), ["*"], ".") == []
+    assert state_utils.installed_units(str(tmp_path / "none"), ["*"], ".") == []
 
 
 def test_finds_the_virtualenv_records_that_name_the_current_virtualenv(tmp_path: Path) -> None:
@@ -39,7 +39,7 @@ def test_finds_the_virtualenv_records_that_name_the_current_virtualenv(tmp_path:
         (config / sub / "venv").write_text(text)
     (config / "venv").write_text("# old\n/opt/venvs/b\n")
     (config / "linked").symlink_to(config / "last-good")
-    assert server_state.venv_records(str(config), "venv", "/opt/venvs/b") == sorted([
+    assert state_utils.venv_records(str(config), "venv", "/opt/venvs/b") == sorted([
         str(config / "last-good" / "venv"), str(config / "last-good-chat" / "venv"), str(config / "venv")])
 
 
@@ -76,5 +76,5 @@ def test_a_health_status_that_is_no_answer_fails_as_uri_would(tmp_path: Path, mo
 
 
 def test_the_health_check_answers_minus_one_when_nothing_listens() -> None:
-    status, error = server_state.health_status("http://127.0.0.1:9/health", 2, None)
+    status, error = state_utils.health_status("http://127.0.0.1:9/health", 2, None)
     assert status == -1 and error

@@ -88,4 +88,3 @@ def plan(account: Account, found: Found) -> list[list[str]]:
     if fix:
         commands.append(["usermod", *fix, account.user])
     return commands
-

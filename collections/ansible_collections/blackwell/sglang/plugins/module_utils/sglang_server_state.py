@@ -99,7 +99,7 @@ def look(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
     instances = params["instances"]
     result: dict[str, Any] = {"changed": False, "active": {}, "health": {}}
     result["installed_units"] = installed_units(params["unit_dir"], params["unit_patterns"], params["unit_marker"])
-    _, out, _ = module.run_command(["systemctl", "is-active", *(i["unit"] for i in instances)])
+    _rc, out, _err = module.run_command(["systemctl", "is-active", *(i["unit"] for i in instances)])
     states = out.splitlines()
     for index, instance in enumerate(instances):
         result["active"][instance["name"]] = states[index].strip() if index < len(states) else "unknown"

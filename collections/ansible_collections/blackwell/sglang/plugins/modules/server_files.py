@@ -80,7 +80,7 @@ options:
         required: true
         suboptions:
           name:
-            description: Instance name (the key of RV(active) and RV(health)).
+            description: Instance name (the key of C(state.active) and C(state.health)).
             type: str
             required: true
           unit:

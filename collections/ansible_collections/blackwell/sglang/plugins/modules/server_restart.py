@@ -52,7 +52,7 @@ options:
         type: str
         required: true
       ca_path:
-        description: PEM CA bundle that verifies the server's certificate when O(url) is https (empty, the system's store).
+        description: PEM CA bundle that verifies the server's certificate when O(wait.url) is https (empty, the system's store).
         type: str
         default: ""
       unit:
@@ -64,7 +64,7 @@ options:
         type: int
         default: 3600
       interval:
-        description: Seconds between health checks on the host (each round trip to the host waits up to O(progress_every)).
+        description: Seconds between health checks on the host (each round trip to the host waits up to O(wait.progress_every)).
         type: float
         default: 0.5
       progress_every:
@@ -73,8 +73,8 @@ options:
         default: 15
       no_progress_timeout:
         description: >-
-          Fail when neither a new journal line of O(unit) (its journal cursor moved) nor growth of the GPU memory
-          used on O(gpus) was seen for this many seconds; 0 disables the check.
+          Fail when neither a new journal line of O(wait.unit) (its journal cursor moved) nor growth of the GPU memory
+          used on O(wait.gpus) was seen for this many seconds; 0 disables the check.
         type: float
         default: 600
       gpus:
@@ -85,15 +85,15 @@ options:
       info_url:
         description: >-
           Once healthy, read this URL in the same round trip (SGLang's C(/server_info)) and return the values of
-          O(info_keys) as RV(info); the wait fails when it cannot be read. Unset, nothing more is read.
+          O(wait.info_keys) as C(ready.info); the wait fails when it cannot be read. Unset, nothing more is read.
         type: str
       info_keys:
-        description: The keys of O(info_url)'s JSON to return (only these, because C(/server_info) also holds the server's secrets).
+        description: The keys of O(wait.info_url)'s JSON to return (only these, because C(/server_info) also holds the server's secrets).
         type: list
         elements: str
         default: []
       api_key:
-        description: The server's API key, sent to O(info_url) only. Kept out of the output.
+        description: The server's API key, sent to O(wait.info_url) only. Kept out of the output.
         type: str
 extends_documentation_fragment:
   - blackwell.sglang.gpu_holders

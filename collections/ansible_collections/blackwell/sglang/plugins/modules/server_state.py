@@ -120,14 +120,7 @@ venv_records:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_server_state import (  # noqa: F401 (re-exported)
-    STATE_OPTIONS,
-    health_status,
-    installed_units,
-    look,
-    running_venv,
-    venv_records,
-)
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_server_state import STATE_OPTIONS, look
 
 
 def main() -> None:

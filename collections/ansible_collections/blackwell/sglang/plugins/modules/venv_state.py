@@ -28,7 +28,7 @@ options:
   import_check:
     description:
       - Python code run by O(venv)C(/bin/python) when O(marker) exists; its output's last line is reported in
-        RV(imported.last_line).
+        RV(imported) (C(last_line)).
     type: str
     required: true
   import_timeout:
