@@ -86,6 +86,7 @@ HOST_VARS = (
     "sglang_model_download",
     "sglang_model_revision",
     "nvidia_gpu_memory_mib",
+    "nvidia_driver_version",
     FACTS_VAR,
     "hf_token",
     INSTANCES_VAR,

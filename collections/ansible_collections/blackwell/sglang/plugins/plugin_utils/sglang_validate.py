@@ -174,6 +174,9 @@ class Context:
     # Memory of each GPU in MiB: nvidia_gpu_memory_mib, else the facts' smallest over the instance's GPUs.
     gpu_memory_mib: int | None = None
     gpu_memory_source: str = ""
+    # The NVIDIA driver the host runs: nvidia_driver_version (the host's, else roles/nvidia_driver's default), as
+    # text; None when the caller passes neither (the stack rules then check nothing).
+    driver_version: str | None = None
 
     @property
     def secrets(self) -> frozenset[str]:
@@ -622,7 +625,10 @@ def spec_triple(spec: Mapping[str, Any]) -> tuple[dict[str, int] | None, str | N
 
 # The roles' defaults validate_host reads where the host's own value is empty (the release) or to check the directories
 # the server is handed against (the contract's context); the caller reads them from the roles' defaults files.
-VALIDATE_DEFAULTS = ("sglang_version", *contract.CONTEXT_DEFAULTS)
+# roles/nvidia_driver's nvidia_driver_version: the driver the host will run, which the stack rules check against the
+# release's CUDA stack (sglang_rules/stack.py).
+DRIVER_VERSION_VAR = "nvidia_driver_version"
+VALIDATE_DEFAULTS = ("sglang_version", DRIVER_VERSION_VAR, *contract.CONTEXT_DEFAULTS)
 
 
 def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | None = None,
@@ -695,6 +701,8 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | N
         gpu_count=None, compute_capability=None, model=model, spec=spec,
     )
     _read_host_facts(ctx, hostvars)
+    driver = hostvars.get(DRIVER_VERSION_VAR) or (defaults or {}).get(DRIVER_VERSION_VAR)
+    ctx.driver_version = None if driver in (None, "") else str(driver)
     _read_role_vars(ctx, hostvars, defaults)
     result.env, result.secret_env = _read_env(ctx, env, hostvars.get("hf_token"), hostvars.get(SECRET_ENV_VAR))
     if raw_host_spec is False:

@@ -9,7 +9,8 @@ compute capability in :mod:`.profiles`.  docs/contributing-rules.md says how to 
 
 Modules: schema (deprecated flags and aliases), speculative, parallel, attention (and the architecture checks),
 moe, kv_cache (KV cache, memory, mamba), hardware (memory fit, P2P), serving (TLS, HTTP, gRPC, security), lora,
-hicache, model (numbers, context length, checkpoint quantization), launch (further launch checks of SGLang).
+hicache, model (numbers, context length, checkpoint quantization), launch (further launch checks of SGLang), stack
+(the driver against the release's CUDA stack, the stop switch).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules impo
     schema,
     serving,
     speculative,
+    stack,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import env_true
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.hardware import nccl_flag
@@ -67,6 +69,7 @@ ORDER: tuple[str, ...] = (
     "parallel._parallel",
     "hardware._fit",
     "hardware._p2p",
+    "stack._driver_floor",
     "model._numeric",
     "model._model",
     "serving._security",
@@ -110,6 +113,7 @@ ORDER: tuple[str, ...] = (
     "parallel._parallel_moe_dp",
     "parallel._shared_experts_tp",
     "serving._grpc_threads",
+    "stack._force_shutdown",
     "speculative._speculative_shapes",
     "launch._features_catalog",
     "speculative._adaptive_steps",
