@@ -636,9 +636,10 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | N
     """Validate a host's variables; see the module docstring and README for the contract.
 
     ``spec``: the run's override of ``sglang_spec`` (a mode, or the triple itself as a mapping: spec_triple).
-    ``defaults``: the roles' defaults of :data:`VALIDATE_DEFAULTS` (roles/sglang's sglang_version, the directories'),
-    as the caller read them from the roles' defaults files; required where the host leaves sglang_version empty or
-    sets a role variable or a staged model directory that is checked against them (a TypeError names what is missing).
+    ``defaults``: the roles' defaults of :data:`VALIDATE_DEFAULTS` (roles/sglang's sglang_version, roles/nvidia_driver's
+    nvidia_driver_version, the directories'), as the caller read them from the roles' defaults files; required where
+    the host leaves sglang_version empty or sets a role variable or a staged model directory that is checked against
+    them (a TypeError names what is missing). Without the driver's (host's or default), the driver is not checked.
     """
     result = Result()
     version = str(hostvars.get("sglang_version")
