@@ -341,9 +341,11 @@ def test_check_mode_on_a_new_gateway_and_a_router_upgrade_reports_them_and_chang
     assert hosts_run <= {SPARE, GATEWAY}, hosts_run
 
     fresh = changed_tasks(runner, SPARE)
-    for task in ("Create the router's user", "Install sglang-router into its versioned virtualenv",
+    account = "Create the router's account and its virtualenv and configuration directories"
+    for task in (account, "Install sglang-router into its versioned virtualenv",
                  "Write the worker list the router starts with", "Install the router's unit"):
         assert task in fresh, (task, sorted(fresh))
+    assert [c.split()[0] for c in fresh[account]["account"]] == ["groupadd", "useradd"], fresh[account]
     assert any("ExecStart=/opt/sglang-router/0.3.2/" in d.get("after", "") and not d.get("before")
                for d in fresh["Install the router's unit"]["diff"]), fresh["Install the router's unit"]
     sh(SPARE, absent)
