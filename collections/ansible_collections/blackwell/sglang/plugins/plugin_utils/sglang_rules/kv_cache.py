@@ -11,6 +11,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _KVH,
     MAMBA_EXTRA_BUFFER,
     _attention_backends,
+    _cc,
     _choice,
     _given,
     _int,
@@ -295,9 +296,46 @@ def _unified_memory(ctx: Context, report: Report) -> None:
             return
 
 
+def _sm100_native_nvfp4(ctx: Context, report: Report) -> None:
+    """handle_kv4_compatibility on SM100 (kv_cache_hook.py:139-265): an NVFP4 cache there decodes with trtllm_mha's
+    native layout (handle_nvfp4_prefill_kv_dequant_dtype sets decode_attention_backend trtllm_mha, :84-92), so
+    uses_sm100_trtllm_nvfp4 holds and speculative decoding, its draft backend and the host cache tiers are limited."""
+    raw = _choice(ctx, "speculative_algorithm", "")
+    algo = raw.upper() or None
+    breadth = _num(ctx, "speculative_ngram_max_bfs_breadth")
+    draft = _choice(ctx, "speculative_draft_attention_backend", "")
+    for bad, dest, why, fix, line in (
+        (algo in ("DFLASH", "DSPARK"), "speculative_algorithm", f"does not support speculative_algorithm {raw}",
+         "use EAGLE / NEXTN or NGRAM (breadth 1)", 172),
+        (algo is not None and algo not in ("EAGLE", "EAGLE3", "NEXTN", "NGRAM"), "speculative_algorithm",
+         f"supports EAGLE, EAGLE3, NEXTN and breadth-1 NGRAM only, not {raw}", "use EAGLE / NEXTN or NGRAM (breadth 1)", 184),
+        (algo == "NGRAM" and breadth != 1, "speculative_ngram_max_bfs_breadth",
+         f"with NGRAM needs speculative_ngram_max_bfs_breadth 1 (trtllm_mha verifies a linear chain), not "
+         f"{breadth if breadth is not None else 'its default 10'}", f"set {ctx.var('speculative_ngram_max_bfs_breadth')}: 1",
+         198),
+        (algo not in (None, "NGRAM") and draft not in ("", "trtllm_mha"), "speculative_draft_attention_backend",
+         f"needs speculative_draft_attention_backend trtllm_mha (the draft reads the native NVFP4 layout), not {draft}",
+         f"set {ctx.var('speculative_draft_attention_backend')}: trtllm_mha, or remove it", 226),
+        (ctx.is_set("enable_hierarchical_cache") or ctx.is_set("enable_lmcache"),
+         "enable_hierarchical_cache" if ctx.is_set("enable_hierarchical_cache") else "enable_lmcache",
+         "does not support the hierarchical KV cache or LMCache (their host pools lack the block-scale layout)",
+         "remove enable_hierarchical_cache / enable_lmcache, or use kv_cache_dtype fp8_e4m3", 260),
+    ):
+        if bad:
+            report.refuse(dest, f"kv_cache_dtype nvfp4 on SM100 (compute capability {_cc(ctx)}: native NVFP4 with "
+                          f"trtllm_mha) {why}.", fix, line)
+            return
+
+
 @rule("server.kv_cache", shared=True, file=_KVH, sources=(
     "sglang/srt/arg_groups/kv_cache_hook.py:428",
     "sglang/srt/arg_groups/kv_cache_hook.py:41",
+    "sglang/srt/arg_groups/kv_cache_hook.py:60",
+    "sglang/srt/arg_groups/kv_cache_hook.py:172",
+    "sglang/srt/arg_groups/kv_cache_hook.py:184",
+    "sglang/srt/arg_groups/kv_cache_hook.py:198",
+    "sglang/srt/arg_groups/kv_cache_hook.py:226",
+    "sglang/srt/arg_groups/kv_cache_hook.py:260",
     "sglang/srt/arg_groups/kv_cache_hook.py:344",
     "sglang/srt/arg_groups/kv_cache_hook.py:53",
     "sglang/srt/arg_groups/kv_cache_hook.py:71",
@@ -335,13 +373,25 @@ def _kv_cache_resolved(ctx: Context, report: Report) -> None:
         if requested == "auto":
             requested = by_backend.get(explicit) or ("" if cc is None else "nvfp4" if cc[0] == 10 else "fp8_e4m3")
         target = NVFP4_PREFILL_BACKEND.get(requested)
-        if prefill and target and prefill != target:
+        if requested == "nvfp4" and cc is not None and cc[0] != 10:
+            # get_platform().is_sm100 is the major 10 (SM100 / SM103): the declared compute capability decides it.
+            report.refuse("prefill_kv_cache_dequant_dtype" if _given(ctx, "prefill_kv_cache_dequant_dtype")
+                          and _choice(ctx, "prefill_kv_cache_dequant_dtype", "auto") != "auto"
+                          else "prefill_attention_backend" if prefill else "attention_backend",
+                          "kv_cache_dtype nvfp4 with native NVFP4 prefill (prefill dequant dtype nvfp4"
+                          + ("" if _choice(ctx, "prefill_kv_cache_dequant_dtype", "auto") != "auto"
+                             else f", which the {explicit} backend selects") + f") needs SM100 (compute capability 10.x), "
+                          f"not {_cc(ctx)}.", f"set {ctx.var('prefill_kv_cache_dequant_dtype')}: fp8_e4m3 (the flashinfer "
+                          "prefill workspace), or remove the backend option", 60)
+        elif prefill and target and prefill != target:
             report.refuse("prefill_attention_backend", f"kv_cache_dtype nvfp4 with prefill dequant dtype {requested} needs the "
                           f"{target} prefill backend, not prefill_attention_backend {prefill}.",
                           f"remove {ctx.var('prefill_attention_backend')} and choose the dtype only", 71)
         elif decode not in ("", "trtllm_mha"):
             report.refuse("decode_attention_backend", f"kv_cache_dtype nvfp4 decodes with trtllm_mha, not {decode}.",
                           f"remove {ctx.var('decode_attention_backend')} (NVFP4 selects its decode backend)", 80)
+        elif cc is not None and cc[0] == 10:
+            _sm100_native_nvfp4(ctx, report)
     if ctx.is_set("prefill_only_disable_kv_cache"):
         resolved, _ = resolved_attention_backends(ctx)
         if resolved is not None and resolved not in ("fa3", "fa4"):
