@@ -91,6 +91,8 @@ def _probe_input(case: dict, **extra) -> dict:
         "gpu_count": int(case.get("gpu_count", 8)),
         "compute_capability": str(case.get("compute_capability", "12.0")),
     }
+    # The GPU the probe pretends (name, memory, unified memory), where the case names one (differential.py's GPUS).
+    out.update({k: case[k] for k in ("gpu_name", "gpu_memory_mib", "gpu_integrated") if case.get(k) is not None})
     out.update(extra)
     return out
 

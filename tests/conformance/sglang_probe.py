@@ -29,7 +29,9 @@ influence each other.
 Input (stdin, or a file given as the first argument): JSON, either a list of
 cases or {"cases": [...]}; a case is
     {"id": str, "args": {dest: value}, "model": "<dir under models/>",
-     "gpu_count": 8, "compute_capability": "12.0", "env": {NAME: value}}
+     "gpu_count": 8, "compute_capability": "12.0", "env": {NAME: value},
+     "gpu_memory_mib": 97887, "gpu_name": "...", "gpu_integrated": false}
+(the GPU fields are optional: the reference host's RTX PRO 6000 by default)
 or, instead of "args", a ready "argv" list (its --model-path value is replaced
 by the fixture directory).
 Output (stdout): a JSON list, one object per case:
@@ -97,7 +99,7 @@ RESOLVED_FIELDS = [
     "device",
 ]
 
-_STATE = {"gpu_count": 8, "capability": (12, 0)}
+_STATE = {"gpu_count": 8, "capability": (12, 0), "memory_mib": GPU_MEM_MIB, "name": GPU_NAME, "integrated": False}
 
 
 # --------------------------------------------------------------------------
@@ -131,10 +133,12 @@ def _setup_environment(workdir: Path) -> None:
         "#!/bin/sh\n"
         "# stand-in written by tests/conformance/sglang_probe.py\n"
         'n="${PROBE_GPU_COUNT:-8}"\n'
+        f'mem="${{PROBE_GPU_MEMORY:-{GPU_MEM_MIB}}}"\n'
+        f'name="${{PROBE_GPU_NAME:-{GPU_NAME}}}"\n'
         'case "$*" in\n'
-        f'  *memory.total*) i=0; while [ "$i" -lt "$n" ]; do echo {GPU_MEM_MIB}; i=$((i+1)); done ;;\n'
-        f'  *name*) i=0; while [ "$i" -lt "$n" ]; do echo "{GPU_NAME}"; i=$((i+1)); done ;;\n'
-        '  *compute_cap*) i=0; while [ "$i" -lt "$n" ]; do echo "12.0"; i=$((i+1)); done ;;\n'
+        '  *memory.total*) i=0; while [ "$i" -lt "$n" ]; do echo "$mem"; i=$((i+1)); done ;;\n'
+        '  *name*) i=0; while [ "$i" -lt "$n" ]; do echo "$name"; i=$((i+1)); done ;;\n'
+        '  *compute_cap*) i=0; while [ "$i" -lt "$n" ]; do echo "${PROBE_GPU_CC:-12.0}"; i=$((i+1)); done ;;\n'
         '  *) echo "nvidia-smi stand-in: unsupported query: $*" >&2; exit 1 ;;\n'
         "esac\n"
     )
@@ -317,11 +321,11 @@ def _patch_torch() -> None:
 
     class _Props:
         def __init__(self, index: int):
-            self.name = GPU_NAME
+            self.name = _STATE["name"]
             self.major, self.minor = _STATE["capability"]
-            self.total_memory = GPU_MEM_MIB * 1024 * 1024
+            self.total_memory = _STATE["memory_mib"] * 1024 * 1024
             self.multi_processor_count = GPU_SM_COUNT
-            self.is_integrated = False
+            self.is_integrated = _STATE["integrated"]
             self.is_multi_gpu_board = False
             self.warp_size = 32
             self.max_threads_per_multi_processor = 1536
@@ -349,11 +353,11 @@ def _patch_torch() -> None:
     cuda.is_available = lambda: True
     cuda.device_count = lambda: _STATE["gpu_count"]
     cuda.get_device_capability = lambda device=None: tuple(_STATE["capability"])
-    cuda.get_device_name = lambda device=None: GPU_NAME
+    cuda.get_device_name = lambda device=None: _STATE["name"]
     cuda.get_device_properties = lambda device=None: _Props(_index(device))
     cuda.mem_get_info = lambda device=None: (
-        GPU_MEM_MIB * 1024 * 1024 - 512 * 1024 * 1024,
-        GPU_MEM_MIB * 1024 * 1024,
+        _STATE["memory_mib"] * 1024 * 1024 - 512 * 1024 * 1024,
+        _STATE["memory_mib"] * 1024 * 1024,
     )
     cuda.current_device = lambda: 0
     cuda.set_device = lambda device: None
@@ -555,7 +559,16 @@ def run_case(case: dict, collector: _Collector, options: dict) -> dict:
     major, minor = (int(x) for x in cc.split("."))
     _STATE["gpu_count"] = gpu_count
     _STATE["capability"] = (major, minor)
+    # The GPU itself (differential.py's GPUS: each profile's real memory): its name, memory in MiB, and whether it
+    # is integrated (GB10, Thor: unified memory; nvidia-smi answers [N/A] for memory.total and SGLang falls back to
+    # torch.cuda.mem_get_info, sglang/srt/utils/common.py:802-832).
+    _STATE["memory_mib"] = int(case.get("gpu_memory_mib") or GPU_MEM_MIB)
+    _STATE["name"] = str(case.get("gpu_name") or GPU_NAME)
+    _STATE["integrated"] = bool(case.get("gpu_integrated"))
     os.environ["PROBE_GPU_COUNT"] = str(gpu_count)
+    os.environ["PROBE_GPU_MEMORY"] = "[N/A]" if _STATE["integrated"] else str(_STATE["memory_mib"])
+    os.environ["PROBE_GPU_NAME"] = _STATE["name"]
+    os.environ["PROBE_GPU_CC"] = cc
     for k, v in (case.get("env") or {}).items():
         os.environ[str(k)] = str(v)
     # SGLang's envs registry reads the process environment lazily; nothing to reset.
