@@ -132,10 +132,12 @@ def test_the_preflight_command_runs_after_the_holders_and_its_exit_code_is_retur
     argv = ["/opt/sglang/current/bin/python", "/usr/local/libexec/sglang/sglang-preflight.py", "--unit", "/x.service"]
     fake = run_main(server_preflight, preflight_params(argv=argv), {tuple(argv[:1]): (4, '{"error": "no"}\n', "bad\n")},
                     monkeypatch)
-    assert fake.exited["rc"] == 4 and fake.exited["stdout_lines"] == ['{"error": "no"}'] and fake.exited["stderr"] == "bad\n"
+    ran = fake.exited["preflight"]
+    assert "rc" not in fake.exited  # at the top, Ansible would fail the task on a non-zero rc
+    assert ran["rc"] == 4 and ran["stdout_lines"] == ['{"error": "no"}'] and ran["stderr"] == "bad\n"
     assert fake.exited["holders"] == [] and "killed" not in fake.exited and not fake.exited["changed"]
     fake = run_main(server_preflight, preflight_params(), {}, monkeypatch)
-    assert "rc" not in fake.exited and fake.calls == []
+    assert "preflight" not in fake.exited and fake.calls == []
 
 
 def test_a_foreign_holder_fails_before_the_preflight_runs(monkeypatch: pytest.MonkeyPatch) -> None:

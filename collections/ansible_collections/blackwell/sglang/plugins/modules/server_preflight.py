@@ -16,8 +16,8 @@ description:
     then terminates it).
   - Then, with O(argv), the preflight command (roles/sglang_server's C(sglang-preflight.py), which lets the installed
     SGLang resolve and check the new unit's C(ExecStart=) inside the unit's sandbox). Its exit code and output are
-    returned as M(ansible.builtin.command) returns them; a non-zero exit does not fail the module, so that the role can
-    put the last known good files back and fail with the preflight's own report.
+    returned in RV(preflight) as M(ansible.builtin.command) returns them; a non-zero exit does not fail the module, so
+    that the role can put the last known good files back and fail with the preflight's own report.
 options:
   owner_unit:
     description: systemd unit of the service (e.g. C(sglang.service)); processes in its cgroup are the service's.
@@ -62,27 +62,12 @@ foreign:
   description: Foreign holders.
   type: list
   returned: always
-rc:
-  description: The preflight command's exit code.
-  type: int
-  returned: with argv
-stdout:
-  description: Its standard output.
-  type: str
-  returned: with argv
-stderr:
-  description: Its standard error.
-  type: str
-  returned: with argv
-stdout_lines:
-  description: Its standard output, line by line.
-  type: list
-  elements: str
-  returned: with argv
-stderr_lines:
-  description: Its standard error, line by line.
-  type: list
-  elements: str
+preflight:
+  description:
+    - The preflight command's exit code (C(rc)), standard output and error (C(stdout), C(stderr), and line by line
+      C(stdout_lines), C(stderr_lines)), as M(ansible.builtin.command) returns them.
+    - Nested, not at the top of the result, so that Ansible does not read a non-zero C(rc) as the module's failure.
+  type: dict
   returned: with argv
 """
 
@@ -103,7 +88,8 @@ def main() -> None:
     result.pop("killed", None)
     if module.params["argv"]:
         rc, out, err = module.run_command(module.params["argv"])
-        result.update(rc=rc, stdout=out, stderr=err, stdout_lines=out.splitlines(), stderr_lines=err.splitlines())
+        result["preflight"] = {"rc": rc, "stdout": out, "stderr": err, "stdout_lines": out.splitlines(),
+                               "stderr_lines": err.splitlines()}
     module.exit_json(**result)
 
 
