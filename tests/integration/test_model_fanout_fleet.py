@@ -32,7 +32,7 @@ import model_fanout as mf  # noqa: E402
 
 PREFIX = os.environ.get("BSA_FANOUT_PREFIX", "bsa-itest-fanout-")
 SHARD = 2 * 10**6
-SHARD_BACKUP = "/var/tmp/bsa-itest-shard.orig"  # outside the model directory: no part of the snapshot
+SHARD_BACKUP = "/var/tmp/bsa-itest-shard.orig"  # on the simulated seeder, outside the model directory: not in the snapshot
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import grp
 import pwd
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -37,7 +37,6 @@ class Found:
 
     user: Any = None
     group: Any = None
-    changes: list[str] = field(default_factory=list)
 
 
 def look(account: Account) -> Found:

@@ -363,13 +363,13 @@ class Refused(Exception):
     """Nothing was changed: the message says why."""
 
 
-def ids(owner: str, group: str, check_mode: bool) -> tuple[int, int] | None:
-    """(uid, gid) of ``owner`` and ``group``; None in check mode when one does not exist yet (a user created by the
-    same run), so that the file counts as changed."""
+def ids(owner: str, group: str, pending: bool) -> tuple[int, int] | None:
+    """(uid, gid) of ``owner`` and ``group``; None when one does not exist yet and may (``pending``: check mode, or an
+    account this run creates first), so that the file counts as changed."""
     try:
         return pwd.getpwnam(owner).pw_uid, grp.getgrnam(group).gr_gid
     except KeyError as exc:
-        if check_mode:
+        if pending:
             return None
         raise Refused(f"no such user or group: {owner}:{group} ({exc})") from None
 
