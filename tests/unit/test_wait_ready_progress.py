@@ -246,6 +246,31 @@ def test_a_healthy_server_whose_resolved_arguments_cannot_be_read_fails_the_wait
     assert result["failed"] and result["msg"].endswith("/server_info could not be read: HTTP 401")
 
 
+@pytest.mark.parametrize(("resolved", "fails"), [
+    ({"speculative_algorithm": "EAGLE", "speculative_num_steps": 3}, False),
+    ({"speculative_algorithm": None, "speculative_num_steps": None}, True),
+    ({"speculative_algorithm": "EAGLE"}, True),  # a key SGLang did not report at all counts as unset
+])
+def test_the_wait_fails_when_a_required_resolved_value_is_unset(resolved: dict[str, Any], fails: bool) -> None:
+    """spec=auto asks for speculative decoding: the ready wait itself fails when SGLang resolved none, so no task
+    but the wait runs between the start and the gate while the instance is out of rotation."""
+    host = Host(ready_at=T0 + 2)
+
+    def probe(module_args: dict[str, Any]) -> dict[str, Any]:
+        result = host.probe(module_args)
+        return {**result, "info": dict(resolved)} if result["status"] == 200 else result
+
+    result = wait(args(info_url="http://127.0.0.1:30000/server_info", info_keys=sorted(resolved),
+                       require_info=["speculative_algorithm", "speculative_num_steps"],
+                       require_info_why="spec=auto asked for speculative decoding"),
+                  probe, clock=host.clock, show=lambda _: None)
+    assert bool(result.get("failed")) is fails
+    assert result["info"] == resolved
+    if fails:
+        assert "spec=auto asked for speculative decoding" in result["msg"]
+        assert "speculative_num_steps" in result["msg"]
+
+
 def test_server_probe_returns_only_the_keys_asked_for_and_sends_the_key(tmp_path: Any) -> None:
     """server_probe's read of /server_info against a real HTTP server: the report keys only (the rest of
     /server_info holds the server's secrets), with the API key as a bearer token."""

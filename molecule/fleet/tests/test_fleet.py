@@ -29,6 +29,7 @@ import ansible_runner
 import pytest
 import simrun
 import yaml
+from rollout_window import WINDOW, window_events
 from simrun import BASE_ENV, REPO, final_failure
 
 GPUS = [f"bsa-fleet-gpu{i}" for i in range(1, 5)]
@@ -379,6 +380,10 @@ def test_restart_restarts_every_host_one_at_a_time(router: str, fleet: Path, tmp
     assert healthy_workers(router) == worker_urls(GPUS)
     assert plays(runner).count("Restart the rest of the fleet in batches") == len(GPUS) - 1
     assert_real_requests(runner, GPUS)
+    # Out of the router (between each host's drain and join) only the restart's floor ran.
+    for h in GPUS:
+        [window] = window_events(runner.events, h)
+        assert [task for task in window if task not in WINDOW] == [], (h, window)
     print(f"restart: {traffic.sent} requests, 0 failed; healthy workers {min(traffic.healthy_counts)}..{max(traffic.healthy_counts)}")
 
 

@@ -121,6 +121,12 @@ def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.m
                             "msg": f"{args['url']} is healthy but {args['info_url']} could not be read: "
                                    f"{result.get('info_error')}"}
                 done["info"] = result["info"]
+                unset = [key for key in args.get("require_info") or [] if result["info"].get(key) is None]
+                if unset:
+                    return {**done, "failed": True,
+                            "msg": f"{args['url']} is healthy but SGLang resolved no value for {', '.join(unset)} "
+                                   f"({args['info_url']}): {args.get('require_info_why') or 'the plan requires one'}. "
+                                   f"Resolved: {result['info']}"}
             return done
         progress.observe(result, now)
         failed_unit = state.get("ActiveState") in ("failed", "inactive")
@@ -163,6 +169,10 @@ WAIT_SPEC: dict[str, Any] = {
     "info_url": {"type": "str"},
     "info_keys": {"type": "list", "elements": "str", "default": []},
     "api_key": {"type": "str", "no_log": True},
+    # Keys of info_url's answer that must have a value once healthy (e.g. speculative_algorithm under spec=auto):
+    # the ready wait is the health check that fails, so nothing else runs while the instance is out of rotation.
+    "require_info": {"type": "list", "elements": "str", "default": []},
+    "require_info_why": {"type": "str", "default": ""},
 }
 
 

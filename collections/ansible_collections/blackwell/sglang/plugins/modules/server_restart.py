@@ -95,6 +95,18 @@ options:
       api_key:
         description: The server's API key, sent to O(wait.info_url) only. Kept out of the output.
         type: str
+      require_info:
+        description: >-
+          Keys of O(wait.info_keys) that must have a value once the server is healthy (for example
+          C(speculative_algorithm) when speculative decoding was asked for); the wait fails naming the keys without
+          one. Needs O(wait.info_url).
+        type: list
+        elements: str
+        default: []
+      require_info_why:
+        description: Why O(wait.require_info) must be set, for the failure message.
+        type: str
+        default: ""
 extends_documentation_fragment:
   - blackwell.sglang.gpu_holders
   - blackwell.sglang.attributes

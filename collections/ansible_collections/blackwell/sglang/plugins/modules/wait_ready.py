@@ -69,6 +69,17 @@ options:
   api_key:
     description: The server's API key, sent to O(info_url) only. Kept out of the output.
     type: str
+  require_info:
+    description: >-
+      Keys of O(info_keys) that must have a value once the server is healthy (for example C(speculative_algorithm)
+      when speculative decoding was asked for); the wait fails naming the keys without one. Needs O(info_url).
+    type: list
+    elements: str
+    default: []
+  require_info_why:
+    description: Why O(require_info) must be set, for the failure message.
+    type: str
+    default: ""
 notes:
   - An action plugin; this module file holds its documentation only. It runs M(blackwell.sglang.server_probe) on the host.
 extends_documentation_fragment:
