@@ -109,8 +109,11 @@ def check_files(rendered: Rendered) -> argparse.Namespace:
     assert argv == [*launcher, *plan["argv"], *config]
     env = parse_env_file(rendered.env)
     cache = ctx["sglang_server_cache_dir"]
+    kernels = plan["kernel_cache"]["dir"]  # under the cache directory, keyed by release, stack, GPU and instance
+    assert kernels.startswith(f"{cache.rstrip('/')}/kernels/sglang-") and kernels.endswith(f"/{ctx['sglang_server_service_name']}")
     expected = {"HOME": ctx["sglang_server_state_dir"], "HF_HOME": f"{cache}/huggingface", "XDG_CACHE_HOME": cache,
-                "TRITON_CACHE_DIR": f"{cache}/triton", **plan["env"], **plan["secret_env"]}
+                **plan["kernel_cache"]["env"], **plan["env"], **plan["secret_env"]}
+    assert expected["SGLANG_CACHE_DIR"] == kernels and expected["SGLANG_JIT_CACHE_DIR"] == f"{kernels}/jit"
     if plan["binding"]["cuda_visible_devices"]:
         expected.update(CUDA_VISIBLE_DEVICES=plan["binding"]["cuda_visible_devices"], CUDA_DEVICE_ORDER="PCI_BUS_ID")
     if plan["secret_env"]:

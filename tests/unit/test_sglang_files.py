@@ -19,7 +19,9 @@ def plan(**extra: object) -> dict[str, object]:
     return {"name": "default", "service": "sglang", "last_good": "last-good", "version": "0.5.23", "model": "m",
             "argv": ["--model-path", Tagged("/m")], "env": {"A": Tagged("1")}, "secret_env": {},
             "config": {"api-key": Tagged("k-1")}, "binding": {"devices": [], "extra_devices": [], "cuda_visible_devices": ""},
-            "spec": {"mode": "keep", "host": "keep", "override": False}, **extra}
+            "spec": {"mode": "keep", "host": "keep", "override": False},
+            "kernel_cache": {"key": "sglang-0.5.23_torch-2.14.1_cu13_sm100", "dir": "/c/kernels/k/sglang",
+                             "env": {"SGLANG_CACHE_DIR": Tagged("/c/kernels/k/sglang")}}, **extra}
 
 
 def test_strings_of_ansibles_own_types_are_written_as_their_text() -> None:

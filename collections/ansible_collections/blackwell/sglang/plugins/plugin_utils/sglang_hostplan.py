@@ -32,6 +32,7 @@ from ansible.utils.vars import combine_vars, load_extra_vars
 from ansible.vars.plugins import get_vars_from_inventory_sources, get_vars_from_path
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import RESERVED_SERVICE_NAMES
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_kernel_cache import kernel_cache
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import (
     ADDR_VAR,
     GROUP_VAR,
@@ -45,6 +46,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema, normalize_key, secret_host_vars
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema_diff import committed_versions, upgrade_findings
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import (
+    CC_VAR,
     FACTS_VAR,
     ROLE_VARS,
     SECRET_MARKER,
@@ -53,6 +55,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate i
     Result,
     facts_usable,
     gpu_count_problem,
+    parse_compute_capability,
     render_argv,
     validate_host,
 )
@@ -61,10 +64,13 @@ INSTANCES_VAR = "sglang_instances"
 GPUS_VAR = "sglang_gpus"
 SERVICE_VAR = "sglang_server_service_name"
 REVISION_VAR = "sglang_model_revision"
+# The torch requirement of the server's virtualenv (roles/sglang): part of the key of the instance's kernel caches.
+TORCH_VAR = "sglang_torch_requirement"
+CACHE_DIR_VAR = "sglang_server_cache_dir"
 # The roles' defaults the planner reads whatever the host sets (the release, the unit's name, the models directory and
 # the model's revision where the host's own is empty, the directories the server is handed are checked against):
 # plan_host's ``role_defaults``, read by its caller from the roles' defaults files (roles/sglang, roles/sglang_server).
-PLANNER_DEFAULTS = tuple(dict.fromkeys((SERVICE_VAR, contract.MODELS_DIR_VAR, REVISION_VAR, *VALIDATE_DEFAULTS)))
+PLANNER_DEFAULTS = tuple(dict.fromkeys((SERVICE_VAR, contract.MODELS_DIR_VAR, REVISION_VAR, TORCH_VAR, *VALIDATE_DEFAULTS)))
 
 # The host variables the validator reads; nothing else is templated.
 HOST_VARS = (
@@ -92,6 +98,7 @@ HOST_VARS = (
     INSTANCES_VAR,
     GPUS_VAR,
     GROUP_VAR,
+    TORCH_VAR,
     *ROLE_VARS,
     *secret_host_vars(),
 )
@@ -143,12 +150,15 @@ class Instance:
     model: Any
     model_revision: Any = None
     binding: dict[str, Any] = field(default_factory=dict)  # see gpu_binding(); not part of the public plan
+    # Where its kernels compile to (sglang_kernel_cache.kernel_cache): the environment file sets it; roles/sglang
+    # prunes a release's keys with its last virtualenv.
+    kernel_cache: dict[str, Any] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
         """The plan with no secret in it (``Result.as_dict`` plus the unit), and its digest."""
         data = self.result.as_dict()
         data.update(name=self.name, service=self.service, gpus=list(self.gpus), shorthand=self.index is None,
-                    model=self.model, model_revision=self.model_revision,
+                    model=self.model, model_revision=self.model_revision, kernel_cache=copy.deepcopy(self.kernel_cache),
                     # under sglang_server_config_dir: the shorthand keeps the one-instance layout
                     last_good="last-good" if self.index is None else f"last-good-{self.name}")
         data["digest"] = digest(data)
@@ -882,8 +892,30 @@ def _plan_one(plan: HostPlan, raw: dict[str, Any], index: int | None, name: str,
     if index is not None:
         result.errors = [_rename(p, index, name, entry or {}) for p in result.errors]
         result.warnings = [_rename(p, index, name, entry or {}) for p in result.warnings]
+    caches = kernel_cache(raw.get(CACHE_DIR_VAR) or fallbacks[CACHE_DIR_VAR], result.version,
+                          raw.get(TORCH_VAR) if raw.get(TORCH_VAR) is not None else fallbacks[TORCH_VAR],
+                          instance_capabilities(raw), service)
     plan.instances.append(Instance(name, service, result, physical, index, raw.get("sglang_model_path"),
-                                   (entry or {}).get("model_revision"), binding))
+                                   (entry or {}).get("model_revision"), binding, caches))
+
+
+def instance_capabilities(raw: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """The compute capabilities of an instance's GPUs: from the gathered facts of the GPUs it sees, else the host's
+    declared nvidia_gpu_compute_capability; none when neither reads (the plan reports that variable itself)."""
+    facts = raw.get(FACTS_VAR)
+    found = []
+    if facts_usable(facts):
+        for gpu in facts.get("gpus") or []:
+            try:
+                found.append(parse_compute_capability(gpu.get("compute_capability")))
+            except (AttributeError, ValueError):
+                continue
+    if found:
+        return found
+    try:
+        return [parse_compute_capability(raw.get(CC_VAR))]
+    except ValueError:
+        return []
 
 
 # Arguments that are no secret themselves but carry one in their value: a JSON configuration with a key field

@@ -43,7 +43,11 @@ MANAGED_ENV = {
     "HOME": "sglang_server_state_dir",
     "HF_HOME": "sglang_server_cache_dir",
     "XDG_CACHE_HOME": "sglang_server_cache_dir",
-    "TRITON_CACHE_DIR": "sglang_server_cache_dir",
+    # The instance's kernel caches (sglang_kernel_cache.CACHE_ENV: one directory per release, stack, GPU architecture
+    # and instance, under sglang_server_cache_dir/kernels).
+    **{name: "sglang_server_cache_dir (the instance's kernel caches)" for name in (
+        "SGLANG_CACHE_DIR", "SGLANG_JIT_CACHE_DIR", "SGLANG_DG_CACHE_DIR", "DG_JIT_CACHE_DIR", "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH", "TILELANG_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE")},
     "SGLANG_REDACT_ENV": "the role (it lists the secret variables the launcher redacts)",
     # The unit allows exactly the plan's GPU device nodes (DevicePolicy=closed): a hand-set list would
     # point CUDA at GPUs the sandbox hides, and the server would fail at start.
