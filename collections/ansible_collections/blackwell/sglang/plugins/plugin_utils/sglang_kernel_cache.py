@@ -36,7 +36,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_lock import lock_variant
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.stack import RELEASE_CUDA
 
 # The directory under sglang_server_cache_dir that holds every key.
 KERNELS = "kernels"
@@ -74,6 +73,11 @@ def arch_tag(capabilities: Iterable[tuple[int, int]]) -> str:
 def cuda_tag(version: str) -> str:
     """``cu13``: the CUDA major of the release's pinned stack (sglang_rules/stack.py RELEASE_CUDA), ``cu-unknown`` for
     a release without an entry."""
+    # Imported here: the rules package imports packaging, which the sanity import test of this module lacks.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.stack import (  # pylint: disable=import-outside-toplevel
+        RELEASE_CUDA,
+    )
+
     stack = RELEASE_CUDA.get(str(version))
     return f"cu{stack.cuda_major}" if stack is not None else "cu-unknown"
 
