@@ -298,3 +298,25 @@ def test_a_link_is_followed_only_when_it_stays_inside(tmp_path_factory: pytest.T
         return
     files = pr.checkpoint("paths", [str(model)])
     assert all(f.path.startswith(str(model) + "/") for f in files)
+
+
+# --- the stand-in SGLang reads what the module pre-reads ------------------------------------------------------------
+
+def test_the_standin_reads_the_files_the_module_preads(tmp_path: Path) -> None:
+    import sys
+
+    src = str(Path(__file__).resolve().parents[2] / "tests/fixtures/sglang_standin/src")
+    if src not in sys.path:
+        sys.path.insert(0, src)
+    from sglang._standin import weights
+
+    model = tmp_path / "m"
+    for name in ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "consolidated.safetensors",
+                 "pytorch_model.bin", "config.json"]:
+        write(model / name, 1000)
+    (model / "model.safetensors.index.json").write_text(
+        '{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}')
+    assert [str(p) for p in weights.weight_files(str(model))] == [f.path for f in pr.checkpoint("paths", [str(model)])]
+    assert weights.read_weights(str(model))[:2] == (2, 2000)
+    assert weights.weight_files(str(tmp_path / "none")) == [] and weights.weight_files("org/model") == []
+    assert not weights.enabled("0") and not weights.enabled(" off ") and weights.enabled(None) and weights.enabled("1")
