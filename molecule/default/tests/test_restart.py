@@ -243,6 +243,54 @@ def test_a_crash_loop_hits_the_start_limit_and_is_rolled_back(host, inventory: P
     assert_clean_and_healthy(host, persistenced)
 
 
+def wait_healthy(host, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not healthy(host):
+        assert time.monotonic() < deadline, "the server did not become healthy"
+        time.sleep(0.5)
+
+
+DRIFT_DROPIN = "/etc/systemd/system/sglang.service.d/zz-drift-case.conf"
+
+
+def test_drift_flags_an_instance_whose_running_arguments_differ_from_the_plan(host, inventory: Path, tmp_path: Path,
+                                                                               persistenced: int) -> None:
+    # As deployed: one table line "as planned", nothing changed on the host (the play runs in check mode).
+    runner = play(inventory, tmp_path, "drift.yml")
+    assert runner.rc == 0, final_failure(runner)
+    assert runner.stats["changed"] == {}
+    [_, line] = task_result(runner, "Show every instance of the play against its plan")["msg"]
+    assert line.endswith("as planned"), line
+    # A drop-in that starts the server with another --mem-fraction-static (the unit file itself is untouched).
+    unit = host.file(f"/etc/systemd/system/{SERVICE}").content_string
+    lines, logical = unit.splitlines(), []
+    start = next(i for i, text in enumerate(lines) if text.startswith("ExecStart="))
+    for text in lines[start:]:
+        logical.append(text.rstrip("\\").rstrip())
+        if not text.endswith("\\"):
+            break
+    exec_start = " ".join(logical)
+    assert "--mem-fraction-static 0.85" in exec_start, exec_start
+    host.run(f"mkdir -p {Path(DRIFT_DROPIN).parent}")
+    dropin = "[Service]\nExecStart=\n" + exec_start.replace("--mem-fraction-static 0.85", "--mem-fraction-static 0.8") + "\n"
+    host.run(f"cat > {DRIFT_DROPIN} <<'EOF'\n{dropin}EOF")
+    try:
+        assert host.run(f"systemctl daemon-reload && systemctl restart {SERVICE}").rc == 0
+        wait_healthy(host)
+        assert server_info(host)["mem_fraction_static"] == 0.8
+        runner = play(inventory, tmp_path, "drift.yml")
+        assert runner.rc != 0
+        [failed] = failures(runner)
+        assert failed["task"] == "Fail when an instance drifted from its plan"
+        assert "arguments differ: mem_fraction_static planned 0.85 running 0.8" in failed["res"]["msg"], failed["res"]["msg"]
+        assert runner.stats["changed"] == {}
+    finally:
+        host.run(f"rm -f {DRIFT_DROPIN} && systemctl daemon-reload && systemctl restart {SERVICE}")
+    wait_healthy(host)
+    assert server_info(host)["mem_fraction_static"] == 0.85
+    assert_clean_and_healthy(host, persistenced)
+
+
 def test_deploy_puts_the_inventory_configuration_back(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
     runner = play(inventory, tmp_path, "deploy.yml")
     assert runner.rc == 0, final_failure(runner)
