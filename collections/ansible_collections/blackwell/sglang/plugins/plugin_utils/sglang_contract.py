@@ -754,6 +754,9 @@ CONTRACT: dict[str, Kind] = {
     "gpu_health_fail_host": BOOL,
     "gpu_health_timeout": SECONDS,
     "gpu_health_report": _with_type(DATA, "dict"),
+    # sglang_drift
+    "sglang_drift_fail": BOOL,
+    "sglang_drift_ignore_args": _with_type(WORDS, "list", "str"),
     # node_exporter
     "node_exporter_proxy_env": ENV,
     "node_exporter_package": WORD,
