@@ -4,23 +4,67 @@
 Documented by the module ``plugins/modules/server_restart.py``: the module runs the stop, the release and the start on
 the host in one run; this action then waits for the server's health as blackwell.sglang.wait_ready does (the same
 code, printing the same progress), so that the restart chain's downtime is one task, not two.
+
+With ``startup`` (issue 35 item 2), before the module it reads the host's record of good starts (``startup.json``
+beside the last known good files) and derives the wait's timeout from it (module_utils/sglang_startup.ready_timeout,
+``wait.timeout`` the upper bound); once healthy it reports the start as ``startup``: the wall time the wait measured
+and, with ``startup.metrics``, SGLang's startup breakdown from its ``/metrics``.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible_collections.blackwell.sglang.plugins.action.wait_ready import WAIT_SPEC, prober, wait
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_startup import (
+    KEY_FIELDS,
+    ready_timeout,
+    start_key,
+    startup_breakdown,
+)
 
 # What the ready wait adds to the module's result (the rest of the wait's result names the failure).
 READY_KEYS = ("elapsed", "probes", "unit_state", "info", "stalled", "log")
+# The startup budget's arguments (the startup option of server_restart).
+STARTUP_SPEC: dict[str, Any] = {
+    "key": {"type": "dict", "required": True, "options": {f: {"type": "str", "default": ""} for f in KEY_FIELDS}},
+    "record": {"type": "str", "default": ""},
+    "budget": {"type": "bool", "default": True},
+    "floor": {"type": "float", "default": 600},
+    "factor": {"type": "float", "default": 3},
+    "slack": {"type": "float", "default": 300},
+    "first_start": {"type": "float", "default": 1800},
+    "metrics": {"type": "bool", "default": False},
+}
+# The largest startup.json read back (a few records of a few hundred bytes each).
+MAX_RECORD_BYTES = 1 << 20
+
+
+def metrics_url(health_url: str) -> str:
+    """The server's ``/metrics`` beside its health URL (same scheme, host and port)."""
+    parts = urlsplit(health_url)
+    return urlunsplit((parts.scheme, parts.netloc, "/metrics", "", ""))
+
+
+def decoded_record(answer: dict[str, Any]) -> Any:
+    """The JSON document of a slurp answer, or None (no file, unreadable, too large or not JSON)."""
+    if answer.get("failed") or not isinstance(answer.get("content"), str) or len(answer["content"]) > MAX_RECORD_BYTES * 2:
+        return None
+    try:
+        return json.loads(base64.b64decode(answer["content"]).decode("utf-8"))
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
 
 
 class ActionModule(ActionBase):
-    """Run the server_restart module, then (``wait``) wait for the server's health."""
+    """Run the server_restart module, then (``wait``) wait for the server's health and report the start."""
 
     TRANSFERS_FILES = False
 
@@ -29,17 +73,65 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         module_args = dict(self._task.args)
         wait_args = module_args.pop("wait", None)
-        checked = None
+        startup_args = module_args.pop("startup", None)
+        checked = startup = None
         if wait_args is not None:
             checked = ArgumentSpecValidator(WAIT_SPEC).validate(wait_args)
             if checked.error_messages:
                 raise AnsibleActionFail(f"server_restart: wait: {'; '.join(checked.error_messages)}")
+        if startup_args is not None:
+            startup = ArgumentSpecValidator(STARTUP_SPEC).validate(startup_args)
+            if startup.error_messages:
+                raise AnsibleActionFail(f"server_restart: startup: {'; '.join(startup.error_messages)}")
+        budget = None
+        if checked is not None and startup is not None and not self._play_context.check_mode:
+            budget = self._budget(startup.validated_parameters, checked.validated_parameters, task_vars)
         result.update(self._execute_module(module_name="blackwell.sglang.server_restart", module_args=module_args,
                                            task_vars=task_vars))
         if result.get("failed") or checked is None or self._play_context.check_mode:
             return result
-        ready = wait(checked.validated_parameters, prober(self._execute_module, task_vars), host=task_vars.get("inventory_hostname", "?"))
+        wait_params = dict(checked.validated_parameters)
+        if budget is not None:
+            wait_params["timeout"] = budget["timeout"]
+        ready = wait(wait_params, prober(self._execute_module, task_vars), host=task_vars.get("inventory_hostname", "?"))
         result["ready"] = {key: ready[key] for key in READY_KEYS if key in ready}
+        if startup is not None:
+            result["startup"] = self._startup(startup.validated_parameters, wait_params, ready, budget, task_vars)
         if ready.get("failed"):
-            result.update(failed=True, msg=ready["msg"], log=ready.get("log", []))
+            msg = ready["msg"]
+            if budget is not None and budget["timeout"] < int(checked.validated_parameters["timeout"]):
+                msg = f"{msg} (ready budget {budget['timeout']}s: {budget['why']})"
+            result.update(failed=True, msg=msg, log=ready.get("log", []))
         return result
+
+    def _budget(self, params: dict[str, Any], wait_params: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        """The ready wait's timeout: the operator's (``wait.timeout``), or derived from the host's record."""
+        cap = int(wait_params["timeout"])
+        if not params["budget"]:
+            return {"timeout": cap, "last": None, "why": "derived budget off: sglang_server_ready_timeout"}
+        history = None
+        if params["record"]:
+            answer = self._execute_module(module_name="ansible.builtin.slurp", module_args={"src": params["record"]},
+                                          task_vars=task_vars)
+            history = decoded_record(answer)
+        key = start_key(*(params["key"].get(f) for f in KEY_FIELDS))
+        return ready_timeout(history, key, cap, floor=params["floor"], factor=params["factor"], slack=params["slack"],
+                             first_start=params["first_start"])
+
+    def _startup(self, params: dict[str, Any], wait_params: dict[str, Any], ready: dict[str, Any],
+                 budget: dict[str, Any] | None, task_vars: dict[str, Any]) -> dict[str, Any]:
+        """What the start measured: the wait's wall time, and SGLang's own breakdown when its metrics are on."""
+        out: dict[str, Any] = {**start_key(*(params["key"].get(f) for f in KEY_FIELDS)), "seconds": ready.get("elapsed"),
+                               "source": "wait", "breakdown": None, "budget": budget}
+        if ready.get("failed") or not params["metrics"]:
+            return out
+        answer = self._execute_module(module_name="ansible.builtin.uri", task_vars=task_vars, module_args={
+            "url": metrics_url(wait_params["url"]), "return_content": True, "timeout": 30,
+            **({"ca_path": wait_params["ca_path"]} if wait_params.get("ca_path") else {})})
+        if answer.get("failed") or answer.get("status") != 200:
+            out["metrics_error"] = str(answer.get("msg") or f"HTTP {answer.get('status')}")[:300]
+            return out
+        breakdown = startup_breakdown(str(answer.get("content") or ""))
+        if breakdown is not None:
+            out.update(source="metrics", breakdown=breakdown)
+        return out

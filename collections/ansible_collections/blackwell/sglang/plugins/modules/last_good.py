@@ -44,6 +44,14 @@ options:
   venv:
     description: The virtualenv link the server runs from; unset, no C(venv) record is written.
     type: path
+  startup:
+    description:
+      - The start that made this configuration good, as M(blackwell.sglang.server_restart) reports it (its C(startup)
+        result; C(model), C(revision), C(release), C(host_class) and C(seconds) are read, C(source) and C(breakdown)
+        kept). It becomes the newest record of O(path)C(/startup.json) (one record per model, revision, release and
+        host class; the eight newest kept), which the next restart's startup budget reads.
+      - Unset, or without a positive C(seconds), the record is left as it is.
+    type: dict
 extends_documentation_fragment:
   - blackwell.sglang.attributes
   - blackwell.sglang.attributes.gpu_host
@@ -84,15 +92,24 @@ venv:
   description: The virtualenv recorded (null without O(venv)).
   type: str
   returned: always
+startup:
+  description: The start recorded in C(startup.json) (null without O(startup)).
+  type: dict
+  returned: always
 """
 
+import json
 import os
 import stat
 import tempfile
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_startup import recorded, usable_records
 
+# The record of good starts in the directory (the startup budget's: module_utils/sglang_startup.py).
+STARTUP_FILE = "startup.json"
+RESERVED = (".", "..", "venv", STARTUP_FILE)
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 # (uid, gid) of the directory and its files: root's.
@@ -133,10 +150,30 @@ def write(path: str, content: bytes) -> None:
         raise
 
 
+def startup_content(path: str, start: Any) -> tuple[bytes, dict[str, Any]] | None:
+    """The new text of ``path``/startup.json with ``start`` as its newest record, and that record; None when ``start``
+    is no start (no positive seconds). A record file that does not read as JSON is replaced."""
+    if not isinstance(start, dict):
+        return None
+    try:
+        seconds = float(start.get("seconds"))
+    except (TypeError, ValueError):
+        return None
+    if not seconds > 0 or seconds == float("inf"):
+        return None
+    try:
+        with open(os.path.join(path, STARTUP_FILE), "rb") as handle:
+            history = json.loads(handle.read(1 << 20).decode("utf-8"))
+    except (OSError, ValueError):
+        history = None
+    document = recorded({"starts": usable_records(history)}, {**start, "seconds": seconds}, at=str(start.get("at") or ""))
+    return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode(), document["starts"][0]
+
+
 def save(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     """Bring ``params["path"]`` to the running configuration; the module's result."""
     path = params["path"]
-    result: dict[str, Any] = {"changed": False, "saved": [], "removed": [], "venv": None}
+    result: dict[str, Any] = {"changed": False, "saved": [], "removed": [], "venv": None, "startup": None}
     wanted: list[tuple[str, bytes]] = []
     for item in params["files"]:
         with open(item["src"], "rb") as handle:
@@ -144,6 +181,10 @@ def save(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     if params["venv"]:
         result["venv"] = running_venv(params["venv"])
         wanted.append(("venv", f"{result['venv']}\n".encode()))
+    start = startup_content(path, params.get("startup"))
+    if start is not None:
+        result["startup"] = start[1]
+        wanted.append((STARTUP_FILE, start[0]))
     try:
         info = os.lstat(path)
         dir_ok = stat.S_ISDIR(info.st_mode) and stat.S_IMODE(info.st_mode) == DIR_MODE and (info.st_uid, info.st_gid) == OWNER
@@ -182,11 +223,12 @@ def main() -> None:
             }},
             "remove": {"type": "list", "elements": "str", "default": []},
             "venv": {"type": "path"},
+            "startup": {"type": "dict"},
         },
         supports_check_mode=True,
     )
     for name in [item["name"] for item in module.params["files"]] + module.params["remove"]:
-        if not name or "/" in name or name in (".", "..", "venv"):
+        if not name or "/" in name or name in RESERVED:
             module.fail_json(msg=f"not a last-known-good file name: {name!r}")
     try:
         result = save(module.params, module.check_mode)

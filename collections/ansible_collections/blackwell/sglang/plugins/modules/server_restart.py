@@ -107,6 +107,68 @@ options:
         description: Why O(wait.require_info) must be set, for the failure message.
         type: str
         default: ""
+  startup:
+    description:
+      - With O(wait), the startup budget and the start's report (docs/restarts-and-rollouts.md, "Startup budget").
+      - Before the module runs, the action reads O(startup.record) on the host (the good starts the last_good module
+        kept) and, with O(startup.budget), waits at most C(max(floor, last * factor + slack)) for the last good start
+        of the same O(startup.key) (plus O(startup.first_start) when only another release of the same model and host
+        class started well); O(wait.timeout) stays the upper bound and is the timeout when nothing is known.
+      - Once healthy, RV(startup) reports the wall time of the wait and, with O(startup.metrics), SGLang's startup
+        breakdown read from C(/metrics) beside O(wait.url).
+    type: dict
+    suboptions:
+      key:
+        description: What a budget is learnt for (the plan's C(startup_key)).
+        type: dict
+        required: true
+        suboptions:
+          model:
+            description: The model (C(--model-path) as planned).
+            type: str
+            default: ""
+          revision:
+            description: The model's revision.
+            type: str
+            default: ""
+          release:
+            description: The SGLang release.
+            type: str
+            default: ""
+          host_class:
+            description: The instance's GPUs (count and architecture, for example C(8xsm100)).
+            type: str
+            default: ""
+      record:
+        description: The host's record of good starts (C(startup.json) in the instance's last-known-good directory); empty, none is read.
+        type: str
+        default: ""
+      budget:
+        description: Derive the wait's timeout from the record; false waits O(wait.timeout).
+        type: bool
+        default: true
+      floor:
+        description: The least derived timeout, in seconds.
+        type: float
+        default: 600
+      factor:
+        description: The last good start's wall time is multiplied by this.
+        type: float
+        default: 3
+      slack:
+        description: Seconds added to the multiplied wall time.
+        type: float
+        default: 300
+      first_start:
+        description: >-
+          Seconds added for the first start of a release (its kernels compile), when only another release of the same
+          model and host class is known.
+        type: float
+        default: 1800
+      metrics:
+        description: Read SGLang's startup metrics from C(/metrics) once healthy (the server runs with C(--enable-metrics)).
+        type: bool
+        default: false
 extends_documentation_fragment:
   - blackwell.sglang.gpu_holders
   - blackwell.sglang.attributes
@@ -142,6 +204,15 @@ ready:
   description: With O(wait), what the wait saw (C(elapsed), C(probes), C(unit_state), and C(info), what SGLang resolved).
   type: dict
   returned: when wait is set and the unit was started
+startup:
+  description:
+    - With O(startup) and O(wait), the start as measured, C(model), C(revision), C(release) and C(host_class) (the key),
+      C(seconds) (the wait's wall time from the start to health), C(source) (C(metrics) when SGLang's breakdown was
+      read, else C(wait)), C(breakdown) (C(phases), C(cuda_graph), C(cuda_graph_seconds), C(weight_load_seconds),
+      C(weight_update_seconds); null without metrics) and C(budget) (C(timeout), C(last), C(why)).
+    - What M(blackwell.sglang.last_good) keeps with its C(startup) option.
+  type: dict
+  returned: when startup and wait are set and the unit was started
 stopped:
   description: Whether the unit was running (active, activating, deactivating or reloading) and was stopped.
   type: bool
@@ -227,6 +298,7 @@ def main() -> None:
             "daemon_reload": {"type": "bool", "default": True},
             # Handled by the action plugin (plugins/action/server_restart.py), which never passes it to the module.
             "wait": {"type": "dict"},
+            "startup": {"type": "dict"},
         },
         supports_check_mode=True,
     )

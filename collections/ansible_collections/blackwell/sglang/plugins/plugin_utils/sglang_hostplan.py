@@ -30,9 +30,10 @@ from ansible.inventory.manager import InventoryManager
 from ansible.module_utils.common.text.converters import to_text
 from ansible.utils.vars import combine_vars, load_extra_vars
 from ansible.vars.plugins import get_vars_from_inventory_sources, get_vars_from_path
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_startup import start_key
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_inputs import RESERVED_SERVICE_NAMES
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_kernel_cache import kernel_cache
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_kernel_cache import arch_tag, kernel_cache
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_multinode import (
     ADDR_VAR,
     GROUP_VAR,
@@ -153,12 +154,16 @@ class Instance:
     # Where its kernels compile to (sglang_kernel_cache.kernel_cache): the environment file sets it; roles/sglang
     # prunes a release's keys with its last virtualenv.
     kernel_cache: dict[str, Any] = field(default_factory=dict)
+    # What its startup budget is learnt for (module_utils/sglang_startup.start_key): the model and its revision, the
+    # release, and the host class (the GPUs its ranks use here, count and architecture: "8xsm100").
+    startup_key: dict[str, str] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
         """The plan with no secret in it (``Result.as_dict`` plus the unit), and its digest."""
         data = self.result.as_dict()
         data.update(name=self.name, service=self.service, gpus=list(self.gpus), shorthand=self.index is None,
                     model=self.model, model_revision=self.model_revision, kernel_cache=copy.deepcopy(self.kernel_cache),
+                    startup_key=dict(self.startup_key),
                     # under sglang_server_config_dir: the shorthand keeps the one-instance layout
                     last_good="last-good" if self.index is None else f"last-good-{self.name}")
         data["digest"] = digest(data)
@@ -892,11 +897,15 @@ def _plan_one(plan: HostPlan, raw: dict[str, Any], index: int | None, name: str,
     if index is not None:
         result.errors = [_rename(p, index, name, entry or {}) for p in result.errors]
         result.warnings = [_rename(p, index, name, entry or {}) for p in result.warnings]
+    capabilities = instance_capabilities(raw)
     caches = kernel_cache(raw.get(CACHE_DIR_VAR) or fallbacks[CACHE_DIR_VAR], result.version,
                           raw.get(TORCH_VAR) if raw.get(TORCH_VAR) is not None else fallbacks[TORCH_VAR],
-                          instance_capabilities(raw), service)
+                          capabilities, service)
     plan.instances.append(Instance(name, service, result, physical, index, raw.get("sglang_model_path"),
-                                   (entry or {}).get("model_revision"), binding, caches))
+                                   (entry or {}).get("model_revision"), binding, caches,
+                                   start_key(raw.get("sglang_model_path"),
+                                             (entry or {}).get("model_revision") or raw.get(REVISION_VAR),
+                                             result.version, f"{len(physical)}x{arch_tag(capabilities)}")))
 
 
 def instance_capabilities(raw: Mapping[str, Any]) -> list[tuple[int, int]]:
