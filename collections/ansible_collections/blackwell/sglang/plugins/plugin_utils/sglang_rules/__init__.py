@@ -95,6 +95,8 @@ ORDER: tuple[str, ...] = (
     "lora._lora_moe_runner",
     "lora._lora_init",
     "model._checkpoint_quantization",
+    "model._model_features",
+    "model._encoder_replay",
     "parallel._two_batch_overlap",
     "kv_cache._mamba_extra_buffer",
     "moe._mori",

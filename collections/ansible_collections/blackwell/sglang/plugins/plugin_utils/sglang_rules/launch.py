@@ -202,6 +202,16 @@ def _buckets(ctx: Context, report: Report) -> None:
                       f"{_VH}:384-431")
 
 
+# The architectures handle_encoder_disaggregation serves with encoder_only / language_only
+# (pd_disaggregation_hook.py:352-371); the last two are new in 0.5.23.
+ENCODER_DISAGGREGATION_ARCHITECTURES = (
+    "Qwen2VLForConditionalGeneration", "Qwen3VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "Qwen3OmniMoeForConditionalGeneration", "Qwen2AudioForConditionalGeneration",
+    "Qwen2_5OmniForConditionalGeneration", "Dots3NoteForCausalLM", "KimiVLForConditionalGeneration",
+    "KimiK25ForConditionalGeneration", "KimiK3ForConditionalGeneration", "MiMoV2ForCausalLM",
+    "Glm5NextForConditionalGeneration", "MiniMaxM3SparseForConditionalGeneration", "MuseSparkForConditionalGeneration",
+)
 DETERMINISTIC_ATTENTION = ("ascend", "fa3", "fa4", "flashinfer", "intel_xpu", "triton")  # choices.py:113-120
 
 
@@ -212,6 +222,10 @@ DETERMINISTIC_ATTENTION = ("ascend", "fa3", "fa4", "flashinfer", "intel_xpu", "t
     "sglang/srt/arg_groups/serving_hook.py:895",
     "sglang/srt/arg_groups/serving_hook.py:915",
     "sglang/srt/arg_groups/model_hook.py:1094",
+    "sglang/srt/arg_groups/pd_disaggregation_hook.py:306",
+    "sglang/srt/arg_groups/pd_disaggregation_hook.py:310",
+    "sglang/srt/arg_groups/pd_disaggregation_hook.py:312",
+    "sglang/srt/arg_groups/pd_disaggregation_hook.py:372",
 ))
 def _features(ctx: Context, report: Report) -> None:
     """Further flag pairs SGLang refuses: LM-head layouts, multimodal transport, language-model-only, deterministic
@@ -239,14 +253,39 @@ def _features(ctx: Context, report: Report) -> None:
         elif transport == "cuda_ipc" and _int(ctx, "nnodes", 1) != 1:
             report.of("server.combination").refuse("mm_feature_transport", "mm_feature_transport cuda_ipc works on a single node "
                                                    "only.", f"set {ctx.var('mm_feature_transport')}: cpu (or cuda_vmm)", f"{_SH}:915")
-    if ctx.is_set("language_model_only"):
-        for dest in ("encoder_only", "language_only", "enable_prefix_mm_cache", "enable_broadcast_mm_inputs_process",
-                     "mm_enable_dp_encoder"):
-            if ctx.is_set(dest):
-                report.of("server.combination").refuse(
-                    dest, f"language_model_only cannot be combined with {dest}.",
-                    f"remove {ctx.var(dest)} or language_model_only", "sglang/srt/arg_groups/model_hook.py:1094")
-                break
+    language_model_only = [d for d in ("encoder_only", "language_only", "enable_prefix_mm_cache",
+                                       "enable_broadcast_mm_inputs_process", "mm_enable_dp_encoder")
+                           if ctx.is_set("language_model_only") and ctx.is_set(d)]
+    encoder_only = ctx.is_set("encoder_only")
+    if language_model_only:
+        dest = language_model_only[0]
+        report.of("server.combination").refuse(
+            dest, f"language_model_only cannot be combined with {dest}.",
+            f"remove {ctx.var(dest)} or language_model_only", "sglang/srt/arg_groups/model_hook.py:1094")
+    # handle_encoder_disaggregation, right after handle_language_model_only (pd_disaggregation_hook.py:298-313; the
+    # same checks at :297-304 in 0.5.22, :238-245 in 0.5.21, :197-204 in 0.5.20).
+    elif ctx.is_set("enable_prefix_mm_cache") and not encoder_only:
+        report.of("server.combination").refuse(
+            "enable_prefix_mm_cache", "enable_prefix_mm_cache needs encoder_only (an encoder server).",
+            f"remove {ctx.var('enable_prefix_mm_cache')}, or set {ctx.var('encoder_only')}: true",
+            "sglang/srt/arg_groups/pd_disaggregation_hook.py:306")
+    elif encoder_only and ctx.is_set("language_only"):
+        report.of("server.combination").refuse(
+            "language_only", "encoder_only and language_only exclude each other.",
+            f"remove {ctx.var('language_only')} or {ctx.var('encoder_only')}",
+            "sglang/srt/arg_groups/pd_disaggregation_hook.py:310")
+    elif encoder_only and _choice(ctx, "disaggregation_mode", "null") != "null":
+        report.of("server.combination").refuse(
+            "disaggregation_mode", "encoder_only cannot run as a PD prefill or decode server.",
+            f"remove {ctx.var('disaggregation_mode')} or {ctx.var('encoder_only')}",
+            "sglang/srt/arg_groups/pd_disaggregation_hook.py:312")
+    elif (encoder_only or ctx.is_set("language_only")) and ctx.model.known and ctx.model.architecture and \
+            ctx.model.architecture not in ENCODER_DISAGGREGATION_ARCHITECTURES[:None if added_in(ctx, "0.5.23") else -2]:
+        dest = "encoder_only" if encoder_only else "language_only"
+        report.of("server.combination").refuse(
+            dest, f"{dest} (encoder disaggregation) does not run {ctx.model.architecture}.",
+            f"remove {ctx.var(dest)} (encoder disaggregation serves the multimodal models SGLang lists)",
+            "sglang/srt/arg_groups/pd_disaggregation_hook.py:372 (0.5.22 :361, 0.5.21 :302, 0.5.20 :261)")
     if "SGLANG_DISAGGREGATION_SAMPLING_MASK_MAX_TOKENS" in ctx.env:
         report.of("server.combination").refuse(
             "sglang_env.SGLANG_DISAGGREGATION_SAMPLING_MASK_MAX_TOKENS",

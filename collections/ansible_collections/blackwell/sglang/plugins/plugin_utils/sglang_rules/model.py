@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import lookup_model
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import _given, env_true
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     CONTEXT_SOURCE,
     attention_dp_width,
@@ -119,6 +120,65 @@ def _model(ctx: Context, report: Report) -> None:
              "declare the model's facts: sglang_model_architecture (config.json architectures[0]), "
              "sglang_model_quantization (nvfp4, fp8 or none) and sglang_model_max_context (its max_position_embeddings)",
              value=ctx.model.path)
+
+
+# is_deepseek_dsa (sglang/srt/configs/model_config.py:191-212, the same list in 0.5.20-0.5.22): these architectures
+# are DSA models when their config.json has index_topk (DeepSeek-V3.2 has, DeepSeek-V3 has not), which only the on-host
+# preflight can read; every other architecture is not a DSA model.
+DSA_ARCHITECTURES = (
+    "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN", "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN",
+    "Glm5NextForConditionalGenerationNextN", "Glm5NextForConditionalGeneration", "LongcatFlashForCausalLM",
+    "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM", "Dots3NoteForCausalLMNextN", "HYV4ForCausalLM",
+    "HYV4ForCausalLMNextN",
+)
+# is_deepseek_v4 (model_config.py:395-400) and is_minimax_sparse (model_config.py:426-431, new in 0.5.21).
+DEEPSEEK_V4_ARCHITECTURES = ("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark")
+MINIMAX_SPARSE_ARCHITECTURES = ("MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration")
+_MH = "sglang/srt/arg_groups/model_hook.py"
+
+
+def _table_deepseek_v3(ctx: Context) -> bool:
+    """The served checkpoint is one of the model table's DeepseekV3ForCausalLM checkpoints (DeepSeek-V3, R1 and their
+    NVFP4 exports, sglang_models.CHECKPOINTS), whose config.json has no index_topk: not a DSA model for SGLang."""
+    table = lookup_model(ctx.model.path)
+    return table.known and table.architecture == ctx.model.architecture == "DeepseekV3ForCausalLM"
+
+
+@rule("server.model_features", shared=True, sources=(
+    "sglang/srt/arg_groups/hisparse_hook.py:104",
+    "sglang/srt/arg_groups/model_hook.py:188",
+))
+def _model_features(ctx: Context, report: Report) -> None:
+    """Switches SGLang allows only for some architectures, decided by the declared architecture (config.json's
+    architectures[0]): validate_hisparse (hisparse_hook.py:91-107) and handle_model_specific_adjustments' DSA cache
+    layer split (model_hook.py:187-191). For a DSA architecture the checkpoint's index_topk decides (the preflight)."""
+    arch = str(ctx.model.architecture or "") if ctx.model.known else ""
+    if not arch or (arch in DSA_ARCHITECTURES and not _table_deepseek_v3(ctx)):
+        return
+    sparse = DEEPSEEK_V4_ARCHITECTURES + (MINIMAX_SPARSE_ARCHITECTURES if added_in(ctx, "0.5.21") else ())
+    if ctx.is_set("enable_hisparse") and arch not in sparse:
+        report.refuse("enable_hisparse", f"enable_hisparse runs DSA models (DeepSeek-V3.2, GLM-5...), DeepSeek-V4 and "
+                      f"MiniMax M3 only, not {arch}.", f"remove {ctx.var('enable_hisparse')}",
+                      "sglang/srt/arg_groups/hisparse_hook.py:104 (0.5.22 :104, 0.5.21 :96, 0.5.20 :94)")
+    if ctx.is_set("enable_dsa_cache_layer_split"):
+        report.refuse("enable_dsa_cache_layer_split", f"enable_dsa_cache_layer_split runs DSA (DeepSeek Sparse Attention) "
+                      f"models only, not {arch}.", f"remove {ctx.var('enable_dsa_cache_layer_split')}",
+                      f"{_MH}:188 (0.5.22 :188, 0.5.21 :179, 0.5.20 :125)")
+
+
+@rule("server.model_features", since="0.5.23", shared=True, file=_MH, sources=(
+    "sglang/srt/arg_groups/model_hook.py:1045",
+))
+def _encoder_replay(ctx: Context, report: Report) -> None:
+    """handle_model_capability_adjustments (model_hook.py:1038-1045, new in 0.5.23): enable_encoder_swa_bounded_replay
+    on any model but DeepSeek-V4.1 (config.json model_type deepseek_v41, a DeepseekV4ForCausalLM checkpoint: the
+    preflight decides those). 0.5.21 and 0.5.22 refuse it on DeepSeek-V4 models only (deepseek_v4_hook.py), which
+    the architecture alone cannot tell from V4.1."""
+    arch = str(ctx.model.architecture or "") if ctx.model.known else ""
+    if arch and not arch.startswith("DeepseekV4") and ctx.is_set("enable_encoder_swa_bounded_replay"):
+        report.refuse("enable_encoder_swa_bounded_replay", f"enable_encoder_swa_bounded_replay needs DeepSeek-V4.1, not "
+                      f"{arch}.", f"remove {ctx.var('enable_encoder_swa_bounded_replay')}", 1045)
 
 
 # _verify_quantization (sglang/srt/configs/model_config.py:2042-2054): --quantization values SGLang keeps next to a

@@ -269,6 +269,7 @@ def _aux_hidden_states(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/speculative_hook.py:228",
     "sglang/srt/arg_groups/speculative_hook.py:1235",
     "sglang/srt/arg_groups/speculative_hook.py:314",
+    "sglang/srt/arg_groups/speculative_hook.py:325",
 ))
 def _speculative_launch(ctx: Context, report: Report) -> None:
     """The argument checks of speculative_hook.py beyond the EAGLE triple (rules spec.*)."""
@@ -327,6 +328,13 @@ def _speculative_launch(ctx: Context, report: Report) -> None:
         elif algo == "DFLASH" and env_true(ctx.env, DP_SPEC_ENV):
             report.refuse(f"sglang_env.{DP_SPEC_ENV}", f"DFLASH with attention DP needs {DP_SPEC_ENV} off.",
                           f"remove sglang_env.{DP_SPEC_ENV}", 314)
+    # _handle_dflash: DFLASH drafts with a separate draft model, which nothing fills in for it (only DSPARK's and the
+    # EAGLE family's handlers may take the target's own path); the same check in every release (0.5.22 :308,
+    # 0.5.21 :286, 0.5.20 :222).
+    if algo == "DFLASH" and not _given(ctx, "speculative_draft_model_path"):
+        report.refuse("speculative_draft_model_path", "DFLASH speculative decoding needs speculative_draft_model_path "
+                      "(its draft model).", f"set {ctx.var('speculative_draft_model_path')} to the DFLASH draft "
+                      "checkpoint, or use another speculative algorithm", 325)
     for dest, line in (("speculative_dflash_block_size", 370), ("speculative_dspark_block_size", 809)):
         size = _num(ctx, dest)
         if algo == dest.split("_")[1].upper() and size is not None and size <= 0:
