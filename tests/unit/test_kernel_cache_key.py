@@ -149,3 +149,53 @@ def test_the_torch_requirement_reaches_the_env_file_as_a_safe_word(torch: str) -
     assert all(c.isalnum() or c in "._+-" for c in found["key"])
     env = parse_env_file(rendered.env)
     assert {k: env[k] for k in found["env"]} == found["env"]
+
+
+# --- pruned with the release's last virtualenv (roles/sglang tasks/install.yml, venv_state) -----------------------------
+
+
+def _prune_loop(installed: list[str], current: str, new: str, caches: list[str], plan: object, keep: int = 2) -> list[str]:
+    import yaml  # pylint: disable=import-outside-toplevel
+    from ansible.parsing.dataloader import DataLoader  # pylint: disable=import-outside-toplevel
+    from ansible.template import Templar, trust_as_template  # pylint: disable=import-outside-toplevel
+    from rendering import REPO  # pylint: disable=import-outside-toplevel
+
+    tasks = yaml.safe_load((REPO / "roles/sglang/tasks/install.yml").read_text(encoding="utf-8"))
+    prune = next(t for t in tasks if t["name"].startswith("Remove virtualenvs"))
+    role_vars = yaml.safe_load((REPO / "roles/sglang/vars/main.yml").read_text(encoding="utf-8"))
+    trusted = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in prune["vars"].items()}
+    variables = {**trusted, "__sglang_kernel_caches_dir": trust_as_template(role_vars["__sglang_kernel_caches_dir"]),
+                 "__sglang_venv": new, "sglang_keep_venvs": keep,
+                 "__sglang_venv_state": {"venvs": [{"path": p} for p in installed], "current": {"lnk_source": current},
+                                         "kernel_caches": caches}}
+    if plan is not None:
+        variables["sglang_server_plan"] = plan
+    return list(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(prune["loop"])))
+
+
+def test_a_releases_kernel_caches_go_with_its_last_virtualenv() -> None:
+    venvs = "/opt/sglang/venvs"
+    installed = [f"{venvs}/0.5.24-aaaaaaaaaaaa", f"{venvs}/0.5.23-bbbbbbbbbbbb", f"{venvs}/0.5.22-cccccccccccc"]
+    caches = ["sglang-0.5.22_torch-2.13.0_cu12_sm100", "sglang-0.5.23_torch-2.14.1_cu13_sm100", "sglang-0.5.2_x"]
+    plan = {"instances": [{"kernel_cache": cache(cache_dir="/var/cache/sglang")}]}
+    removed = _prune_loop(installed, installed[1], installed[0], caches, plan)
+    # 0.5.22's virtualenv goes (0.5.24 is new, 0.5.23 kept for a rollback), and with it 0.5.22's caches only
+    assert removed == [installed[2], installed[2] + ".requirements.txt",
+                       "/var/cache/sglang/kernels/sglang-0.5.22_torch-2.13.0_cu12_sm100"]
+    # a release that keeps another virtualenv keeps its caches; without a published plan no cache is touched
+    also = [*installed, f"{venvs}/0.5.22-dddddddddddd"]  # newest first: 0.5.22-c is kept with sglang_keep_venvs 3
+    removed = _prune_loop(also, also[1], also[0], caches, plan, keep=3)
+    assert removed == [also[3], also[3] + ".requirements.txt"]
+    assert not [p for p in _prune_loop(installed, installed[1], installed[0], caches, None) if "kernels" in p]
+
+
+def test_venv_state_lists_the_kernel_caches(tmp_path: object) -> None:
+    from pathlib import Path  # pylint: disable=import-outside-toplevel
+
+    from ansible_collections.blackwell.sglang.plugins.modules import venv_state  # pylint: disable=import-outside-toplevel
+
+    root = Path(str(tmp_path)) / "kernels"
+    for name in ("sglang-0.5.23_x", "sglang-0.5.22_y"):
+        (root / name).mkdir(parents=True)
+    (root / "file").write_text("")
+    assert sorted(Path(d["path"]).name for d in venv_state.listed(str(root))) == ["sglang-0.5.22_y", "sglang-0.5.23_x"]

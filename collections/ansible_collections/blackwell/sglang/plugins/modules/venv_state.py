@@ -43,6 +43,14 @@ options:
     description: The directory holding the virtualenvs (each a directory); absent, none are listed.
     type: path
     required: true
+  kernel_caches_dir:
+    description:
+      - The directory holding the SGLang servers' kernel caches, one directory per key
+        (C(sglang-<release>_<torch>_cu<N>_<arch>), the plan's C(kernel_cache.root)); the names of its directories are
+        returned in RV(kernel_caches), so that the role removes a release's caches with its last virtualenv.
+      - Empty, none are listed.
+    type: path
+    default: ""
 extends_documentation_fragment:
   - blackwell.sglang.attributes
   - blackwell.sglang.attributes.gpu_host
@@ -86,6 +94,11 @@ venvs:
   type: list
   elements: dict
   returned: always
+kernel_caches:
+  description: The names of the directories in O(kernel_caches_dir) (empty without it), sorted.
+  type: list
+  elements: str
+  returned: always
 """
 
 import os
@@ -125,6 +138,7 @@ def main() -> None:
             "import_timeout": {"type": "int", "default": 600},
             "current_link": {"type": "path", "required": True},
             "venvs_dir": {"type": "path", "required": True},
+            "kernel_caches_dir": {"type": "path", "default": ""},
         },
         supports_check_mode=True,
     )
@@ -140,7 +154,9 @@ def main() -> None:
         lines = out.strip().splitlines()
         checked = {"rc": rc, "last_line": lines[-1].strip() if lines else "", "stderr_tail": err.strip().splitlines()[-10:]}
     module.exit_json(changed=False, complete=complete, current=link_state(params["current_link"]),
-                     venvs=listed(params["venvs_dir"]), imported=checked)
+                     venvs=listed(params["venvs_dir"]), imported=checked,
+                     kernel_caches=sorted(os.path.basename(d["path"]) for d in listed(params.get("kernel_caches_dir") or ""))
+                     if params.get("kernel_caches_dir") else [])
 
 
 if __name__ == "__main__":
