@@ -227,6 +227,7 @@ def test_every_alert_is_a_recorded_signal_compared_with_a_threshold() -> None:
     assert {s for _, s, _, _ in signals} == set(recorded), "every signal recorded, every recording a signal"
     assert {a for a, *_ in signals} == {
         "SGLangServerDown", "SGLangServerNotReady", "SGLangQueueGrowing", "SGLangSpeculativeAcceptanceCollapsed",
+        "SGLangStartupRegressed",
         "SGLangRouterDown", "GPUXidError", "GPUUncorrectableECCError", "GPUTemperatureHigh", "GPUThermalThrottling",
         "GPUPCIeLinkWidthDegraded", "GPUPCIeLinkGenDegradedUnderLoad", "MetricsExporterDown"}
     for alert in alerts:

@@ -907,6 +907,7 @@ CONTRACT: dict[str, Kind] = {
     "sglang_monitoring_extra_scrape_configs": _with_type(DATA, "list", "dict"),
     "sglang_monitoring_queue_growth_max": _with_type(NUMBER, "raw"),
     "sglang_monitoring_spec_accept_length_min": _with_type(NUMBER, "raw"),
+    "sglang_monitoring_startup_regression_max": _with_type(NUMBER, "raw"),
     "sglang_monitoring_gpu_temperature_max": _with_type(NUMBER, "raw"),
     "sglang_monitoring_pcie_gen_busy_util": _with_type(NUMBER, "raw"),
     "sglang_monitoring_alert_for": _with_type(DATA, "dict"),
