@@ -14,7 +14,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release conformance-all simhost wheelhouse provision-fixtures molecule molecule-extended test demo demo-down schema catalog bench dist ee ee-image fuzz-sglang changelog release sanity sanity-venv clean
+.PHONY: help venv deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release conformance-all simhost wheelhouse provision-fixtures molecule molecule-extended test demo demo-down schema catalog gateway-schema gateway-lock bench dist ee ee-image fuzz-sglang changelog release sanity sanity-venv clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -51,6 +51,17 @@ catalog: venv wheel ## Regenerate tests/catalog/catalog-SGLANG_VERSION.json; pri
 
 lock: venv ## Compile the hashed lock of SGLANG_VERSION and roles/sglang's torch requirement into roles/sglang/files/locks (uv pip compile --universal --generate-hashes)
 	$(BIN)/python tools/sglang_lock.py --version $(SGLANG_VERSION) $(LOCK_ARGS)
+
+# The gateways (roles/sglang_router): smg, the default, and sglang-router, the legacy path.
+GATEWAY_SMG_VERSION ?= 1.13.0
+GATEWAY_ROUTER_VERSION ?= 0.3.2
+gateway-schema: venv ## Extract the gateways' launch parsers from their wheels into plugin_utils/schemas/gateway-*.json (smg GATEWAY_SMG_VERSION, sglang-router GATEWAY_ROUTER_VERSION)
+	$(BIN)/python tools/gateway_schema.py --gateway smg --version $(GATEWAY_SMG_VERSION)
+	$(BIN)/python tools/gateway_schema.py --gateway sglang-router --version $(GATEWAY_ROUTER_VERSION)
+
+gateway-lock: venv ## Compile the hashed lock of smg GATEWAY_SMG_VERSION into roles/sglang_router/files/locks (uv pip compile --universal --generate-hashes)
+	echo "smg==$(GATEWAY_SMG_VERSION)" | $(BIN)/uv pip compile --universal --generate-hashes --python-version 3.10 \
+	  --custom-compile-command "make gateway-lock" - -o roles/sglang_router/files/locks/smg-$(GATEWAY_SMG_VERSION).txt
 
 conformance-venv: ## Create .venv-conformance with the real SGLang and a CPU-capable torch
 	tests/conformance/setup-venv.sh
@@ -96,9 +107,9 @@ simhost: ## Build the simulated Blackwell host images, Debian 12 and 13 (cached 
 wheelhouse: venv ## Build the stand-in sglang wheel(s) into build/wheelhouse
 	tests/fixtures/sglang_standin/build-wheelhouse.sh
 
-provision-fixtures: venv simhost wheelhouse ## Fixtures of the provisioning roles and the router (bare host, signed apt repo, wheels)
+provision-fixtures: venv simhost wheelhouse ## Fixtures of the provisioning roles and the gateways (bare host, signed apt repo, wheels: smg's lock, sglang-router)
 	tests/fixtures/simhost/build-provision-fixtures.sh
-	tests/fixtures/router/build-wheelhouse.sh
+	tests/fixtures/router/build-wheelhouse.sh $(GATEWAY_ROUTER_VERSION) $(GATEWAY_SMG_VERSION)
 
 MOLECULE_JOBS ?= 2
 molecule: venv simhost wheelhouse provision-fixtures ## Every molecule scenario, MOLECULE_JOBS (2) at a time (tests/molecule_lanes.py), without the extended cases

@@ -26,6 +26,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.filter.sglang import gateway_problems as gateway_filter
 from ansible_collections.blackwell.sglang.plugins.filter.sglang import router_endpoint, server_instances
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_gateway as gw
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_gateway_args as ga
 from hypothesis import example, given
 from hypothesis import strategies as st
 from reference import host_with
@@ -84,7 +85,8 @@ def router_context(overrides: dict[str, Any], workers: dict[str, dict[str, Any]]
     for name, value in DEFAULTS.items():
         if name not in overrides:
             context[name] = _evaluate(env, value, context)
-    for name in ("__sglang_router_venv", "__sglang_router_settings", "__sglang_router_self",
+    for name in ("__sglang_router_smg", "__sglang_router_release", "__sglang_router_venv", "__sglang_router_settings",
+                 "__sglang_router_self",
                  "__sglang_router_secrets_file", "__sglang_router_launcher"):
         context[name] = _evaluate(env, VARS[name], context)
     context["__sglang_router_workers"] = workers
@@ -172,8 +174,8 @@ def _expect(var: str, value: str, unit: str) -> None:
         "sglang_router_service_name": lambda: (conf[("Service", "SyslogIdentifier")] == value
                                                and conf[("Service", "EnvironmentFile")] == f"{cfg_dir}/{value}.env"
                                                and words[2] == f"{cfg_dir}/{value}.secrets.json"),
-        "sglang_router_version": lambda: words[0] == f"{DEFAULTS['sglang_router_venvs_dir']}/{value}/bin/python",
-        "sglang_router_venvs_dir": lambda: words[:2] == [f"{value}/{DEFAULTS['sglang_router_version']}/bin/python",
+        "sglang_router_smg_version": lambda: words[0] == f"{DEFAULTS['sglang_router_venvs_dir']}/smg-{value}/bin/python",
+        "sglang_router_venvs_dir": lambda: words[:2] == [f"{value}/smg-{DEFAULTS['sglang_router_smg_version']}/bin/python",
                                                          f"{value}/sglang-router-launch"],
         "sglang_router_config_dir": lambda: (conf[("Service", "EnvironmentFile")] == f"{value}/sglang-router.env"
                                              and words[2] == f"{value}/sglang-router.secrets.json"),
@@ -188,7 +190,7 @@ def _expect(var: str, value: str, unit: str) -> None:
 
 
 UNIT_STRINGS = ["sglang_router_host", "sglang_router_prometheus_host", "sglang_router_policy", "sglang_router_log_level",
-                "sglang_router_user", "sglang_router_group", "sglang_router_service_name", "sglang_router_version",
+                "sglang_router_user", "sglang_router_group", "sglang_router_service_name", "sglang_router_smg_version",
                 "sglang_router_venvs_dir", "sglang_router_config_dir", "sglang_router_tls_cert_file",
                 "sglang_router_tls_key_file", "sglang_router_ca_file", "sglang_router_worker_group"]
 
@@ -233,93 +235,99 @@ def test_keys_never_reach_the_unit_or_a_message(var: str, value: str) -> None:
     assert CANARY not in unit and CANARY not in env
 
 
-# --- extra arguments: read back by a model of sglang-router 0.3.2's parser ---------------------------------------------
+# --- extra arguments: read back by each gateway's own option shapes (its committed schema) ----------------------------
 
-# The shapes of the options sglang-router 0.3.2 declares (router_args.py): switches, lists, the rest one value.
-SWITCHES = {"-h", "--help", "--dp-aware", "--enable-igw", "--mini-lb", "--pd-disaggregation", "--service-discovery",
-            "--disable-retries", "--disable-circuit-breaker", "--disable-health-check", "--tokenizer-cache-enable-l0",
-            "--tokenizer-cache-enable-l1", "--enable-trace", "--control-plane-audit-enabled"}
-LISTS = {"--worker-urls": "*", "--prefill": "+", "--decode": 1, "--ca-cert-paths": "*", "--control-plane-api-keys": "*",
-         "--jwt-role-mapping": "*", "--selector": "+", "--prefill-selector": "+", "--decode-selector": "+",
-         "--prometheus-duration-buckets": "+", "--request-id-headers": "+", "--cors-allowed-origins": "*"}
+SCHEMAS = {g: ga.load(g, ga.releases(g)[-1]) for g in ga.GATEWAYS}
+assert all(SCHEMAS.values()), SCHEMAS
 
 
-def router_parser() -> argparse.ArgumentParser:
-    """Every option of sglang-router 0.3.2 with its shape (abbreviations allowed, as its parse_router_args), each
-    collecting every occurrence: an override shows as a second occurrence."""
+def router_parser(gateway: str) -> argparse.ArgumentParser:
+    """Every option of the gateway's launch parser with its shape (option strings, nargs; abbreviations allowed, as
+    its parse_router_args), each collecting every occurrence: an override shows as a second occurrence."""
     parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
-    for name in gw.ROUTER_OPTIONS:
-        dest = name.lstrip("-").replace("-", "_")
-        if name in SWITCHES:
-            parser.add_argument(name, action="append_const", const=True, dest=dest)
+    for action in SCHEMAS[gateway].actions:
+        if action["nargs"] == 0:
+            parser.add_argument(*action["option_strings"], action="append_const", const=True, dest=action["dest"])
         else:
-            parser.add_argument(name, nargs=LISTS.get(name), action="append", dest=dest)
+            parser.add_argument(*action["option_strings"], nargs=action["nargs"], action="append", dest=action["dest"])
     return parser
 
 
-MANAGED_VALUES = {"--host": ["127.0.0.1"], "--port": ["30000"], "--prometheus-host": ["127.0.0.1"],
-                  "--prometheus-port": ["29000"], "--policy": ["cache_aware"], "--log-level": ["info"],
-                  "--max-concurrent-requests": ["-1"], "--queue-size": ["100"], "--worker-urls": [["WORKERS"]]}
+MANAGED_VALUES = {"host": ["127.0.0.1"], "port": ["30000"], "prometheus_host": ["127.0.0.1"],
+                  "prometheus_port": ["29000"], "policy": ["cache_aware"], "log_level": ["info"],
+                  "max_concurrent_requests": ["-1"], "queue_size": ["100"], "worker_urls": [["WORKERS"]]}
 
 
+@pytest.mark.parametrize("gateway", ga.GATEWAYS)
 @given(args=st.lists(st.one_of(TEXT, st.sampled_from(["--host", "--ho", "--host=0.0.0.0", "--api-key=k", "--port",
                                                        "--worker", "--prefill", "--mini-lb", "--retry-max-retries",
                                                        "5", "-1", "--", "--jwt-jwks-uri", "--control-plane-api-keys",
-                                                       "--log-dir", "--cors-allowed-origins", "-h"])), max_size=5))
+                                                       "--log-dir", "--cors-allowed-origins", "-h", "--encode",
+                                                       "--discovery-file", "--cache-match-threshold", "0.5"])),
+                     max_size=5))
 @example(args=["--host", "0.0.0.0"])
 @example(args=["--retry-max-retries", "5", "--cors-allowed-origins", "https://a.example"])
-def test_extra_args_never_override_a_managed_option(args: list[str]) -> None:
-    found = problems({"sglang_router_extra_args": args})
+def test_extra_args_never_override_a_managed_option(gateway: str, args: list[str]) -> None:
+    overrides = {"sglang_router_gateway": gateway, "sglang_router_extra_args": args}
+    found = problems(overrides)
     if names(found, "sglang_router_extra_args"):
         return
     assert found == []
-    words = argv(render({"sglang_router_extra_args": args})[0])
+    words = argv(render(overrides)[0])
     tail = words[words.index("--queue-size") + 2:words.index("--worker-urls")]
     assert tail == args
     try:
-        parsed = router_parser().parse_known_args(words[3:])[0]
+        parsed = router_parser(gateway).parse_known_args(words[3:])[0]
     except (argparse.ArgumentError, SystemExit):
-        return  # sglang-router would refuse to start: nothing is overridden
-    for name, value in MANAGED_VALUES.items():
-        dest = name.lstrip("-").replace("-", "_")
-        assert getattr(parsed, dest) == value, f"{name} given by an extra argument: {args}"
-    for name in gw.MANAGED_OPTIONS:
-        if name not in MANAGED_VALUES:
-            assert getattr(parsed, name.lstrip("-").replace("-", "_")) is None, f"{name} set by {args}"
-    for name in gw.ROUTER_OPTIONS:
-        if gw._names_secret(name):
-            assert getattr(parsed, name.lstrip("-").replace("-", "_")) is None, f"a secret option {name} in {args}"
+        return  # the gateway would refuse to start: nothing is overridden
+    for dest, value in MANAGED_VALUES.items():
+        assert getattr(parsed, dest) == value, f"{dest} given by an extra argument: {args}"
+    for action in SCHEMAS[gateway].actions:
+        if action["dest"] in gw.MANAGED_DESTS and action["dest"] not in MANAGED_VALUES:
+            assert getattr(parsed, action["dest"]) is None, f"{action['dest']} set by {args}"
+        if any(gw._names_secret(o) for o in action["option_strings"]):
+            assert getattr(parsed, action["dest"]) is None, f"a secret option {action['dest']} in {args}"
 
 
-@pytest.mark.parametrize("option_", sorted(gw.MANAGED_OPTIONS))
+MANAGED = sorted((g, o) for g in ga.GATEWAYS for o in gw.managed_options(SCHEMAS[g]))
+
+
+@pytest.mark.parametrize(("gateway", "option_"), MANAGED)
 @pytest.mark.parametrize("spelling", ["plain", "equals", "abbreviated", "abbreviated-equals"])
-def test_every_spelling_of_a_managed_option_is_refused(option_: str, spelling: str) -> None:
+def test_every_spelling_of_a_managed_option_is_refused(gateway: str, option_: str, spelling: str) -> None:
+    strings = SCHEMAS[gateway].option_strings()
     if option_.startswith("--"):
         # The shortest prefix argparse would resolve to this option alone, else the option itself.
-        short = next((option_[:n] for n in range(3, len(option_)) if [o for o in gw.ROUTER_OPTIONS
-                                                                      if o.startswith(option_[:n])] == [option_]), option_)
+        short = next((option_[:n] for n in range(3, len(option_))
+                      if {id(a) for o, a in strings.items() if o.startswith(option_[:n])} == {id(strings[option_])}),
+                     option_)
     else:
         short = option_
     word = {"plain": option_, "equals": f"{option_}=x", "abbreviated": short, "abbreviated-equals": f"{short}=x"}[spelling]
-    found = gw.router_extra_args_problems(["--retry-max-retries", "3", word, "1"])
-    assert len(found) == 1 and found[0].startswith("sglang_router_extra_args[2]"), found
+    value = [] if strings[option_]["nargs"] == 0 or "=" in word else ["1"]
+    found = gw.router_extra_args_problems(["--retry-max-retries", "3", word, *value], gateway, SCHEMAS[gateway].version)
+    # Refused at its own word (a value after it may be refused too: its type or choices), nothing before it.
+    assert found and found[0].startswith("sglang_router_extra_args[2]"), found
+    assert any(why in found[0] for why in ("the role manages", "secret", "single-dash")), found
 
 
 @pytest.mark.parametrize("word", ["--api-key", "--api-key=Zq9xsecret", "--control-plane-api-keys", "--oracle-password=pw",
                                   "--control-plane-api", "--api", "--redis-url=redis://u:Zq9xpw@cache:6379",
                                   "--postgres-db-url=postgres://app:Zq9x@db/x", "--some-token", "--db-password",
-                                  "--client-secret=x", "--my-credentials"])
-def test_options_that_carry_a_secret_are_refused_without_echo(word: str) -> None:
-    found = gw.router_extra_args_problems([word, "value"])
+                                  "--client-secret=x", "--my-credentials", "--tenant-api-key=t:Zq9x"])
+@pytest.mark.parametrize("gateway", ga.GATEWAYS)
+def test_options_that_carry_a_secret_are_refused_without_echo(word: str, gateway: str) -> None:
+    found = gw.router_extra_args_problems([word, "value"], gateway)
     assert found and found[0].startswith("sglang_router_extra_args[0]")
-    assert all(CANARY not in line for line in found)
+    assert all(CANARY not in line and "Zq9x" not in line for line in found)
 
 
 @pytest.mark.parametrize("args", [["--retry-max-retries", "5"], ["--client-key-path", "/etc/sglang-router/client.key"],
                                   ["--tokenizer-path", "/srv/tok"], ["--max-payload-size", "1024"], ["--prefill-policy", "random"],
                                   ["--queue-timeout-secs", "-1"], ["--cors-allowed-origins", "https://a.example", "https://b.example"]])
-def test_ordinary_extra_args_pass(args: list[str]) -> None:
-    assert gw.router_extra_args_problems(args) == []
+@pytest.mark.parametrize("gateway", ga.GATEWAYS)
+def test_ordinary_extra_args_pass(args: list[str], gateway: str) -> None:
+    assert gw.router_extra_args_problems(args, gateway) == []
 
 
 @pytest.mark.parametrize("args", ["--host 0.0.0.0", {"--host": "0.0.0.0"}, [5], [None], [["--host"]]])
@@ -539,7 +547,7 @@ def test_the_bench_never_shows_server_info() -> None:
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
 def test_systemd_analyze_verifies_the_rendered_unit(tmp_path: Path) -> None:
     venvs = REPO / "build" / "test-sglang-router"
-    python = venvs / DEFAULTS["sglang_router_version"] / "bin" / "python"
+    python = venvs / f"smg-{DEFAULTS['sglang_router_smg_version']}" / "bin" / "python"
     python.parent.mkdir(parents=True, exist_ok=True)
     python.write_text("#!/bin/sh\nexit 0\n")
     python.chmod(0o755)

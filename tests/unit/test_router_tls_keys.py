@@ -46,7 +46,8 @@ def render_unit(cfg: dict[str, Any]) -> str:
     env.undefined = jinja2.StrictUndefined
     context = {f"sglang_router_{k}": v for k, v in cfg.items()}
     context.update({k: v for k, v in DEFAULTS.items() if k not in context and "{{" not in str(v)})
-    context.update(ansible_managed="managed", __sglang_router_venv="/opt/sglang-router/0.3.2",
+    context.update(ansible_managed="managed", __sglang_router_venv="/opt/sglang-router/smg-1.13.0",
+                   __sglang_router_release=DEFAULTS["sglang_router_smg_version"],
                    __sglang_router_launcher="/opt/sglang-router/sglang-router-launch",
                    __sglang_router_secrets_file="/etc/sglang-router/sglang-router.secrets.json",
                    __sglang_router_self=router_endpoint(cfg))

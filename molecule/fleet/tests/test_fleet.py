@@ -1,6 +1,6 @@
-"""A fleet behind the real sglang-router (molecule scenario `fleet`).
+"""A fleet behind the real gateway, smg 1.13.0 (molecule scenario `fleet`).
 
-Four simulated Blackwell hosts serve through a gateway running the pinned sglang-router. Each case
+Four simulated Blackwell hosts serve through a gateway running the pinned smg (Shepherd Model Gateway). Each case
 drives playbooks/deploy.yml, restart.yml or rollout.yml (canary, then serial batches: the default of all
 three) through ansible-runner and
 asserts on the hosts (PIDs, what SGLang resolved), on the router (its /workers, polled during the
@@ -310,7 +310,7 @@ def gateway_state(container: str) -> str:
     return sh(container, "ls -laR --time-style=+%s /opt/sglang-router /etc/sglang-router 2>&1;"
                          f" sha256sum {ROUTER_UNIT} /etc/sglang-router/* 2>&1; getent passwd sglang-router;"
                          " getent group sglang-router; systemctl show -p LoadState,UnitFileState,MainPID,"
-                         "ExecMainStartTimestampMonotonic sglang-router.service; ps -eo pid=,comm= | grep sglang::router",
+                         "ExecMainStartTimestampMonotonic sglang-router.service; ps -eo pid=,comm= | grep -E '(sglang|smg)::router'",
               check=False)
 
 
@@ -324,14 +324,17 @@ def changed_tasks(runner: ansible_runner.Runner, host: str) -> dict[str, Any]:
 def test_check_mode_on_a_new_gateway_and_a_router_upgrade_reports_them_and_changes_nothing(router: str, tmp_path: Path) -> None:
     """deploy.yml --check --diff on two gateways in one run: the spare added as a second gateway (never converged: no
     router account, virtualenv, files, unit nor router wheelhouse), and the running gateway with a new
-    sglang_router_version (0.3.3: not in the offline router wheelhouse, and check mode must not need it). rc 0; each
+    gateway (sglang-router 0.3.3 instead of smg: not in the offline router wheelhouse, and check mode must not need
+    it). rc 0; each
     reports its changes (the first install; the new virtualenv, unit and restart); neither host changes."""
     inventory = make_inventory(tmp_path / "gateways", GPUS)
     hosts = json.loads((inventory / "hosts.yml").read_text())
-    hosts["all"]["children"]["sglang_routers"]["hosts"] = {GATEWAY: {"sglang_router_version": "0.3.3"}, SPARE: {}}
+    hosts["all"]["children"]["sglang_routers"]["hosts"] = {GATEWAY: {"sglang_router_gateway": "sglang-router",
+                                                                          "sglang_router_version": "0.3.3"}, SPARE: {}}
     (inventory / "hosts.yml").write_text(json.dumps(hosts))
     absent = (f"test ! -e /opt/sglang-router && test ! -e /etc/sglang-router && test ! -e {ROUTER_UNIT}"
-              " && ! getent passwd sglang-router && ! getent group sglang-router && ! ps -eo comm= | grep -q sglang::router")
+              " && ! getent passwd sglang-router && ! getent group sglang-router"
+              " && ! ps -eo comm= | grep -qE '(sglang|smg)::router'")
     sh(SPARE, absent)  # a fresh gateway
     before = {h: gateway_state(h) for h in (SPARE, GATEWAY)}
     workers = healthy_workers(router)
@@ -343,19 +346,19 @@ def test_check_mode_on_a_new_gateway_and_a_router_upgrade_reports_them_and_chang
 
     fresh = changed_tasks(runner, SPARE)
     account = "Create the router's account and its virtualenv and configuration directories"
-    for task in (account, "Install sglang-router into its versioned virtualenv",
+    for task in (account, "Install the gateway into its versioned virtualenv",
                  "Write the worker list the router starts with", "Install the router's unit"):
         assert task in fresh, (task, sorted(fresh))
     assert [c.split()[0] for c in fresh[account]["account"]] == ["groupadd", "useradd"], fresh[account]
-    assert any("ExecStart=/opt/sglang-router/0.3.2/" in d.get("after", "") and not d.get("before")
+    assert any("ExecStart=/opt/sglang-router/smg-1.13.0/" in d.get("after", "") and not d.get("before")
                for d in fresh["Install the router's unit"]["diff"]), fresh["Install the router's unit"]
     sh(SPARE, absent)
 
     upgrade = changed_tasks(runner, GATEWAY)
-    for task in ("Install sglang-router into its versioned virtualenv", "Install the router's unit",
+    for task in ("Install the gateway into its versioned virtualenv", "Install the router's unit",
                  "Restart the SGLang router"):
         assert task in upgrade, (task, sorted(upgrade))
-    assert any("/opt/sglang-router/0.3.3/" in d.get("after", "") and "/opt/sglang-router/0.3.2/" in d.get("before", "")
+    assert any("/opt/sglang-router/0.3.3/" in d.get("after", "") and "/opt/sglang-router/smg-1.13.0/" in d.get("before", "")
                for d in upgrade["Install the router's unit"]["diff"]), upgrade["Install the router's unit"]
     assert sh(GATEWAY, "test -e /opt/sglang-router/0.3.3 && echo yes || echo no") == "no"
 

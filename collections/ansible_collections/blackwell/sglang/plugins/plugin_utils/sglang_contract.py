@@ -68,9 +68,13 @@ RESERVED_ACCOUNTS = frozenset((
 ))
 # The environment the roles' download tasks may be given (proxy_env and each role's *_proxy_env).
 PROXY_ENV_NAMES = frozenset({"http_proxy", "https_proxy", "no_proxy", "all_proxy", "ftp_proxy"})
-# sglang-router 0.3.2's choices (sglang_router/router_args.py: --policy, --log-level).
-ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")
+# The gateways' choices (--policy, --log-level): every one of smg 1.13.0 and sglang-router 0.3.2 (schemas/gateway-*.json);
+# sglang_gateway checks a value against the pinned gateway's own parser.
+ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual", "passthrough", "least_load",
+                   "consistent_hashing", "prefix_hash")
 ROUTER_LOG_LEVELS = ("debug", "info", "warn", "error")
+# The gateways roles/sglang_router installs: smg (Shepherd Model Gateway), or the legacy sglang-router.
+ROUTER_GATEWAYS = ("smg", "sglang-router")
 # The namespace of the units the project writes: a unit whose file the project installs must be one of its own.
 UNIT_NAMESPACE = "sglang"
 _DNS_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
@@ -931,7 +935,9 @@ CONTRACT: dict[str, Kind] = {
     "sglang_rollout_router_group": GROUP,
     "sglang_rollout_plan": _with_type(DATA, "dict"),
     # sglang_router
+    "sglang_router_gateway": _choices(WORD, *ROUTER_GATEWAYS),
     "sglang_router_version": WORD,
+    "sglang_router_smg_version": WORD,
     "sglang_router_service_name": UNIT,
     "sglang_router_user": ACCOUNT,
     "sglang_router_group": ACCOUNT,

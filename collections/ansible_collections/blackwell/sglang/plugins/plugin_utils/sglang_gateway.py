@@ -1,18 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
 """The gateway's input contract: what roles/sglang_router and the GPU hosts it fronts may hand the router.
 
-The router (sglang-router, the SGLang Model Gateway) runs from a unit the role renders and starts with
-the worker URLs of the GPU hosts, and sends its fleet API key to every one of them.  So every value that
-reaches its unit, its environment file, its command line or its worker list is checked here, with the
-variable (and, for a worker, the GPU host) named; a refusal never shows a secret:
+The gateway (smg, the Shepherd Model Gateway, by default; sglang-router 0.3.2 by ``sglang_router_gateway``) runs
+from a unit the role renders and starts with the worker URLs of the GPU hosts, and sends its fleet API key to every
+one of them.  So every value that reaches its unit, its environment file, its command line or its worker list is
+checked here, with the variable (and, for a worker, the GPU host) named; a refusal never shows a secret:
 
 - **Addresses** (``sglang_router_host``, ``sglang_router_prometheus_host``, a worker's ``ansible_host``):
   an IP address (``ipaddress``) or a DNS name of RFC 1123 labels.  Loopback is decided by parsing
   (``is_loopback``: 127.0.0.0/8, ::1, or exactly ``localhost``), never by a string prefix.
 - **Worker URLs**: ``http``/``https``, such a host (IPv6 in brackets), an optional port and nothing else.
-- **Extra arguments** may not override what the role manages (``MANAGED_OPTIONS``, in every spelling
-  sglang-router 0.3.2's argparse parser accepts: ``--host``, ``--host=...`` and unique abbreviations
-  such as ``--ho``), nor carry a secret (a key would land on the command line and in the 0644 unit).
+- **Extra arguments** are read as the pinned gateway's own ``launch`` parser reads them (its schema,
+  ``schemas/gateway-<gateway>-<version>.json``, extracted from the wheel by ``tools/gateway_schema.py``;
+  ``sglang_gateway_args``): unknown options and values its types or choices refuse are refused citing the
+  parser's source line; none may override what the role manages (``MANAGED_DESTS``, in every spelling the
+  parser accepts: ``--host``, ``--host=...``, unique abbreviations such as ``--ho``, aliases), nor carry a
+  secret (a key would land on the command line and in the 0644 unit).  ``sglang_router_policy`` and
+  ``sglang_router_log_level`` take the pinned gateway's own choices.
 - **Identity**: a system user and group that are neither privileged nor a well-known account.
 - **Paths**: absolute and normalised, directories the project's own, TLS files visible in the sandbox.
 - **Keys**: bearer tokens (printable ASCII); each worker instance's key equals the gateway's.
@@ -29,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_contract as contract
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_gateway_args as gateway_args
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_contract import (  # noqa: F401 (re-exported)
     PRIVILEGED_GROUPS,
     ROUTER_LOG_LEVELS,
@@ -50,78 +55,67 @@ GATEWAY_VARS = (
     "sglang_router_version", "sglang_router_service_name", "sglang_router_user", "sglang_router_group",
     "sglang_router_host", "sglang_router_port", "sglang_router_prometheus_host", "sglang_router_prometheus_port",
     "sglang_router_api_key", "sglang_router_control_plane_api_key", "sglang_router_allow_unauthenticated",
-    "sglang_router_tls_cert_file", "sglang_router_tls_key_file",
+    "sglang_router_tls_cert_file", "sglang_router_tls_key_file", "sglang_router_gateway", "sglang_router_smg_version",
+    "sglang_router_policy", "sglang_router_log_level",
 )
 POLICIES = ROUTER_POLICIES
 LOG_LEVELS = ROUTER_LOG_LEVELS
 SECRET_VARS = ("sglang_router_api_key", "sglang_router_control_plane_api_key")
 _TRUTHY = {"true", "yes", "on", "1"}
 
-# Every option of `sglang-router launch` 0.3.2 (sglang_router/router_args.py, RouterArgs.add_cli_args with
-# use_router_prefix=False; parse_router_args builds an argparse parser with allow_abbrev left at True, so a
-# unique prefix of any of these is that option, and --opt=value is one word).
-ROUTER_OPTIONS = (
-    "-h", "--help", "--host", "--port", "--worker-urls", "--policy", "--prefill-policy", "--decode-policy",
-    "--cache-threshold", "--balance-abs-threshold", "--balance-rel-threshold", "--bucket-adjust-interval-secs",
-    "--eviction-interval-secs", "--max-tree-size", "--max-idle-secs", "--assignment-mode", "--max-payload-size",
-    "--dp-aware", "--enable-igw", "--mini-lb", "--pd-disaggregation", "--prefill", "--decode",
-    "--worker-startup-timeout-secs", "--worker-startup-check-interval", "--log-dir", "--log-level",
-    "--service-discovery", "--selector", "--service-discovery-port", "--service-discovery-namespace",
-    "--prefill-selector", "--decode-selector", "--prometheus-port", "--prometheus-host",
-    "--prometheus-duration-buckets", "--request-id-headers", "--request-timeout-secs",
-    "--shutdown-grace-period-secs", "--cors-allowed-origins", "--max-concurrent-requests", "--queue-size",
-    "--queue-timeout-secs", "--rate-limit-tokens-per-second", "--retry-max-retries", "--retry-initial-backoff-ms",
-    "--retry-max-backoff-ms", "--retry-backoff-multiplier", "--retry-jitter-factor", "--disable-retries",
-    "--cb-failure-threshold", "--cb-success-threshold", "--cb-timeout-duration-secs", "--cb-window-duration-secs",
-    "--disable-circuit-breaker", "--health-failure-threshold", "--health-success-threshold",
-    "--health-check-timeout-secs", "--health-check-interval-secs", "--health-check-endpoint",
-    "--disable-health-check", "--model-path", "--tokenizer-path", "--chat-template", "--tokenizer-cache-enable-l0",
-    "--tokenizer-cache-l0-max-entries", "--tokenizer-cache-enable-l1", "--tokenizer-cache-l1-max-memory",
-    "--reasoning-parser", "--tool-call-parser", "--mcp-config-path", "--backend", "--history-backend",
-    "--oracle-wallet-path", "--oracle-tns-alias", "--oracle-connect-descriptor", "--oracle-username",
-    "--oracle-password", "--oracle-pool-min", "--oracle-pool-max", "--oracle-pool-timeout-secs", "--postgres-db-url",
-    "--postgres-pool-max", "--redis-url", "--redis-pool-max", "--redis-retention-days", "--client-cert-path",
-    "--client-key-path", "--ca-cert-paths", "--tls-cert-path", "--tls-key-path", "--enable-trace",
-    "--otlp-traces-endpoint", "--api-key", "--control-plane-api-keys", "--control-plane-audit-enabled", "--jwt-issuer",
-    "--jwt-audience", "--jwt-jwks-uri", "--jwt-role-mapping",
-)
-
-# The options the role sets itself (the unit's ExecStart and the launcher), with what to set instead.  An extra
-# argument naming one of them would win or lose against the role's value depending on its place (argparse keeps
-# the last): the listener, the keys, TLS, the worker list and how the router authenticates are the role's.
-MANAGED_OPTIONS: dict[str, str] = {
-    "--host": "set sglang_router_host",
-    "--port": "set sglang_router_port",
-    "--prometheus-host": "set sglang_router_prometheus_host",
-    "--prometheus-port": "set sglang_router_prometheus_port",
-    "--tls-cert-path": "set sglang_router_tls_cert_file",
-    "--tls-key-path": "set sglang_router_tls_key_file",
-    "--ca-cert-paths": "set sglang_router_ca_file",
-    "--api-key": "set sglang_router_api_key (Ansible Vault); the launcher passes it off the command line",
-    "--control-plane-api-keys": "set sglang_router_control_plane_api_key (Ansible Vault)",
-    "--jwt-issuer": "the role authenticates the control plane with sglang_router_control_plane_api_key",
-    "--jwt-audience": "the role authenticates the control plane with sglang_router_control_plane_api_key",
-    "--jwt-jwks-uri": "the role authenticates the control plane with sglang_router_control_plane_api_key",
-    "--jwt-role-mapping": "the role authenticates the control plane with sglang_router_control_plane_api_key",
-    "--worker-urls": "the workers are the GPU hosts of sglang_router_worker_group",
-    "--prefill": "the workers are the GPU hosts of sglang_router_worker_group",
-    "--decode": "the workers are the GPU hosts of sglang_router_worker_group",
-    "--pd-disaggregation": "the workers are the GPU hosts of sglang_router_worker_group",
-    "--service-discovery": "the workers are the GPU hosts of sglang_router_worker_group",
-    "--service-discovery-port": "the workers are the GPU hosts of sglang_router_worker_group",
-    "--service-discovery-namespace": "the workers are the GPU hosts of sglang_router_worker_group",
-    "--selector": "the workers are the GPU hosts of sglang_router_worker_group",
-    "--prefill-selector": "the workers are the GPU hosts of sglang_router_worker_group",
-    "--decode-selector": "the workers are the GPU hosts of sglang_router_worker_group",
-    "--mini-lb": "the debugging load balancer checks no API key; the role runs the Rust router",
-    "--policy": "set sglang_router_policy",
-    "--log-level": "set sglang_router_log_level",
-    "--max-concurrent-requests": "set sglang_router_max_concurrent_requests",
-    "--queue-size": "set sglang_router_queue_size",
-    "--rate-limit-tokens-per-second": "set sglang_router_rate_limit_tokens_per_second",
-    "-h": "help is not a launch option",
-    "--help": "help is not a launch option",
+# The options the role sets itself (the unit's ExecStart and the launcher), by argparse dest, with what to set
+# instead.  An extra argument naming one of them, in any spelling the gateway's parser reads as it (``--host``,
+# ``--host=...``, a unique prefix ``--ho``, an alias), would win or lose against the role's value depending on its
+# place (argparse keeps the last): the listener, the keys, TLS, the worker list and how the gateway authenticates
+# are the role's.  A dest the pinned gateway does not have is simply not there (``--mini-lb`` is sglang-router's,
+# ``--encode`` smg's); tests/unit/test_gateway_schema.py checks that each is in one gateway's schema at least.
+_WORKERS_FIX = "the workers are the GPU hosts of sglang_router_worker_group"
+MANAGED_DESTS: dict[str, str] = {
+    "host": "set sglang_router_host",
+    "port": "set sglang_router_port",
+    "prometheus_host": "set sglang_router_prometheus_host",
+    "prometheus_port": "set sglang_router_prometheus_port",
+    "tls_cert_path": "set sglang_router_tls_cert_file",
+    "tls_key_path": "set sglang_router_tls_key_file",
+    "ca_cert_paths": "set sglang_router_ca_file",
+    "api_key": "set sglang_router_api_key (Ansible Vault); the launcher passes it off the command line",
+    "control_plane_api_keys": "set sglang_router_control_plane_api_key (Ansible Vault)",
+    "tenant_api_key": "set sglang_router_api_key (Ansible Vault); a key on the command line is readable by every user",
+    "jwt_issuer": "the role authenticates the control plane with sglang_router_control_plane_api_key",
+    "jwt_audience": "the role authenticates the control plane with sglang_router_control_plane_api_key",
+    "jwt_jwks_uri": "the role authenticates the control plane with sglang_router_control_plane_api_key",
+    "jwt_role_mapping": "the role authenticates the control plane with sglang_router_control_plane_api_key",
+    "worker_urls": _WORKERS_FIX,
+    "prefill": _WORKERS_FIX,
+    "decode": _WORKERS_FIX,
+    "encode": _WORKERS_FIX,
+    "pd_disaggregation": _WORKERS_FIX,
+    "epd_disaggregation": _WORKERS_FIX,
+    "service_discovery": _WORKERS_FIX,
+    "discovery_provider": _WORKERS_FIX,
+    "discovery_file": _WORKERS_FIX,
+    "service_discovery_port": _WORKERS_FIX,
+    "service_discovery_namespace": _WORKERS_FIX,
+    "selector": _WORKERS_FIX,
+    "prefill_selector": _WORKERS_FIX,
+    "decode_selector": _WORKERS_FIX,
+    "encode_selector": _WORKERS_FIX,
+    "router_selector": _WORKERS_FIX,
+    "mini_lb": "the debugging load balancer checks no API key; the role runs the Rust router",
+    "policy": "set sglang_router_policy",
+    "log_level": "set sglang_router_log_level",
+    "max_concurrent_requests": "set sglang_router_max_concurrent_requests",
+    "queue_size": "set sglang_router_queue_size",
+    "rate_limit_tokens_per_second": "set sglang_router_rate_limit_tokens_per_second",
+    "help": "help is not a launch option",
 }
+
+
+def managed_options(schema: gateway_args.GatewaySchema) -> dict[str, str]:
+    """Every option string of ``schema`` that sets a managed dest (:data:`MANAGED_DESTS`), with its fix."""
+    return {o: MANAGED_DESTS[a["dest"]] for a in schema.actions if a["dest"] in MANAGED_DESTS for o in a["option_strings"]}
+
+
 # Words of an option's name that say it carries a secret: anywhere (password...), or as its last word (key, token:
 # --client-key-path and --tokenizer-path are paths).
 _SECRET_WORDS = {"password", "passwd", "passphrase", "secret", "secrets", "credential", "credentials", "apikey"}
@@ -200,53 +194,108 @@ def _names_secret(name: str) -> bool:
                             or "apikey" in "".join(words))
 
 
-def router_extra_args_problems(args: Any) -> list[str]:
-    """``"sglang_router_extra_args[i]: why"`` for each extra argument of ``sglang-router launch`` that is refused.
+def release_of(cfg: Mapping[str, Any]) -> tuple[str, str]:
+    """(gateway, release) the settings ``cfg`` install: smg at ``sglang_router_smg_version``, sglang-router at
+    ``sglang_router_version``."""
+    gateway = cfg.get("sglang_router_gateway")
+    version = cfg.get("sglang_router_smg_version") if gateway == "smg" else cfg.get("sglang_router_version")
+    return str(gateway), str(version)
 
-    Refused: an item that is not text or cannot be written (``text_problem``); an option that overrides one the role
-    manages (``MANAGED_OPTIONS``) in any spelling argparse accepts (``--host``, ``--host=0.0.0.0``, an abbreviation
-    ``--ho``); an option whose name says it carries a secret, or a URL with a password in it (the unit is 0644 and
-    the command line public); ``--`` and single-dash words other than negative numbers.  Secrets are not repeated.
+
+def router_extra_args_problems(args: Any, gateway: str = "smg", version: str | None = None) -> list[str]:
+    """``"sglang_router_extra_args[i]: why"`` for each extra argument of ``<gateway> launch`` that is refused.
+
+    Every word is read as the pinned gateway's own parser reads it (``sglang_gateway_args.parse`` over the
+    committed schema of ``gateway`` ``version``, default the newest): an unknown option or ambiguous prefix, a
+    missing or surplus value, a value its type or choices refuse, a stray word are refused citing the parser
+    (``smg/router_args.py:NNN``).  Refused as well: an item that is not text or cannot be written
+    (``text_problem``); an option that overrides one the role manages (:data:`MANAGED_DESTS`) in any spelling
+    argparse accepts (``--host``, ``--host=0.0.0.0``, an abbreviation ``--ho``, an alias); an option whose name
+    says it carries a secret, or a URL with a password in it (the unit is 0644 and the command line public);
+    ``--`` and single-dash words other than negative numbers.  Secrets are not repeated.
     """
     if args is None:
         return []
     if isinstance(args, (str, bytes)) or not isinstance(args, Iterable) or isinstance(args, Mapping):
         return ["sglang_router_extra_args: it must be a list of arguments, e.g. ['--retry-max-retries', '5']"]
-    out: list[str] = []
+    args = list(args)
+    if version is None:
+        known = gateway_args.releases(gateway)
+        version = known[-1] if known else ""
+    schema = gateway_args.load(gateway, version)
+    out: dict[int, str] = {}
     for index, word in enumerate(args):
         where = f"sglang_router_extra_args[{index}]"
         if not _is_text(word):
-            out.append(f"{where}: each argument is text (quote it, e.g. '5'), not {type(word).__name__}")
+            out[index] = f"{where}: each argument is text (quote it, e.g. '5'), not {type(word).__name__}"
             continue
         problem = text_problem(word)
         if problem:
-            out.append(f"{where}: {problem}")
+            out[index] = f"{where}: {problem}"
             continue
         if not word.strip():
-            out.append(f"{where}: an empty or blank word is no argument of sglang-router (leave it out)")
+            out[index] = f"{where}: an empty or blank word is no argument of the gateway (leave it out)"
             continue
         if _URL_USERINFO.search(word):
-            out.append(f"{where}: it carries a user name or password in a URL (value not shown): the unit file and the "
-                       "command line are readable by every user")
+            out[index] = (f"{where}: it carries a user name or password in a URL (value not shown): the unit file "
+                          "and the command line are readable by every user")
             continue
         if not word.startswith("-") or NEGATIVE_NUMBER.match(word):
             continue
         name = _option_name(word)
         if name == "--":
-            out.append(f"{where}: '--' would end the options: the worker list the role appends would not be read")
+            out[index] = f"{where}: '--' would end the options: the worker list the role appends would not be read"
             continue
         if not name.startswith("--"):
-            out.append(f"{where} {name!r}: sglang-router has no single-dash option to pass (only -h, help)")
+            out[index] = f"{where} {name!r}: the gateway has no single-dash option to pass (only -h, help)"
             continue
         if _names_secret(name):
-            out.append(f"{where} {name!r}: it carries a secret, which would be on the router's command line and in its "
-                       "0644 unit file; the role passes its keys through a 0640 file (sglang_router_api_key, "
-                       "sglang_router_control_plane_api_key)")
+            out[index] = (f"{where} {name!r}: it carries a secret, which would be on the gateway's command line and "
+                          "in its 0644 unit file; the role passes its keys through a 0640 file "
+                          "(sglang_router_api_key, sglang_router_control_plane_api_key)")
+    if not args or out:
+        return [out[i] for i in sorted(out)]
+    if schema is None:
+        return [f"sglang_router_extra_args: no schema of {gateway} {version}'s parser is committed "
+                f"(plugin_utils/schemas/{gateway_args.schema_name(gateway, version)}), so its extra arguments cannot be "
+                f"checked: run tools/gateway_schema.py --gateway {gateway} --version {version}, or leave them out"]
+    reading = gateway_args.parse(schema, args)
+    managed = managed_options(schema)
+    for parsed in reading.options:
+        dest = parsed.action["dest"]
+        word = args[parsed.index]
+        name = _option_name(word)
+        if dest in MANAGED_DESTS and parsed.index not in out:
+            spelled = "" if name == parsed.word else f" (its parser reads {name!r} as {parsed.word})"
+            out[parsed.index] = (f"sglang_router_extra_args[{parsed.index}] {name!r}: the role manages "
+                                 f"{parsed.word}{spelled}, {schema.cite(parsed.action)}; {managed[parsed.word]}")
+        elif any(_names_secret(o) for o in parsed.action["option_strings"]) and parsed.index not in out:
+            out[parsed.index] = (f"sglang_router_extra_args[{parsed.index}] {name!r}: {parsed.word} carries a secret "
+                                 f"({schema.cite(parsed.action)}), which would be on the command line and in the 0644 "
+                                 "unit file")
+    for index, message in reading.problems:
+        if index not in out:
+            out[index] = f"sglang_router_extra_args[{index}]: {message}"
+    return [out[i] for i in sorted(out)]
+
+
+def choice_problems(cfg: Mapping[str, Any]) -> list[Problem]:
+    """``sglang_router_policy`` and ``sglang_router_log_level`` against the pinned gateway's own choices (its
+    schema's ``--policy`` and ``--log-level``), citing its parser."""
+    gateway, version = release_of(cfg)
+    schema = gateway_args.load(gateway, version)
+    out: list[Problem] = []
+    if schema is None:
+        return out
+    for var, dest in (("sglang_router_policy", "policy"), ("sglang_router_log_level", "log_level")):
+        action = schema.by_dest(dest)
+        value = cfg.get(var)
+        if action is None or not isinstance(value, str):
             continue
-        managed = [option for option in MANAGED_OPTIONS if option.startswith(name) and len(name) > 2]
-        if managed:
-            spelled = "" if name in MANAGED_OPTIONS else f" (argparse reads {name!r} as {' or '.join(managed)})"
-            out.append(f"{where} {name!r}: the role manages {managed[0]}{spelled}; {MANAGED_OPTIONS[managed[0]]}")
+        why = gateway_args.convert(schema, action, value)
+        if why:
+            out.append(Problem("gateway.choice", var, _shown(value), f"{var} {value!r}: {why}",
+                               f"one of the choices of {gateway} {version}'s {action['option_strings'][0]}"))
     return out
 
 
@@ -445,8 +494,13 @@ def gateway_problems(values: Mapping[str, Any], workers: Mapping[str, Mapping[st
         if var in cfg and var not in flagged:
             _add(out, "gateway.path", var, _shown(cfg[var]), _dir_problem(cfg[var], other_roles_dirs(known)),
                  "a directory of the router's own, e.g. /opt/sglang-router or /etc/sglang-router")
-    if "sglang_router_extra_args" not in flagged:
-        for message in router_extra_args_problems(cfg.get("sglang_router_extra_args")):
+    if not flagged.intersection(("sglang_router_gateway", "sglang_router_version", "sglang_router_smg_version",
+                                 "sglang_router_policy", "sglang_router_log_level")):
+        out += choice_problems(cfg)
+    if not flagged.intersection(("sglang_router_extra_args", "sglang_router_gateway", "sglang_router_version",
+                                 "sglang_router_smg_version")):
+        gateway, version = release_of(cfg)
+        for message in router_extra_args_problems(cfg.get("sglang_router_extra_args"), gateway, version):
             where = re.match(r"sglang_router_extra_args(?:\[[0-9]+\])?:? ?", message)
             variable = where[0].rstrip(": ") if where else "sglang_router_extra_args"
             out.append(Problem("gateway.extra_args", variable, None, message[len(where[0]):] if where else message,
