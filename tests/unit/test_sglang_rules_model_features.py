@@ -109,3 +109,19 @@ def test_language_model_only_is_refused_first() -> None:
     hostvars = host({"language_model_only": True, "encoder_only": True, "language_only": True},
                     model="nvidia/Qwen3.5-397B-A17B-NVFP4")
     assert refusals(hostvars, "server.combination") == ["sglang/srt/arg_groups/model_hook.py:1094"]
+
+
+@pytest.mark.parametrize(("model", "version", "refused"), [
+    ("/models/custom-dsa", "0.5.23", False),  # DeepseekV3ForCausalLM with maybe index_topk: DSA CP may keep it (preflight)
+    ("deepseek-ai/DeepSeek-V3", "0.5.22", False),  # the derived sizes are modelled for 0.5.23 only
+    ("deepseek-ai/DeepSeek-V3", "0.5.23", True),  # MLA prefill CP: ep_size = tp_size, so moe_dp_size 8 breaks :175
+])
+def test_deepseek_prefill_cp_sizes(model: str, version: str, refused: bool) -> None:
+    """handle_context_parallelism checks the sizes the DeepSeek-family override derived (deepseek_v2.py:106-142,
+    :191-212), not the host's; an explicit attn_cp_size the override replaces is never refused."""
+    args = {"tp_size": 8, "attn_cp_size": 8, "moe_dp_size": 8, "enable_prefill_cp": True, "cp_strategy": "interleave"}
+    hostvars = host(args, version, model=model, sglang_model_architecture="DeepseekV3ForCausalLM", nvidia_gpu_count=8)
+    assert bool(refusals(hostvars, "server.parallel")) is refused
+    odd = host({"attn_cp_size": 5, "enable_prefill_cp": True, "cp_strategy": "interleave"}, version, model=model,
+               sglang_model_architecture="DeepseekV3ForCausalLM", nvidia_gpu_count=2)
+    assert refusals(odd, "server.parallel") == []

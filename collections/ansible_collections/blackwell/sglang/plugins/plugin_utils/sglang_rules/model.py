@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import lookup_model
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import _given, env_true
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
@@ -16,6 +15,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     derived_context_length,
     qwen35_sm100_backend,
     resolved_page_size,
+    table_deepseek_v3,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -138,13 +138,6 @@ MINIMAX_SPARSE_ARCHITECTURES = ("MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseFo
 _MH = "sglang/srt/arg_groups/model_hook.py"
 
 
-def _table_deepseek_v3(ctx: Context) -> bool:
-    """The served checkpoint is one of the model table's DeepseekV3ForCausalLM checkpoints (DeepSeek-V3, R1 and their
-    NVFP4 exports, sglang_models.CHECKPOINTS), whose config.json has no index_topk: not a DSA model for SGLang."""
-    table = lookup_model(ctx.model.path)
-    return table.known and table.architecture == ctx.model.architecture == "DeepseekV3ForCausalLM"
-
-
 @rule("server.model_features", shared=True, sources=(
     "sglang/srt/arg_groups/hisparse_hook.py:104",
     "sglang/srt/arg_groups/model_hook.py:188",
@@ -154,7 +147,7 @@ def _model_features(ctx: Context, report: Report) -> None:
     architectures[0]): validate_hisparse (hisparse_hook.py:91-107) and handle_model_specific_adjustments' DSA cache
     layer split (model_hook.py:187-191). For a DSA architecture the checkpoint's index_topk decides (the preflight)."""
     arch = str(ctx.model.architecture or "") if ctx.model.known else ""
-    if not arch or (arch in DSA_ARCHITECTURES and not _table_deepseek_v3(ctx)):
+    if not arch or (arch in DSA_ARCHITECTURES and not table_deepseek_v3(ctx)):
         return
     sparse = DEEPSEEK_V4_ARCHITECTURES + (MINIMAX_SPARSE_ARCHITECTURES if added_in(ctx, "0.5.21") else ())
     if ctx.is_set("enable_hisparse") and arch not in sparse:

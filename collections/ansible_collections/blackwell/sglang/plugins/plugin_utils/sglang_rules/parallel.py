@@ -16,10 +16,43 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     attention_dp_width,
     gpu_ids,
     moe_backends,
+    table_deepseek_v3,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
+
+
+# The architectures SGLang's DeepSeek-family override serves (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:37-50,
+# the same registration in 0.5.20-0.5.22).
+DEEPSEEK_CP_ARCHITECTURES = (
+    "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM", "Glm5NextForConditionalGeneration", "HYV4ForCausalLM",
+    "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM",
+)
+
+
+def cp_sizes(ctx: Context) -> tuple[int, int, int] | None:
+    """(attn_cp_size, attn_dp_size, ep_size) as handle_context_parallelism checks them; None where SGLang derives them
+    from what only the checkpoint's config.json tells (cp_derived, but for the MLA prefill CP of the model table's
+    DeepSeek-V3 / R1 on 0.5.23: attn_dp_size x dp_size attention-DP groups, attn_cp_size = tp_size // that, ep_size =
+    tp_size, deepseek_v2.py:191-212, model_override_base.py:229-247)."""
+    tp, cp, attn_dp, ep = (_int(ctx, d, 1) for d in ("tp_size", "attn_cp_size", "attn_dp_size", "ep_size"))
+    if not cp_derived(ctx):
+        return cp, attn_dp, ep
+    if not (added_in(ctx, "0.5.23") and table_deepseek_v3(ctx)) or _int(ctx, "dp_size", 1) < 1 or attn_dp < 1:
+        return None
+    width = attn_dp * _int(ctx, "dp_size", 1)
+    return max(tp // width, 1), width, tp
+
+
+def cp_derived(ctx: Context) -> bool:
+    """enable_prefill_cp on a DeepSeek-family model: SGLang's override sets attn_cp_size (tp_size // attn_dp_size for
+    MLA prefill CP, and for DSA CP unless interleave keeps an explicit one), attn_dp_size, dp_size and for MLA the
+    ep_size and all-to-all backend itself (deepseek_v2.py:106-142, :191-212) before handle_context_parallelism checks
+    them, so the host's sizes are not what it checks: the seed-0 fuzzer's false alarm, attn_cp_size 5 on DeepSeek-V3
+    with prefill CP."""
+    return ctx.is_set("enable_prefill_cp") and str(ctx.model.architecture or "") in DEEPSEEK_CP_ARCHITECTURES
 
 
 @rule("parallel",
@@ -122,17 +155,23 @@ def _gpus_overflow(ctx: Context, sizes: dict[str, int], nnodes: int, ids: list[i
     "sglang/srt/arg_groups/parallel_hook.py:267",
     "sglang/srt/arg_groups/parallel_hook.py:178",
     "sglang/srt/arg_groups/parallel_hook.py:269",
+    "sglang/srt/arg_groups/parallel_hook.py:444",
 ))
 def _parallel_launch(ctx: Context, report: Report) -> None:
     """Context parallelism, decode context parallelism and DWDP (parallel_hook.py), on the explicit sizes."""
     tp, pp, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "attn_dp_size", 1)
     cp, moe_dp, dcp, dwdp = (_int(ctx, d, 1) for d in ("attn_cp_size", "moe_dp_size", "dcp_size", "dwdp_size"))
+    sizes = cp_sizes(ctx)
+    if sizes is not None:
+        cp, attn_dp, _ = sizes
     if ctx.is_set("enable_prefill_cp") and not _given(ctx, "cp_strategy"):
         report.refuse("cp_strategy", "enable_prefill_cp needs cp_strategy.", f"set {ctx.var('cp_strategy')} (e.g. interleave)", 152)
-    # DeepSeek-V4's hook derives attn_cp_size itself (deepseek_v4_hook.py:220), so only known other models are checked.
+    # DeepSeek-V4's hook derives attn_cp_size itself (deepseek_v4_hook.py:220), and so does the DeepSeek family's
+    # prefill CP (cp_derived), so only known other models are checked.
     if not added_in(ctx, "0.5.22"):  # tp_size % (dp_size * attn_cp_size) (0.5.21 parallel_hook.py:108-113)
         attn_dp = _int(ctx, "dp_size", 1)
-    if cp > 1 and tp >= 1 and attn_dp >= 1 and ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or ""):
+    if cp > 1 and tp >= 1 and attn_dp >= 1 and ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") \
+            and sizes is not None:
         if tp % cp or tp % (attn_dp * cp):
             report.refuse("attn_cp_size", f"tp_size={tp} must be divisible by attn_dp_size x attn_cp_size = {attn_dp} x {cp}"
                           + ("." if added_in(ctx, "0.5.22") else " (dp_size x attn_cp_size in this release)."),
@@ -163,6 +202,8 @@ def _parallel_launch(ctx: Context, report: Report) -> None:
     if dwdp > 1:
         for bad, dest, why, line in (
             (dwdp != tp, "dwdp_size", f"dwdp_size={dwdp} must equal tp_size={tp}", 441),
+            (_choice(ctx, "disaggregation_mode", "null") not in ("null", "prefill"), "disaggregation_mode",
+             "DWDP runs without PD disaggregation or on a prefill server, not on a decode server", 444),
             (ctx.is_set("enable_eplb"), "enable_eplb", "DWDP does not work with enable_eplb", 448),
             (_given(ctx, "speculative_algorithm"), "speculative_algorithm", "DWDP does not support speculative decoding", 451),
             (pp != 1, "pp_size", "DWDP needs pp_size 1", 454),
@@ -250,8 +291,9 @@ SHARED_EXPERTS_A2A = ("deepep", "megamoe", "mooncake", "ascend_fuseep", "mori") 
 
 def _moe_dp_sizes_known(ctx: Context) -> bool:
     """The explicit sizes are what SGLang checks: a known model other than DeepSeek-V4 (which derives attn_cp_size
-    itself), with no all-to-all backend SGLang may still change."""
-    return ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") and not _a2a_may_change(ctx)
+    itself), with no all-to-all backend SGLang may still change, and no DeepSeek-family prefill CP (cp_derived)."""
+    return ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") and not _a2a_may_change(ctx) \
+        and not cp_derived(ctx)
 
 
 @rule("server.parallel", shared=True, file=_PH, sources=(
@@ -263,10 +305,12 @@ def _moe_dp_sizes_known(ctx: Context) -> bool:
 def _parallel_moe_dp(ctx: Context, report: Report) -> None:
     """handle_context_parallelism's MoE-DP sizes (parallel_hook.py:170-192), on the explicit sizes of known models
     other than DeepSeek-V4 (which derives attn_cp_size itself)."""
-    if not _moe_dp_sizes_known(ctx):
+    sizes = cp_sizes(ctx)
+    if not (ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") and sizes is not None) or \
+            (_a2a_may_change(ctx) and not cp_derived(ctx)):  # MLA prefill CP sets the all-to-all backend itself
         return
-    tp, ep = _int(ctx, "tp_size", 1), _int(ctx, "ep_size", 1)
-    cp, moe_dp, dwdp = _int(ctx, "attn_cp_size", 1), _int(ctx, "moe_dp_size", 1), _int(ctx, "dwdp_size", 1)
+    tp, (cp, _, ep) = _int(ctx, "tp_size", 1), sizes
+    moe_dp, dwdp = _int(ctx, "moe_dp_size", 1), _int(ctx, "dwdp_size", 1)
     if moe_dp > 1 and dwdp <= 1 and tp >= 1 and tp % moe_dp == 0:  # DWDP resets moe_dp_size to 1 (parallel_hook.py:493)
         if ep * moe_dp > tp:
             report.refuse("ep_size", f"ep_size x moe_dp_size = {ep} x {moe_dp} exceeds tp_size={tp}.",

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import lookup_model
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
     MAMBA_EXTRA_BUFFER,
     _choice,
@@ -146,6 +147,14 @@ def derived_context_length(ctx: Context, base_rope: Mapping[str, Any] | None = N
         return int(factor * length)
     except (TypeError, ValueError):
         return limit  # not numbers: SGLang fails on them elsewhere
+
+
+def table_deepseek_v3(ctx: Context) -> bool:
+    """The served checkpoint is one of the model table's DeepseekV3ForCausalLM checkpoints (DeepSeek-V3, R1 and their
+    NVFP4 exports, sglang_models.CHECKPOINTS), whose config.json has no index_topk: an MLA model, not a DSA model for
+    SGLang (is_deepseek_dsa, sglang/srt/configs/model_config.py:191-212)."""
+    table = lookup_model(ctx.model.path)
+    return table.known and table.architecture == ctx.model.architecture == "DeepseekV3ForCausalLM"
 
 
 def _a2a_may_change(ctx: Context) -> bool:
