@@ -99,6 +99,7 @@ startup:
 """
 
 import json
+import math
 import os
 import stat
 import tempfile
@@ -159,7 +160,7 @@ def startup_content(path: str, start: Any) -> tuple[bytes, dict[str, Any]] | Non
         seconds = float(start.get("seconds"))
     except (TypeError, ValueError):
         return None
-    if not seconds > 0 or seconds == float("inf"):
+    if not math.isfinite(seconds) or seconds <= 0:
         return None
     try:
         with open(os.path.join(path, STARTUP_FILE), "rb") as handle:
