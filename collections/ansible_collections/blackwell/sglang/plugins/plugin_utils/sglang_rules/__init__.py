@@ -92,6 +92,7 @@ ORDER: tuple[str, ...] = (
     "moe._moe_launch",
     "launch._features",
     "launch._prefill_graph_context",
+    "launch._decode_host_receive",
     "lora._lora_moe_runner",
     "lora._lora_init",
     "model._checkpoint_quantization",

@@ -317,6 +317,20 @@ def _prefill_graph_context(ctx: Context, report: Report) -> None:
                       "sglang/srt/arg_groups/cuda_graph_hook.py:427")
 
 
+@rule("server.minimum", since="0.5.21", shared=True, sources=(
+    "sglang/srt/arg_groups/pd_disaggregation_hook.py:65",
+))
+def _decode_host_receive(ctx: Context, report: Report) -> None:
+    """disaggregation_decode_host_receive_threshold in [0, 1] (handle_pd_disaggregation, pd_disaggregation_hook.py:64-67,
+    with or without PD disaggregation; new in 0.5.21)."""
+    share = _num(ctx, "disaggregation_decode_host_receive_threshold")
+    if share is not None and not 0 <= share <= 1:
+        report.refuse("disaggregation_decode_host_receive_threshold",
+                      f"disaggregation_decode_host_receive_threshold={share} is outside [0, 1].",
+                      f"set {ctx.var('disaggregation_decode_host_receive_threshold')} in [0, 1], or remove it",
+                      "sglang/srt/arg_groups/pd_disaggregation_hook.py:65 (0.5.22 :65, 0.5.21 :54)")
+
+
 CUDA_GRAPH_BACKENDS = ("full", "breakable", "disabled")  # sglang/srt/model_executor/cuda_graph_config.py:51-65
 
 
