@@ -15,6 +15,8 @@ from typing import Any
 # The tasks of roles/sglang_rollout/tasks/instance.yml around the window.
 DRAIN = "Take the server out of the routers and let it finish its requests"
 JOIN = "Put the server back into the routers"
+# The drain's tasks file: its tasks report after the drain's include task, and are the drain.
+DRAIN_TASKS = "roles/sglang_router/tasks/drain.yml"
 
 # task name -> (action, what it is). Includes are listed too: they run (and show in the events) but do no work.
 WINDOW: dict[str, tuple[str, str]] = {
@@ -67,6 +69,8 @@ def window_events(events: Iterable[Mapping[str, Any]], host: str | None = None) 
         if host is not None and where != host:
             continue
         task = data.get("task", "")
+        if DRAIN_TASKS in str(data.get("task_path", "")):
+            continue  # the drain's own tasks (its include comes first, they run after it)
         if task == DRAIN:
             current[where] = []
         elif task == JOIN and where in current:

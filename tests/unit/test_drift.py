@@ -66,6 +66,7 @@ def test_an_integral_float_is_its_integer(number: int) -> None:
 def test_what_sglang_resolves_an_explicit_value_to_is_no_drift(planned: str, running: str, ok: bool) -> None:
     record = instance_drift(plan_of({"speculative_algorithm": planned}), healthy({"speculative_algorithm": running}), False)
     assert record["drift"] is not ok
+    assert (record["args_planned"] == record["args_running"]) is ok
 
 
 @pytest.mark.parametrize(("planned", "running"), [

@@ -126,5 +126,7 @@ def test_window_events_lists_what_ran_between_drain_and_join() -> None:
               ev("runner_on_ok", "Stop the server, release the GPUs it left behind, start it and wait for its health"),
               ev("runner_on_skipped", "Health gate (the server answers health and, on node 0, lists its model)"),
               ev("runner_on_ok", "Other host's task", host="other"),
+              {"event": "runner_on_ok", "event_data": {"task": "List the routers' workers", "host": "h",
+                                                       "task_path": "/x/roles/sglang_router/tasks/drain.yml:25"}},
               ev("runner_on_skipped", JOIN), ev("runner_on_ok", "Save the running files and virtualenv as last known good")]
     assert window_events(events, "h") == [["Stop the server, release the GPUs it left behind, start it and wait for its health"]]

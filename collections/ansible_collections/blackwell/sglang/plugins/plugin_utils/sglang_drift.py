@@ -114,9 +114,12 @@ def instance_drift(plan: Mapping[str, Any], probe: Mapping[str, Any], files_diff
     differs: list[dict[str, Any]] = []
     running: dict[str, Any] = {}
     if info is not None:
-        running = {k: info.get(k) for k in planned}
         differs = [{"arg": k, "planned": planned[k], "running": info.get(k)}
                    for k in sorted(planned) if not runs_as_planned(k, planned[k], info.get(k))]
+        # What runs, in the plan's terms: a value SGLang resolved the planned one to counts as the planned one, so the
+        # two hashes are equal exactly when nothing differs.
+        drifted = {d["arg"] for d in differs}
+        running = {k: (info.get(k) if k in drifted else planned[k]) for k in planned}
     release = info.get("version") if info is not None else None
     planned_release = plan.get("version")
     reasons = []
