@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Differential fuzzing: our validator against SGLang's own argument handling, on generated cases.
 
-Cases come from hypothesis strategies built from the committed CLI schema of the pinned release (choices,
-integers near the boundaries the rules care about, switches) over the combinations the launch checks look at:
-speculative decoding, parallel sizes, attention / MoE / sampling backends, quantization and KV cache dtype,
-mamba / hybrid models, pipeline parallelism, LoRA, page size and chunked prefill; on the four fixture models,
-1-8 GPUs and the hardware profiles (12.0 reference, 12.1, 10.0, 9.0). Generation is derandomized: a seed and a
-count give the same cases on every machine.
+Cases come from the catalog of SGLang's raise sites (tests/catalog/catalog-<version>.json) and the committed CLI
+schema of the pinned release. Each catalog entry mapped `rule` or `preflight` records what its condition reads
+(``reads``: the arguments, and the environment switches); a case aims at 1-2 such entries and draws a value for
+each argument they read, from the schema (choices, integers near the boundaries, switches) and from the constants
+SGLang's conditions compare that argument with (``cfg.kv_cache_dtype == 'nvfp4'``). One case in GROUP_SHARE
+draws hand-picked GROUPS of interacting arguments instead (extra weight), and now and then any argument of the
+schema joins. Every speculative algorithm the schema names, the fixture models as draft models, every hardware
+profile of the validator (sglang_rules.PROFILES: 8.0 to 12.1) with its GPUs' real memory (GPUS: B200, B300,
+Thor's and GB10's unified memory, ...), 1-8 GPUs. Generation is derandomized: a seed and a count give the same
+cases on every machine.
 
 Oracle: SGLang's ``prepare_server_args -> resolve_once() -> check_server_args()`` in .venv-conformance
 (sglang_probe.py, one forked child per case). Every case gets one verdict:
@@ -22,6 +26,11 @@ Oracle: SGLang's ``prepare_server_args -> resolve_once() -> check_server_args()`
 A MISSED case is shrunk (arguments dropped one at a time while SGLang still rejects and we still accept) and
 printed as a ready cases.yaml entry, to be added to the conformance corpus with the rule that fixes it.
 
+Coverage: each refusal is matched to the catalog entry whose statement holds the file:line SGLang raised at
+(multi-line statements by their line range); the report counts the refused inputs per entry, the share of
+`rule` / `preflight` entries hit, the `rule` entries never hit, and the sites the catalog lacks (implicit failures:
+tests/catalog/implicit-<version>.yml). ``--coverage-of ANSWERS`` prints the coverage of a kept answers file.
+
     python tests/conformance/differential.py [--cases 10000] [--seed 0] [--jobs 2] [--report build/fuzz-sglang.md]
         [--sglang-answers build/fuzz-sglang-answers.jsonl]
 
@@ -31,14 +40,22 @@ printed as a ready cases.yaml entry, to be added to the conformance corpus with 
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
+import functools
 import json
+import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
+import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
@@ -89,10 +106,14 @@ STRICTER = {
 # sizes, page sizes), and big values.
 INTS = [-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256, 1024, 2048, 8192, 16384, 131072]
 FLOATS = [-0.1, 0.0, 0.05, 0.5, 0.8, 0.88, 0.95, 1.0, 1.5]
+# Values of an environment switch a condition reads (SGLang's envs are booleans or integers).
+ENV_VALUES = ["1", "0", "true", "false"]
 
+# Hand-picked groups of arguments that interact: extra weight beside the catalog-driven cases (GROUP_SHARE of them).
 GROUPS: dict[str, list[str]] = {
     "speculative": ["speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-                    "speculative_num_draft_tokens", "speculative_attention_mode", "speculative_moe_runner_backend"],
+                    "speculative_num_draft_tokens", "speculative_attention_mode", "speculative_moe_runner_backend",
+                    "speculative_draft_model_path"],
     "parallel": ["tp_size", "pp_size", "dp_size", "ep_size", "enable_dp_attention", "moe_dense_tp_size",
                  "enable_dp_lm_head", "pp_max_micro_batch_size"],
     "backends": ["attention_backend", "prefill_attention_backend", "decode_attention_backend", "sampling_backend",
@@ -106,61 +127,233 @@ GROUPS: dict[str, list[str]] = {
     "scheduling": ["disable_radix_cache", "enable_mixed_chunk", "disable_overlap_schedule", "schedule_policy",
                    "stream_interval", "enable_hierarchical_cache", "enable_two_batch_overlap"],
 }
-# Values for arguments whose schema has no static choices.
-DYNAMIC_CHOICES = {"speculative_algorithm": ["NEXTN", "EAGLE", "EAGLE3", "STANDALONE", "NGRAM"]}
-PROFILES = ["12.0", "12.0", "12.0", "12.1", "10.0", "9.0"]
+GROUP_SHARE = 4  # one case in GROUP_SHARE comes from GROUPS, the rest from the catalog's raise sites
+
+# The GPUs each hardware profile (sglang_rules.PROFILES, every compute capability the validator knows) is generated
+# with: (name, memory in MiB as the driver reports it, integrated). Integrated GPUs share the host's memory (GB10,
+# Thor, Orin): nvidia-smi answers [N/A] for memory.total and SGLang falls back to torch.cuda.mem_get_info
+# (sglang/srt/utils/common.py:802-832); their figure is what torch reports as the device's total.
+GPUS: dict[tuple[int, int], list[tuple[str, int, bool]]] = {
+    (8, 0): [("NVIDIA A100-SXM4-80GB", 81920, False), ("NVIDIA A100-SXM4-40GB", 40960, False)],
+    (8, 6): [("NVIDIA A10", 23028, False), ("NVIDIA RTX A6000", 49140, False)],
+    (8, 7): [("Orin (nvgpu)", 62841, True)],
+    (8, 9): [("NVIDIA L40S", 46068, False), ("NVIDIA L4", 23034, False)],
+    (9, 0): [("NVIDIA H100 80GB HBM3", 81559, False), ("NVIDIA H200", 143771, False)],
+    (10, 0): [("NVIDIA B200", 183359, False)],
+    (10, 3): [("NVIDIA B300 SXM6 AC", 275040, False)],
+    (11, 0): [("NVIDIA Thor", 125772, True)],
+    (12, 0): [("NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887, False), ("NVIDIA GeForce RTX 5090", 32607, False)],
+    (12, 1): [("NVIDIA GB10", 122570, True)],
+}
+REFERENCE_GPU = (12, 0)  # the reference host: as often as all others together
+FIXTURE_MODELS = HERE / "models"
+# Arguments that name a model directory: the generator gives them the fixture models (as cases.yaml does).
+MODEL_PATH_ARGS = ("speculative_draft_model_path",)
+
+CATALOG_DIR = REPO / "tests" / "catalog"
+CATALOG = CATALOG_DIR / f"catalog-{SGLANG_VERSION}.json"
+MAPPING = CATALOG_DIR / f"mapping-{SGLANG_VERSION}.yml"
+COVERAGE_BASELINE = HERE / "coverage-baseline.json"
 
 
 def schema_arguments() -> dict[str, dict[str, Any]]:
     return json.loads(SCHEMA.read_text(encoding="utf-8"))["arguments"]
 
 
-def value_strategy(arg: dict[str, Any]) -> st.SearchStrategy[Any] | None:
-    """Values of one argument, from its schema entry; None for arguments the fuzzer does not vary."""
+def profiles() -> list[tuple[int, int]]:
+    """Every compute capability the validator has a profile for (sglang_rules.PROFILES)."""
+    collections = str(REPO / "collections")
+    if collections not in sys.path:
+        sys.path.insert(0, collections)
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import PROFILES  # noqa: PLC0415
+
+    return sorted(PROFILES)
+
+
+def speculative_algorithms(schema: dict[str, dict[str, Any]]) -> list[str]:
+    """The release's speculative algorithms, as its schema lists them (``--speculative-algorithm``'s help:
+    "Builtins: EAGLE, EAGLE3, ..."), with choices if it ever has static ones."""
+    arg = schema["speculative_algorithm"]
+    if arg.get("choices"):
+        return list(arg["choices"])
+    found = re.search(r"Builtins:\s*([A-Z0-9_, ]+)", arg.get("help") or "")
+    return [name.strip() for name in found.group(1).split(",") if name.strip()] if found else []
+
+
+def load_catalog() -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The catalog's entries and each entry's mapping kind (rule / preflight / not_applicable)."""
+    entries = json.loads(CATALOG.read_text(encoding="utf-8"))["entries"]
+    mapping = yaml.safe_load(MAPPING.read_text(encoding="utf-8"))["entries"]
+    return entries, {i: next(iter(m)) for i, m in mapping.items()}
+
+
+def _constants(node: ast.AST) -> list[Any]:
+    if isinstance(node, ast.Constant) and node.value is not None and not isinstance(node.value, bytes):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [v for elt in node.elts for v in _constants(elt)]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+            and isinstance(node.operand.value, (int, float)):
+        return [-node.operand.value]
+    return []
+
+
+def condition_values(entries: list[dict[str, Any]]) -> dict[str, set[Any]]:
+    """Argument name -> the constants SGLang's conditions compare it with (``cfg.kv_cache_dtype == 'nvfp4'``,
+    ``cfg.page_size > 1``, ``x in ('a', 'b')``): the values that flip a raise site's condition."""
+    out: dict[str, set[Any]] = {}
+    for entry in entries:
+        for text in entry["conditions"]:
+            try:
+                tree = ast.parse(text.removeprefix("at: "), mode="eval")
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Compare):
+                    continue
+                sides = [node.left, *node.comparators]
+                names = [s.attr for s in sides if isinstance(s, ast.Attribute)]
+                values = [v for s in sides for v in _constants(s)]
+                for name in names:
+                    out.setdefault(name, set()).update(values)
+    return out
+
+
+def value_strategy(arg: dict[str, Any], extra: set[Any] = frozenset(),
+                   dynamic: dict[str, list[str]] | None = None) -> st.SearchStrategy[Any] | None:
+    """Values of one argument, from its schema entry and the constants SGLang's conditions compare it with
+    (``extra``); None for arguments the fuzzer cannot give a value."""
     dest = arg["dest"]
-    if arg["action"] in ("store_true", "DeprecatedStoreTrueAction") or arg.get("nargs") == 0:
+    if dest in MODEL_PATH_ARGS:
+        return st.sampled_from([f"tests/conformance/models/{m.name}" for m in sorted(FIXTURE_MODELS.iterdir())])
+    if arg["action"] in ("store_true", "DeprecatedStoreTrueAction", "BooleanOptionalAction") or arg.get("nargs") == 0:
         return st.just(True)
-    choices = arg.get("choices") or DYNAMIC_CHOICES.get(dest)
+    choices = arg.get("choices") or (dynamic or {}).get(dest)
     if choices:
-        return st.sampled_from(list(choices))
+        more = sorted(v for v in extra if isinstance(v, str) and v in choices)  # only what argparse lets through
+        return st.sampled_from(list(choices) + more)
     kind = arg.get("type")
     if kind in ("int", "human_readable_int"):
-        return st.sampled_from(INTS) | st.integers(min_value=-2, max_value=20)
+        near = sorted({int(v) + d for v in extra if isinstance(v, (int, float)) and not isinstance(v, bool)
+                       and abs(v) < 1 << 40 for d in (-1, 0, 1)})
+        return st.sampled_from(sorted(set(INTS) | set(near))) | st.integers(min_value=-2, max_value=20)
     if kind == "float":
-        return st.sampled_from(FLOATS)
+        return st.sampled_from(sorted(set(FLOATS) | {float(v) for v in extra if isinstance(v, (int, float))
+                                                     and not isinstance(v, bool)}))
+    strings = sorted(v for v in extra if isinstance(v, str) and v)
+    if kind in ("str", "nullable_str", None) and strings and arg.get("nargs") in (None, "?"):
+        return st.sampled_from(strings)
     return None
 
 
-def case_strategy() -> st.SearchStrategy[dict[str, Any]]:
-    """One case: a model, GPU count, compute capability and 1-3 groups' worth of arguments."""
+@dataclass(frozen=True)
+class Target:
+    """A catalog entry the generator aims at: the arguments and environment switches its condition reads."""
+
+    id: str
+    kind: str
+    args: tuple[str, ...]
+    env: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=1)
+def generator_data() -> tuple[dict[str, st.SearchStrategy[Any]], list[Target], dict[str, Any]]:
+    """(a value strategy per argument, the catalog entries to aim at, facts for the report): everything from the
+    schema and the catalog, nothing from a hand list but GROUPS (extra weight) and GPUS (the hardware)."""
     schema = schema_arguments()
-    per_group: dict[str, list[tuple[str, st.SearchStrategy[Any]]]] = {}
-    for group, dests in GROUPS.items():
-        for dest in dests:
-            arg = schema.get(dest)
-            values = value_strategy(arg) if arg else None
-            if values is not None:
-                per_group.setdefault(group, []).append((dest, values))
+    entries, kinds = load_catalog()
+    extra = condition_values(entries)
+    dynamic = {"speculative_algorithm": speculative_algorithms(schema)}
+    values = {dest: v for dest, arg in schema.items()
+              if (v := value_strategy(arg, extra.get(dest, set()), dynamic)) is not None}
+    targets = []
+    for entry in entries:
+        kind = kinds.get(entry["id"], "not_applicable")
+        if kind == "not_applicable":
+            continue
+        args = tuple(r[4:] for r in entry["reads"] if r.startswith("arg:") and r[4:] in values)
+        env = tuple(r[4:] for r in entry["reads"] if r.startswith("env:"))
+        if args or env:
+            targets.append(Target(entry["id"], kind, args, env))
+    facts = {"arguments": len(schema), "valued": len(values), "targets": len(targets),
+             "speculative_algorithms": dynamic["speculative_algorithm"]}
+    return values, targets, facts
+
+
+def case_strategy() -> st.SearchStrategy[dict[str, Any]]:
+    """One case: a model, a GPU (every profile, its real memory), a GPU count, and the arguments and environment
+    switches of 1-2 catalog entries' conditions (one case in GROUP_SHARE: 1-3 hand-picked GROUPS instead), plus
+    now and then an argument of the whole schema."""
+    values, targets, _ = generator_data()
+    per_group = {group: [(d, values[d]) for d in dests if d in values] for group, dests in GROUPS.items()}
+    all_args = sorted(values)
     _, models = load_cases()
+    gpus = [(cc, gpu) for cc in profiles() for gpu in GPUS[cc]]
+    reference = [(REFERENCE_GPU, gpu) for gpu in GPUS[REFERENCE_GPU]]
+    env_values = st.sampled_from(ENV_VALUES)
 
     @st.composite
     def case(draw: st.DrawFn) -> dict[str, Any]:
-        groups = draw(st.lists(st.sampled_from(sorted(per_group)), min_size=1, max_size=3, unique=True))
+        # Which sites, GPU and model: drawn uniformly (hypothesis' own choices lean to the first of a list, which
+        # would leave the last raise sites and profiles rare); the values: hypothesis' strategies (boundaries first).
+        rnd = draw(st.randoms(use_true_random=True))  # a Random seeded from the draw: deterministic
         args: dict[str, Any] = {}
-        for group in groups:
-            members = draw(st.lists(st.sampled_from(per_group[group]), min_size=1, max_size=4,
-                                    unique_by=lambda member: member[0]))
-            for dest, values in members:
-                args[dest] = draw(values)
-        return {"model": draw(st.sampled_from(sorted(models))), "gpu_count": draw(st.sampled_from([1, 2, 4, 8])),
-                "compute_capability": draw(st.sampled_from(PROFILES)), "args": args, "env": {},
-                "family": "+".join(groups)}
+        env: dict[str, str] = {}
+        if rnd.randrange(GROUP_SHARE) == 0:
+            groups = rnd.sample(sorted(per_group), rnd.randint(1, 3))
+            for group in groups:
+                for dest, strategy in rnd.sample(per_group[group], min(len(per_group[group]), rnd.randint(1, 4))):
+                    args[dest] = draw(strategy)
+            family = "+".join(groups)
+        else:
+            for target in rnd.sample(targets, rnd.randint(1, 2)):
+                for dest in target.args:  # each read argument, most of the time (a condition may want it unset)
+                    if rnd.randrange(5):
+                        args[dest] = draw(values[dest])
+                for name in target.env:
+                    if rnd.randrange(2):
+                        env[name] = draw(env_values)
+            family = "catalog"
+        if rnd.randrange(4) == 0:  # any argument of the schema, now and then
+            dest = rnd.choice(all_args)
+            args.setdefault(dest, draw(values[dest]))
+        cc, (name, memory, integrated) = rnd.choice(gpus if rnd.randrange(2) else reference)
+        return {"model": rnd.choice(sorted(models)), "gpu_count": rnd.choice([1, 2, 4, 8]),
+                "compute_capability": f"{cc[0]}.{cc[1]}", "gpu_name": name, "gpu_memory_mib": memory,
+                "gpu_integrated": integrated, "args": args, "env": env, "family": family}
 
     return case()
 
 
+@contextlib.contextmanager
+def without_local_constants() -> Iterator[None]:
+    """Hypothesis (6.131 on) now and then draws a literal constant of the *local* modules loaded (the collection's
+    plugins, sglang_rules among them: everything outside site-packages and tests/) instead of a random value, so a
+    new line number in a rule would change every generated case after it, and the same seed would give other cases
+    under pytest (more modules loaded) than from the command line. Generation runs with that pool empty; the fixed
+    global pool and the schema's and the catalog's values stay. A Hypothesis without the pool needs nothing."""
+    try:
+        from hypothesis.internal.conjecture import providers  # noqa: PLC0415
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    if not (hasattr(providers, "_get_local_constants") and hasattr(providers, "Constants")):  # pragma: no cover
+        yield
+        return
+    empty = providers.Constants()
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    with mock.patch.object(providers, "_get_local_constants", lambda: empty):
+        if cache is not None:
+            cache.cache.clear()  # allowed constants per kind, built from the local pool
+        try:
+            yield
+        finally:
+            if cache is not None:
+                cache.cache.clear()
+
+
 def generate(count: int, seed: int) -> list[dict[str, Any]]:
-    """``count`` distinct cases, the same for the same (count, seed) everywhere."""
+    """``count`` distinct cases, the same for the same (count, seed) everywhere (without_local_constants)."""
     found: dict[str, dict[str, Any]] = {}
     strategy = case_strategy()
 
@@ -172,7 +365,8 @@ def generate(count: int, seed: int) -> list[dict[str, Any]]:
         if len(found) < count:
             found.setdefault(json.dumps(case, sort_keys=True), case)
 
-    collect()
+    with without_local_constants():
+        collect()
     cases = list(found.values())[:count]
     for number, case in enumerate(cases):
         case["id"] = f"fuzz-{seed}-{number:05d}"
@@ -248,13 +442,16 @@ def evaluate(cases: list[dict[str, Any]], jobs: int = 1,
 
 
 def shrink(cases: list[dict[str, Any]], rounds: int = 8, jobs: int = 1) -> list[dict[str, Any]]:
-    """Each MISSED case with as few arguments as still give MISSED (one probe run per round for all of them)."""
+    """Each MISSED case with as few arguments and switches as still give MISSED (one probe run per round for all of them)."""
     current = {c["id"]: c for c in cases}
     for _ in range(rounds):
         variants = []
         for cid, case in current.items():
             for dest in case["args"]:
                 variants.append({**case, "id": f"{cid}~{dest}", "args": {k: v for k, v in case["args"].items() if k != dest},
+                                 "parent": cid})
+            for name in case.get("env") or {}:
+                variants.append({**case, "id": f"{cid}~{name}", "env": {k: v for k, v in case["env"].items() if k != name},
                                  "parent": cid})
         if not variants:
             break
@@ -274,13 +471,116 @@ def as_corpus_entry(case: dict[str, Any], sglang: dict[str, Any]) -> str:
     entry = {"id": case["id"].replace("fuzz-", "fuzzed-"), "family": case["family"].split("+")[0],
              "why": "found by differential fuzzing (tests/conformance/differential.py)", "model": case["model"],
              "gpu_count": case["gpu_count"], "compute_capability": case["compute_capability"], "args": case["args"],
+             **({"env": case["env"]} if case.get("env") else {}),
+             **{k: case[k] for k in ("gpu_name", "gpu_memory_mib", "gpu_integrated") if case.get(k)},
              "sglang": "reject", "sglang_exception": sglang.get("exception"),
              "sglang_where": (sglang.get("where") or "").split(":")[0]}
     return json.dumps(entry)
 
 
+@dataclass
+class Coverage:
+    """Where SGLang refused the probe inputs: per catalog entry, the inputs it refused there."""
+
+    probed: int = 0
+    refused: int = 0
+    hits: Counter = field(default_factory=Counter)  # catalog id -> refused inputs
+    argparse: int = 0  # refused by argparse itself (a type or a choice): no raise site of SGLang's
+    uncatalogued: Counter = field(default_factory=Counter)  # "file:line exception" -> refused inputs
+
+    def share(self, kinds: dict[str, str], kind: str) -> tuple[int, int]:
+        """(entries of ``kind`` hit, entries of ``kind``)."""
+        ids = [i for i, k in kinds.items() if k == kind]
+        return sum(1 for i in ids if self.hits[i]), len(ids)
+
+
+def site_index(entries: list[dict[str, Any]]) -> dict[str, list[tuple[int, int, str]]]:
+    """file -> (first line, last line, id) of its catalog entries."""
+    index: dict[str, list[tuple[int, int, str]]] = {}
+    for e in entries:
+        index.setdefault(e["file"], []).append((e["line"], e.get("end_line", e["line"]), e["id"]))
+    return index
+
+
+def locate(where: str, index: dict[str, list[tuple[int, int, str]]]) -> str | None:
+    """The catalog entry whose statement holds ``where`` (``file:line`` as the probe reports it), the innermost
+    (shortest) where statements nest."""
+    path, _, line = (where or "").rpartition(":")
+    if not line.isdigit():
+        return None
+    spans = [(last - first, eid) for first, last, eid in index.get(path, ()) if first <= int(line) <= last]
+    return min(spans)[1] if spans else None
+
+
+def coverage(results: list[dict[str, Any]], entries: list[dict[str, Any]]) -> Coverage:
+    """Which catalog entries SGLang refused ``results`` (the probe's answers, our-argv variants included) at."""
+    index = site_index(entries)
+    cov = Coverage()
+    for r in results:
+        if r.get("status") not in ("accepted", "rejected"):
+            continue
+        cov.probed += 1
+        if r["status"] != "rejected":
+            continue
+        cov.refused += 1
+        eid = locate(r.get("where") or "", index)
+        if eid is not None:
+            cov.hits[eid] += 1
+        elif r.get("exception") == "SystemExit":
+            cov.argparse += 1
+        else:
+            cov.uncatalogued[f"{r.get('where')} {r.get('exception')}"] += 1
+    return cov
+
+
+def never_hit_reason(target: Target | None) -> str:
+    if target is None:
+        return "not aimed at: its condition reads no argument the generator can set or switch it knows"
+    return "aimed at, its condition never held"
+
+
+def coverage_lines(cov: Coverage, entries: list[dict[str, Any]], kinds: dict[str, str],
+                   targets: list[Target], detail: bool = True) -> list[str]:
+    """The coverage table of the report: per mapping kind, the catalog entries SGLang refused generated inputs at."""
+    by_id = {e["id"]: e for e in entries}
+    aimed = {t.id: t for t in targets}
+    lines = ["", "## Raise-site coverage", "",
+             f"{cov.probed} probe inputs, SGLang refused {cov.refused}: {sum(cov.hits.values())} at a catalog entry "
+             f"({len(cov.hits)} entries), {cov.argparse} in argparse (a type or a choice), "
+             f"{sum(cov.uncatalogued.values())} at sites the catalog lacks.", "",
+             "| mapped | entries | hit | share | aimed at |", "| --- | --- | --- | --- | --- |"]
+    for kind in ("rule", "preflight", "not_applicable"):
+        hit, total = cov.share(kinds, kind)
+        n_aimed = sum(1 for i, k in kinds.items() if k == kind and i in aimed)
+        lines.append(f"| `{kind}` | {total} | {hit} | {100 * hit / max(total, 1):.0f}% | {n_aimed} |")
+    implicit = [e["id"] for e in entries if e["kind"] == "implicit"]
+    lines.append(f"| of which `implicit` | {len(implicit)} | {sum(1 for i in implicit if cov.hits[i])} | | |")
+    if cov.uncatalogued:
+        lines += ["", "Refused at sites the catalog lacks (implicit failures: add them to "
+                      f"tests/catalog/implicit-{SGLANG_VERSION}.yml):", ""]
+        lines += [f"- `{site}`: {n}" for site, n in cov.uncatalogued.most_common()]
+    if not detail:
+        return lines
+    lines += ["", "Entries hit (refused inputs per entry):", "", "| entry | mapped | line | refused |",
+              "| --- | --- | --- | --- |"]
+    lines += [f"| `{eid}` | {kinds.get(eid)} | {by_id[eid]['line']} | {n} |"
+              for eid, n in sorted(cov.hits.items(), key=lambda item: (by_id[item[0]]["file"], by_id[item[0]]["line"]))]
+    never = [e for e in entries if kinds.get(e["id"]) == "rule" and not cov.hits[e["id"]]]
+    reasons = Counter(never_hit_reason(aimed.get(e["id"])) for e in never)
+    lines += ["", f"`rule` entries never hit ({len(never)}), by reason:", ""]
+    lines += [f"- {why}: {n}" for why, n in reasons.most_common()]
+    lines += ["", "| entry | line | reads |", "| --- | --- | --- |"]
+    lines += [f"| `{e['id']}` | {e['line']} | {', '.join(e['reads']) or '-'} |" for e in never]
+    return lines
+
+
+def sample_coverage(sglang: dict[str, dict[str, Any]]) -> tuple[Coverage, list[dict[str, Any]], dict[str, str]]:
+    entries, kinds = load_catalog()
+    return coverage(list(sglang.values()), entries), entries, kinds
+
+
 def report(cases: list[dict[str, Any]], verdicts: dict[str, str], mine: dict[str, Any],
-           sglang: dict[str, dict[str, Any]], seconds: float, seed: int) -> str:
+           sglang: dict[str, dict[str, Any]], seconds: float, seed: int, detail: bool = True) -> str:
     counts = Counter(verdicts.values())
     lines = [f"# Differential fuzzing: our validator vs SGLang {SGLANG_VERSION}", "",
              f"{len(cases)} cases (seed {seed}) in {seconds:.0f} s: "
@@ -303,8 +603,11 @@ def report(cases: list[dict[str, Any]], verdicts: dict[str, str], mine: dict[str
                    if kind == "MISSED" else
                    f"ours: {', '.join(p.rule for p in res.errors)}" if kind == "STRICTER-UNEXPLAINED" else
                    f"{r.get('exception')}: {(r.get('message') or '')[:160]!r}")
+            env = f" env `{json.dumps(case['env'], sort_keys=True)}`" if case.get("env") else ""
             lines.append(f"- `{case['id']}` {case['model']} x{case['gpu_count']} cc {case['compute_capability']} "
-                         f"`{json.dumps(case['args'], sort_keys=True)}`: {why}")
+                         f"({case.get('gpu_name', 'reference GPU')}) `{json.dumps(case['args'], sort_keys=True)}`{env}: {why}")
+    cov, entries, kinds = sample_coverage(sglang)
+    lines += coverage_lines(cov, entries, kinds, generator_data()[1], detail=detail)
     return "\n".join(lines) + "\n"
 
 
@@ -318,7 +621,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sglang-answers", type=Path, default=None,
                         help="keep SGLang's answers in this JSON-lines file and reuse them: a re-run after a rule fix "
                              "re-judges the same cases without probing them again")
+    parser.add_argument("--coverage-of", type=Path, default=None, metavar="ANSWERS",
+                        help="print the raise-site coverage of every answer a --sglang-answers file holds, and exit")
     args = parser.parse_args(argv)
+    if args.coverage_of is not None:
+        answers = [json.loads(line)["answer"] for line in args.coverage_of.read_text(encoding="utf-8").splitlines()
+                   if line.strip()]
+        entries, kinds = load_catalog()
+        text = "\n".join(coverage_lines(coverage(answers, entries), entries, kinds, generator_data()[1]))
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(text + "\n", encoding="utf-8")
+        print(text)
+        return 0
     start = time.monotonic()
     cases = generate(args.cases, args.seed)
     verdicts, mine, sglang = evaluate(cases, args.jobs, args.sglang_answers)
