@@ -96,7 +96,8 @@ def test_an_argument_that_differs_is_drift_naming_it_with_both_values() -> None:
 
 
 @pytest.mark.parametrize(("probe", "files", "reason"), [
-    ({"status": -1, "info": None, "info_error": "connection refused", "node_rank": 0}, False, "not serving (health -1): connection refused"),
+    ({"status": -1, "info": None, "info_error": "connection refused", "node_rank": 0}, False,
+     "not serving (health -1): connection refused"),
     (healthy({"tp_size": 4, "version": "0.5.22"}), False, "release 0.5.22 (planned 0.5.23)"),
     (healthy({"tp_size": 4}), True, "installed files differ from the plan"),
 ])

@@ -152,8 +152,8 @@ def ready_timeout(history: Any, key: Mapping[str, str], cap: int, floor: float =
         basis = (f"the last good start of this model and host class on release {last['release']}, "
                  f"plus {first_start:g}s for the first start of release {key.get('release')} (its kernels compile)")
     else:
-        return {"timeout": cap, "last": None, "why": "no good start of this model, release and host class is known: "
-                                                    "the whole sglang_server_ready_timeout"}
+        why = "no good start of this model, release and host class is known: the whole sglang_server_ready_timeout"
+        return {"timeout": cap, "last": None, "why": why}
     seconds = float(last["seconds"])
     derived = max(float(floor), seconds * float(factor) + float(slack) + allowance)
     timeout = min(cap, math.ceil(derived))

@@ -21,6 +21,8 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate i
 # Read beside the planned arguments: the release (``version``) and the weights the server reports loaded.
 INFO_KEYS = ("version", "weight_version")
 
+FILES_DIFFER = "installed files differ from the plan (a deploy would rewrite them and restart the instance)"
+
 # Explicit values SGLang itself replaces while it resolves (so /server_info shows another value that is no drift):
 # argument -> planned value -> the values SGLang may report for it.
 RESOLVED_AS: dict[str, dict[Any, tuple[Any, ...]]] = {
@@ -82,7 +84,7 @@ def same(planned: Any, running: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     return a == b
@@ -99,11 +101,12 @@ def instance_drift(plan: Mapping[str, Any], probe: Mapping[str, Any], files_diff
     """One instance's drift record.
 
     ``probe`` is server_probe's result for the instance (``status``, and ``info`` read from /server_info once
-    healthy; ``node_rank`` above 0 for a node of a multi-node instance that serves no API); ``files_differ``: its installed unit, environment or --config file is not what the plan renders.
+    healthy; ``node_rank`` above 0 for a node of a multi-node instance that serves no API); ``files_differ``: its
+    installed unit, environment or --config file is not what the plan renders.
     """
     if int(probe.get("node_rank") or 0) > 0:
         # A node of a multi-node instance other than 0 serves no API: only its files are compared.
-        reasons = ["installed files differ from the plan (a deploy would rewrite them and restart the instance)"] if files_differ else []
+        reasons = [FILES_DIFFER] if files_differ else []
         return {"name": plan.get("name"), "service": plan.get("service"), "healthy": None, "release": None,
                 "planned_release": plan.get("version"), "args_planned": args_hash(planned_args(plan, ignore)),
                 "args_running": None, "weight_version": None, "differs": [], "files_differ": bool(files_differ),
@@ -133,7 +136,7 @@ def instance_drift(plan: Mapping[str, Any], probe: Mapping[str, Any], files_diff
     if healthy and planned_release and release != planned_release:
         reasons.append(f"release {release} (planned {planned_release})")
     if files_differ:
-        reasons.append("installed files differ from the plan (a deploy would rewrite them and restart the instance)")
+        reasons.append(FILES_DIFFER)
     return {
         "name": plan.get("name"), "service": plan.get("service"), "healthy": healthy,
         "release": release, "planned_release": planned_release,
@@ -152,4 +155,4 @@ def fleet_table(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]
             rows.append((host, str(r.get("name")), str(r.get("release") or "-"), args, str(r.get("weight_version") or "-"),
                          "DRIFT: " + "; ".join(r["reasons"]) if r.get("drift") else "as planned"))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row[:5], widths)) + "  " + row[5] for row in rows]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row[:5], widths, strict=True)) + "  " + row[5] for row in rows]
