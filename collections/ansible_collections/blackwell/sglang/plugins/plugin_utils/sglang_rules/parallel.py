@@ -163,7 +163,7 @@ def _parallel_launch(ctx: Context, report: Report) -> None:
     cp, moe_dp, dcp, dwdp = (_int(ctx, d, 1) for d in ("attn_cp_size", "moe_dp_size", "dcp_size", "dwdp_size"))
     sizes = cp_sizes(ctx)
     if sizes is not None:
-        cp, attn_dp, _ = sizes
+        cp, attn_dp = sizes[0], sizes[1]
     if ctx.is_set("enable_prefill_cp") and not _given(ctx, "cp_strategy"):
         report.refuse("cp_strategy", "enable_prefill_cp needs cp_strategy.", f"set {ctx.var('cp_strategy')} (e.g. interleave)", 152)
     # DeepSeek-V4's hook derives attn_cp_size itself (deepseek_v4_hook.py:220), and so does the DeepSeek family's
@@ -309,7 +309,7 @@ def _parallel_moe_dp(ctx: Context, report: Report) -> None:
     if not (ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") and sizes is not None) or \
             (_a2a_may_change(ctx) and not cp_derived(ctx)):  # MLA prefill CP sets the all-to-all backend itself
         return
-    tp, (cp, _, ep) = _int(ctx, "tp_size", 1), sizes
+    tp, cp, ep = _int(ctx, "tp_size", 1), sizes[0], sizes[2]
     moe_dp, dwdp = _int(ctx, "moe_dp_size", 1), _int(ctx, "dwdp_size", 1)
     if moe_dp > 1 and dwdp <= 1 and tp >= 1 and tp % moe_dp == 0:  # DWDP resets moe_dp_size to 1 (parallel_hook.py:493)
         if ep * moe_dp > tp:
