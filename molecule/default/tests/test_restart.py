@@ -243,6 +243,14 @@ def test_a_crash_loop_hits_the_start_limit_and_is_rolled_back(host, inventory: P
     assert_clean_and_healthy(host, persistenced)
 
 
+def test_deploy_puts_the_inventory_configuration_back(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
+    runner = play(inventory, tmp_path, "deploy.yml")
+    assert runner.rc == 0, final_failure(runner)
+    runner = play(inventory, tmp_path, "deploy.yml")
+    assert runner.stats["changed"] == {}
+    assert_clean_and_healthy(host, persistenced)
+
+
 def wait_healthy(host, seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while not healthy(host):
@@ -255,10 +263,12 @@ DRIFT_DROPIN = "/etc/systemd/system/sglang.service.d/zz-drift-case.conf"
 
 def test_drift_flags_an_instance_whose_running_arguments_differ_from_the_plan(host, inventory: Path, tmp_path: Path,
                                                                                persistenced: int) -> None:
-    # As deployed: one table line "as planned", nothing changed on the host (the play runs in check mode).
+    # As deployed (the case above put the inventory's configuration back): one table line "as planned", and check mode
+    # finds nothing a deploy would change.
     runner = play(inventory, tmp_path, "drift.yml")
     assert runner.rc == 0, final_failure(runner)
-    assert runner.stats["changed"] == {}
+    assert runner.stats["changed"] == {}, [e["event_data"]["task"] for e in runner.events
+                                           if e.get("event") == "runner_on_ok" and e["event_data"]["res"].get("changed")]
     [_, line] = task_result(runner, "Show every instance of the play against its plan")["msg"]
     assert line.endswith("as planned"), line
     # A drop-in that starts the server with another --mem-fraction-static (the unit file itself is untouched).
@@ -288,12 +298,4 @@ def test_drift_flags_an_instance_whose_running_arguments_differ_from_the_plan(ho
         host.run(f"rm -f {DRIFT_DROPIN} && systemctl daemon-reload && systemctl restart {SERVICE}")
     wait_healthy(host)
     assert server_info(host)["mem_fraction_static"] == 0.85
-    assert_clean_and_healthy(host, persistenced)
-
-
-def test_deploy_puts_the_inventory_configuration_back(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
-    runner = play(inventory, tmp_path, "deploy.yml")
-    assert runner.rc == 0, final_failure(runner)
-    runner = play(inventory, tmp_path, "deploy.yml")
-    assert runner.stats["changed"] == {}
     assert_clean_and_healthy(host, persistenced)
