@@ -62,6 +62,14 @@ def test_each_instance_has_its_own_directory() -> None:
     assert set(one["env"].values()).isdisjoint(two["env"].values())
 
 
+@given(st.from_regex(r"sglang[A-Za-z0-9_.:@-]{0,20}", fullmatch=True), st.from_regex(r"sglang[A-Za-z0-9_.:@-]{0,20}", fullmatch=True))
+@example("sglang", "sglang_")
+def test_two_unit_names_never_share_a_directory(first: str, second: str) -> None:
+    # Two instances compiling into one directory at once is what the per-instance key prevents.
+    one, two = (kc.kernel_cache("/var/cache/sglang", "0.5.23", "torch==2.14.1", [(12, 0)], name)["dir"] for name in (first, second))
+    assert (one == two) is (first == second)
+
+
 def test_every_cache_variable_is_under_the_instance_directory_and_set_by_the_role_only() -> None:
     found = cache()
     assert set(found["env"]) == set(kc.CACHE_ENV)

@@ -57,11 +57,22 @@ CACHE_ENV: dict[str, str] = {
 }
 
 
+# A systemd unit name's characters (letters, digits and ``_.:@-``), not starting with a dot.
+_UNIT_WORD = re.compile(r"[A-Za-z0-9_:@-][A-Za-z0-9_.:@-]*")
+
+
 def _component(text: Any, empty: str) -> str:
     """``text`` as one safe path word: runs of anything but letters, digits and ``.+-`` become ``-``; never empty, never
     starting with a dot (so never ``.`` or ``..``)."""
     word = _UNSAFE.sub("-", str(text if text is not None else "")).strip("-.")
     return word or empty
+
+
+def _instance_component(service: Any) -> str:
+    """The instance's directory: its unit name as it is (unit names are one path word already, and two instances'
+    names must never meet in one directory: ``sglang_`` and ``sglang`` are two), else a safe word of it."""
+    text = str(service if service is not None else "")
+    return text if _UNIT_WORD.fullmatch(text) else _component(text, "instance")
 
 
 def arch_tag(capabilities: Iterable[tuple[int, int]]) -> str:
@@ -100,7 +111,7 @@ def kernel_cache(cache_dir: Any, version: Any, torch_requirement: Any, capabilit
     and ``env`` (the variables of :data:`CACHE_ENV`, each a directory under ``dir``)."""
     root = f"{str(cache_dir).rstrip('/') or '/'}/{KERNELS}".replace("//", "/")
     key = kernel_cache_key(version, torch_requirement, capabilities)
-    directory = f"{root}/{key}/{_component(service, 'instance')}"
+    directory = f"{root}/{key}/{_instance_component(service)}"
     env = {name: f"{directory}/{sub}" if sub else directory for name, sub in CACHE_ENV.items()}
     return {"root": root, "key": key, "dir": directory, "release_prefix": release_prefix(version), "env": env}
 
