@@ -18,23 +18,27 @@ Needs: make venv simhost wheelhouse provision-fixtures (the README's `make bench
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from pathlib import Path
 
 import simfleet
 from simfleet import REPO, fail, serve_fixtures, up, write_hosts
 
+# The tasks that open and close the window, named once (molecule/shared/rollout_window.py; the same module name as
+# this script's, so loaded by path).
+_SPEC = importlib.util.spec_from_file_location("shared_rollout_window", REPO / "molecule" / "shared" / "rollout_window.py")
+_SHARED = importlib.util.module_from_spec(_SPEC)  # type: ignore[arg-type]
+_SPEC.loader.exec_module(_SHARED)  # type: ignore[union-attr]
+DRAIN, JOIN = _SHARED.DRAIN, _SHARED.JOIN
+
 HOST = "bsa-bench-window"
-DRAIN = "Take the server out of the routers and let it finish its requests"
-JOIN = "Put the server back into the routers"
 # The last commit whose rollout ran the restart's report, last known good copy and the health gate's report between
 # the drain and the join (the preflight had moved before the drain one session earlier, in 7258032..be55ef1).
 BEFORE = "be55ef1"
@@ -52,16 +56,11 @@ def worktree(rev: str, tmp: Path) -> Path:
 
 
 def run(tree: Path, inv: Path, playbook: str, extra: dict, times: Path | None) -> tuple[float, int, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "PROFILE_TASKS_"))}
-    env["ANSIBLE_CONFIG"] = str(tree / "ansible.cfg")
-    if times is not None:
-        env.update(ANSIBLE_CALLBACK_PLUGINS=str(REPO / "bench" / "callback_plugins"), ANSIBLE_CALLBACKS_ENABLED="task_times",
-                   BENCH_TASK_TIMES_FILE=str(times))
-    start = time.monotonic()
-    proc = subprocess.run([str(simfleet.PLAYBOOK), "-i", str(inv), str(tree / "playbooks" / playbook), "-e",
-                           json.dumps(extra)], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          cwd=tree)
-    return time.monotonic() - start, proc.returncode, proc.stdout
+    """One playbook of ``tree`` with that tree's ansible.cfg; with ``times``, the task_times callback writes there."""
+    callback = ({"ANSIBLE_CALLBACK_PLUGINS": str(REPO / "bench" / "callback_plugins"),
+                 "ANSIBLE_CALLBACKS_ENABLED": "task_times", "BENCH_TASK_TIMES_FILE": str(times)} if times else {})
+    env = simfleet.ansible_env(tree / "ansible.cfg", **callback)
+    return simfleet.playbook(inv, f"playbooks/{playbook}", env, None, "-e", json.dumps(extra), repo=tree)
 
 
 def window(times: Path, host: str) -> tuple[float, list[tuple[str, float]]]:

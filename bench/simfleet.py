@@ -66,11 +66,13 @@ def stock_config(tmp: Path) -> Path:
     return cfg
 
 
-def playbook(inv: Path, path: str, env: dict[str, str], log: Path | None = None, *extra: str) -> tuple[float, int, str]:
-    """(wall seconds, exit status, output) of one ansible-playbook run of ``path`` (relative to the repository)."""
+def playbook(inv: Path, path: str, env: dict[str, str], log: Path | None = None, *extra: str,
+             repo: Path = REPO) -> tuple[float, int, str]:
+    """(wall seconds, exit status, output) of one ansible-playbook run of ``path`` (relative to ``repo``: this
+    repository, or another tree of it such as a worktree of an earlier revision)."""
     start = time.monotonic()
-    proc = subprocess.run([str(PLAYBOOK), "-i", str(inv), str(REPO / path), *extra], env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO)
+    proc = subprocess.run([str(PLAYBOOK), "-i", str(inv), str(repo / path), *extra], env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=repo)
     wall = time.monotonic() - start
     if log is not None:
         log.write_text(proc.stdout)
