@@ -103,7 +103,7 @@ def test_the_wait_option_is_documented_as_wait_ready_s_options() -> None:
 def preflight_params(**extra: Any) -> dict[str, Any]:
     base = {name: spec.get("default") for name, spec in server_preflight.HOLDER_OPTIONS.items()}
     base.update({"devices": ["/nonexistent/nvidia*"], "nvidia_smi": "/nonexistent/nvidia-smi", "owner_unit": "sglang.service",
-                 "owner_user": "sglang", "argv": None})
+                 "owner_user": "sglang", "argv": None, "preread": None})
     base.update(extra)
     return base
 
@@ -150,6 +150,40 @@ def test_a_foreign_holder_fails_before_the_preflight_runs(monkeypatch: pytest.Mo
     with pytest.raises(Failed, match="foreign process.*python3 \\(pid 4242, user alice\\)"):
         server_preflight.main()
     assert fake.calls == []  # the preflight did not run
+
+
+def preread_options(paths: list[str], **extra: Any) -> dict[str, Any]:
+    base = {name: spec.get("default") for name, spec in server_preflight.PREREAD_SPEC.items()}
+    base.update({"paths": paths, **extra})
+    return base
+
+
+def test_the_preread_runs_in_the_same_module_run_after_a_passed_preflight_only(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"x" * 4096)
+    argv = ["/opt/sglang/current/bin/python", "/usr/local/libexec/sglang/sglang-preflight.py"]
+    fake = run_main(server_preflight, preflight_params(argv=argv, preread=preread_options([str(model)])),
+                    {tuple(argv[:1]): (0, "{}\n", "")}, monkeypatch)
+    done = fake.exited["preread"]
+    assert done["files"] == 1 and done["bytes_total"] == 4096 and done["paths"] == [str(model)], done
+    assert done["resident_percent_after"] == 100.0 and not fake.exited["changed"]
+    # A rejected preflight stops the restart: nothing is read.
+    fake = run_main(server_preflight, preflight_params(argv=argv, preread=preread_options([str(model)])),
+                    {tuple(argv[:1]): (4, "{}\n", "")}, monkeypatch)
+    assert "preread" not in fake.exited and fake.exited["preflight"]["rc"] == 4
+    # Without the preflight command (check mode, or sglang_server_preflight off) the pre-read still runs.
+    fake = run_main(server_preflight, preflight_params(preread=preread_options([str(model)], mode="never")), {}, monkeypatch)
+    assert fake.exited["preread"]["mode"] == "never" and fake.exited["preread"]["bytes_read"] == 0
+
+
+def test_a_refused_preread_path_fails_naming_the_suboption(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = ExitModule(preflight_params(preread=preread_options(["relative/model"])), {})
+    fake.fail_json = FakeModule.fail_json.__get__(fake)  # type: ignore[method-assign]
+    monkeypatch.setattr(server_preflight, "AnsibleModule", lambda **_kwargs: fake)
+    with pytest.raises(Failed, match=r"^preread\.paths\[0\]"):
+        server_preflight.main()
 
 
 # --- venv_state -----------------------------------------------------------------------------------------------------

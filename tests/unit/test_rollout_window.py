@@ -96,7 +96,6 @@ def test_the_gate_is_inside_the_chain_so_that_a_failed_gate_rolls_back_before_th
 @pytest.mark.parametrize("moved", [
     "Save the running files and virtualenv as last known good",
     "Keep the resolved speculative and backend settings",
-    "Report the request (time to first token, tokens/s, speculative acceptance)",
     "Soak the canary, polling its health",
 ])
 def test_what_the_floor_does_not_need_runs_after_the_join(moved: str) -> None:

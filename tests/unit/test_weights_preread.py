@@ -133,7 +133,7 @@ def test_several_instances_of_one_model_are_counted_once(tmp_path: Path) -> None
     files = pr.checkpoint("paths", paths)
     assert sorted(f.size for f in files) == [3000, 5000, 7000]
     assert pr.model_dirs("paths", paths) == [str(model), str(other), str(tmp_path / "elsewhere")]
-    result = weights_preread.preread(params(paths, mode="never"), False, MEMINFO)
+    result = pr.run(params(paths, mode="never"), False, MEMINFO)
     assert result["files"] == 3 and result["bytes_total"] == 15000
 
 
@@ -170,7 +170,7 @@ def test_residency_before_and_after_reading_and_after_dontneed(evictable: Path) 
     half = pr.residency(str(path))
     assert half[0].resident == pr.CHUNK  # readahead may have pulled a little of the second window in
     assert half[1].resident < half[1].length
-    result = weights_preread.preread(params([str(path.parent)]), False, MEMINFO)
+    result = pr.run(params([str(path.parent)]), False, MEMINFO)
     assert result["bytes_total"] == size
     assert result["bytes_resident_before"] >= pr.CHUNK
     assert result["bytes_to_read"] == size - result["bytes_resident_before"]
@@ -185,7 +185,7 @@ def test_residency_before_and_after_reading_and_after_dontneed(evictable: Path) 
 def test_check_mode_measures_and_reads_nothing(evictable: Path) -> None:
     path = write(evictable / "model" / "model.safetensors", 2 << 20)
     pr.evict(str(path))
-    result = weights_preread.preread(params([str(path.parent)]), True, MEMINFO)
+    result = pr.run(params([str(path.parent)]), True, MEMINFO)
     assert result["preread"] and result["bytes_to_read"] == 2 << 20 and result["bytes_read"] == 0
     assert sum(c.resident for c in pr.residency(str(path))) == 0
 
@@ -194,11 +194,11 @@ def test_a_checkpoint_that_does_not_fit_is_not_read(evictable: Path) -> None:
     path = write(evictable / "model" / "model.safetensors", 4 << 20)
     pr.evict(str(path))
     tight = "MemTotal: 1000000 kB\nMemAvailable: 2048 kB\n"  # 2 MiB available, margin 0: the rest does not fit
-    result = weights_preread.preread(params([str(path.parent)], margin_gib=0, margin_percent=0), False, tight)
+    result = pr.run(params([str(path.parent)], margin_gib=0, margin_percent=0), False, tight)
     assert not result["preread"] and result["bytes_read"] == 0
     assert result["skip_reason"].startswith("does not fit: needs 0.00 GiB, MemAvailable 0.00 GiB")
     assert sum(c.resident for c in pr.residency(str(path))) == 0
-    again = weights_preread.preread(params([str(path.parent)], mode="always"), False, tight)
+    again = pr.run(params([str(path.parent)], mode="always"), False, tight)
     assert again["preread"] and again["bytes_resident_after"] == 4 << 20
 
 
@@ -213,7 +213,7 @@ def test_the_timeout_stops_taking_windows() -> None:
 
 def refused(paths: list[str]) -> str:
     with pytest.raises(pr.PrereadError) as info:
-        weights_preread.preread(params(paths), True, MEMINFO)
+        pr.run(params(paths), True, MEMINFO)
     return str(info.value)
 
 
@@ -257,7 +257,7 @@ def test_bad_numbers_are_refused_naming_the_option(tmp_path: Path) -> None:
     for extra, option in [({"parallelism": 0}, "parallelism"), ({"timeout": -1.0}, "timeout"),
                           ({"patterns": []}, "patterns"), ({"margin_gib": -1.0}, "margin_gib")]:
         with pytest.raises(pr.PrereadError, match=f"^{option}"):
-            weights_preread.preread(params([str(tmp_path)], **extra), True, MEMINFO)
+            pr.run(params([str(tmp_path)], **extra), True, MEMINFO)
 
 
 segment = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\0"), min_size=1, max_size=8)

@@ -211,88 +211,21 @@ errors:
   returned: always
 """
 
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_preread import (
-    DEFAULT_PATTERNS,
-    MODES,
+    MEMINFO,
+    PREREAD_SPEC,
     PrereadError,
-    checkpoint,
-    decide,
-    margin_bytes,
-    measure,
-    meminfo,
-    model_dirs,
-    pending,
-    read,
+    run,
 )
-
-MEMINFO = "/proc/meminfo"
-
-
-def percent(part: int, whole: int) -> float:
-    return round(100.0 * part / whole, 2) if whole else 100.0
-
-
-def preread(params: dict, check_mode: bool, meminfo_text: str) -> dict:
-    """The module's work on validated ``params``; raises PrereadError for a refused option."""
-    started = time.monotonic()
-    if params["parallelism"] < 1:
-        raise PrereadError("parallelism: must be at least 1")
-    if params["timeout"] < 0:
-        raise PrereadError("timeout: must be 0 (no limit) or more")
-    if not params["patterns"]:
-        raise PrereadError("patterns: must name at least one pattern")
-    memory = meminfo(meminfo_text)
-    if "MemAvailable" not in memory or "MemTotal" not in memory:
-        raise PrereadError(f"{MEMINFO} has no MemAvailable or MemTotal line")
-    dirs = model_dirs("paths", params["paths"])
-    files = checkpoint("paths", params["paths"], params["patterns"])
-    try:
-        margin = margin_bytes(memory["MemTotal"], params["margin_gib"], params["margin_percent"])
-    except PrereadError as exc:
-        raise PrereadError(f"margin_gib/margin_percent: {exc}") from exc
-    resident = measure(files)
-    measured = time.monotonic()
-    total = sum(item.size for item in files)
-    decision = decide(params["mode"], total, resident, memory["MemAvailable"], margin)
-    result = {
-        "changed": False, "paths": dirs, "mode": params["mode"],
-        "files": len(files), "bytes_total": total, "bytes_resident_before": resident,
-        "bytes_to_read": total - resident, "bytes_read": 0, "bytes_resident_after": resident,
-        "resident_percent_before": percent(resident, total), "resident_percent_after": percent(resident, total),
-        "preread": decision.read, "skip_reason": decision.reason, "mem_available": memory["MemAvailable"],
-        "mem_total": memory["MemTotal"], "margin": margin, "measure_seconds": round(measured - started, 3),
-        "read_seconds": 0.0, "timed_out": False, "errors": [],
-    }
-    if decision.read and not check_mode:
-        done = read(pending(files), params["parallelism"], params["timeout"])
-        after = measure(files)
-        result.update({"bytes_read": done.bytes_read, "read_seconds": round(done.seconds, 3),
-                       "timed_out": done.timed_out, "errors": done.errors, "bytes_resident_after": after,
-                       "resident_percent_after": percent(after, total)})
-    result["seconds"] = round(time.monotonic() - started, 3)
-    return result
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "paths": {"type": "list", "elements": "str", "required": True},
-            "mode": {"type": "str", "choices": list(MODES), "default": "auto"},
-            "margin_gib": {"type": "float", "default": 8},
-            "margin_percent": {"type": "float", "default": 10},
-            "parallelism": {"type": "int", "default": 8},
-            "patterns": {"type": "list", "elements": "str", "default": list(DEFAULT_PATTERNS)},
-            "timeout": {"type": "float", "default": 0},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=PREREAD_SPEC, supports_check_mode=True)
     try:
         with open(MEMINFO, encoding="ascii") as handle:
             text = handle.read()
-        result = preread(module.params, module.check_mode, text)
+        result = run(module.params, module.check_mode, text)
     except PrereadError as exc:
         module.fail_json(msg=str(exc), changed=False)
         return
