@@ -29,13 +29,14 @@ METRICS_MOUNT = "sglang/srt/utils/common.py"
 
 # Route -> (HTTP method the project uses, a file of the project that calls it).
 CALLED: dict[str, tuple[str, str]] = {
-    "/health": ("GET", "roles/sglang_server/tasks/gate.yml"),  # also sglang_server_ready_path's default
+    "/health": ("GET", "roles/sglang_server/tasks/gate.yml"),  # the deep check; the ready wait of nodes 1..N-1
     "/v1/models": ("GET", "roles/sglang_server/tasks/gate.yml"),
     "/v1/chat/completions": ("POST", "collections/ansible_collections/blackwell/sglang/plugins/modules/chat_probe.py"),
     "/server_info": ("GET", "roles/sglang_server/vars/main.yml"),  # wait_ready's info_url; chat_probe, server_probe
     "/get_server_info": ("GET", "collections/ansible_collections/blackwell/sglang/plugins/modules/chat_probe.py"),
     "/metrics": ("GET", "roles/sglang_router/tasks/drain.yml"),  # the drain's in-flight count; Prometheus's scrape
-    "/ready": ("GET", "collections/ansible_collections/blackwell/sglang/plugins/filter/monitoring.py"),  # Prometheus
+    "/ready": ("GET", "collections/ansible_collections/blackwell/sglang/plugins/filter/monitoring.py"),  # Prometheus; the ready wait
+    "/weights_checker": ("GET", "collections/ansible_collections/blackwell/sglang/plugins/modules/chat_probe.py"),  # quality gate
 }
 
 # Where the project's calls to the server are written: a string literal naming a route of the wheel here is a call.

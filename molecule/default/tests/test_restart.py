@@ -228,6 +228,45 @@ def test_a_server_that_never_becomes_ready_is_rolled_back(host, inventory: Path,
     assert_clean_and_healthy(host, persistenced)
 
 
+QUALITY_RECORD = "/etc/sglang/last-good/quality.json"
+
+
+def chat_answer(host, prompt: str, max_tokens: int) -> str:
+    """The server's non-streamed answer to ``prompt`` at temperature 0."""
+    body = json.dumps({"model": BASE_ARGS["served_model_name"], "messages": [{"role": "user", "content": prompt}],
+                       "max_tokens": max_tokens, "temperature": 0})
+    out = host.check_output(f"curl -fsS -H 'Content-Type: application/json' -d '{body}' "
+                            "http://127.0.0.1:30000/v1/chat/completions")
+    return json.loads(out)["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize(("switch", "what"), [("ANSWER_SALT", "answer"), ("WEIGHTS_SALT", "weights_checksum")])
+def test_a_restart_whose_answers_or_weights_differ_from_the_last_good_is_rolled_back(
+        host, inventory: Path, tmp_path: Path, persistenced: int, switch: str, what: str) -> None:
+    # The restarts before kept the quality gate's record: the fixed prompts' answers and the weights checksum.
+    record = json.loads(host.check_output(f"cat {QUALITY_RECORD}"))
+    [answers] = [entry["answers"] for entry in record["answers"][:1]]
+    assert answers and record["checksums"]
+    # The stand-in's switch (its README): the same model answers otherwise, or reports another weights checksum.
+    host.run(f"printf '{switch}=regressed\\n' > /etc/sglang-standin/quality.env")
+    bad_env = {**BASE_ENV, "SGLANG_STANDIN_FAULTS": "/etc/sglang-standin/quality.env"}
+    runner = play(inventory, tmp_path, "restart.yml", sglang_env=bad_env)
+    assert runner.rc != 0
+    message = final_failure(runner)
+    assert f"quality gate failed ({what})" in message, message
+    if what == "answer":
+        assert json.dumps(next(iter(answers))) in message  # the prompt whose answer differs is named
+    else:
+        assert "per_engine_checksum" in message and "recorded for this model revision, layout and release" in message
+    assert "Rolled back to the last known good configuration: it is healthy again" in message
+    # The old unit is back and serving, with the recorded answers; the record is the last good one's still.
+    assert "SGLANG_STANDIN_FAULTS" not in host.file("/etc/sglang/sglang.env").content_string
+    prompt, answer = next(iter(answers.items()))
+    assert chat_answer(host, prompt, 16) == answer
+    assert json.loads(host.check_output(f"cat {QUALITY_RECORD}")) == record
+    assert_clean_and_healthy(host, persistenced)
+
+
 @pytest.mark.extended  # the rollback to last known good: the never-ready case
 def test_a_crash_loop_hits_the_start_limit_and_is_rolled_back(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
     host.run("printf 'EXIT_AT_START=1\\nLOAD_SECONDS=0\\n' > /etc/sglang-standin/crash.env")

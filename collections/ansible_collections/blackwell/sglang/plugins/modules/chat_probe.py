@@ -19,6 +19,13 @@ description:
     useless (close to 1.0) is visible.
   - With O(check_paths) it first GETs each of those paths of O(url) with the same key and CA; each must answer
     200 (a health gate's C(/health) and C(/v1/models) in the same module run as the completion).
+  - With O(quality), the quality gate of a restart in the same module run, after the completion, on an SGLang server
+    itself (not a router) - each prompt of O(quality.prompts) as a non-streaming chat completion at temperature 0 with
+    O(quality.max_tokens), and with O(quality.weights) SGLang's C(GET /weights_checker) checksum (C(per_engine_checksum)).
+    Compared with the answers and checksum the last good start recorded in O(quality.record) for the same key, and
+    the checksum with O(quality.fleet). A difference fails the module, naming what differed. Nothing recorded for the
+    key - status C(recorded), the gate passes. The record is read, never written (the caller writes the returned C(quality.record)
+    after a good restart).
   - It changes nothing, so check mode sends the request too.
 options:
   url:
@@ -68,6 +75,53 @@ options:
     type: list
     elements: str
     default: []
+  admin_api_key:
+    description: >-
+      The server's admin API key; SGLang then wants it, not O(api_key), for C(/weights_checker) (its admin-optional
+      endpoints). Unset or empty, O(api_key).
+    type: str
+  quality:
+    description: The quality gate's settings (see above); unset, no gate.
+    type: dict
+    suboptions:
+      prompts:
+        description: The fixed prompt set, each sent as one user message.
+        type: list
+        elements: str
+        required: true
+      max_tokens:
+        description: The C(max_tokens) of each prompt's request (at least 1).
+        type: int
+        default: 16
+      weights:
+        description: Whether to read and compare the C(/weights_checker) checksum.
+        type: bool
+        default: true
+      record:
+        description: >-
+          The host's record of the last good start (C(quality.json) in the instance's last-known-good directory);
+          a missing file is no record.
+        type: path
+        required: true
+      key:
+        description: >-
+          What the start is (C(model), C(revision), C(release), C(host_class), C(layout)): answers are compared for
+          the same model, revision, host class and layout, the checksum for the same release too.
+        type: dict
+        required: true
+      args:
+        description: >-
+          The server's launch arguments; their weight layout (tensor, pipeline, data and expert parallel sizes, DP
+          attention, quantization, dtype, KV cache dtype) is the C(layout) of O(quality.key) where that has none.
+        type: dict
+        default: {}
+      fleet:
+        description: >-
+          The checksums other instances of the run reported, each C(host), C(instance), C(key) (as the returned C(quality.key))
+          and C(checksum); those with the same checksum key must match.
+        type: list
+        elements: dict
+        default: []
 notes:
   - Supports check mode (it changes nothing).
   - RV(tokens_per_s) is the decode rate after the first token, the completion tokens but one divided by the
@@ -139,6 +193,14 @@ speculative_algorithm:
   description: The server's C(speculative_algorithm) from C(/server_info) (null when off or not read).
   type: str
   returned: always
+quality:
+  description: >-
+    The quality gate - C(status) (C(passed), C(recorded) when nothing was recorded for the key, C(failed)),
+    C(differences) (each C(what) and C(detail)), C(compared), C(summary), C(answers) (prompt to answer),
+    C(checksum) (null when not read), C(key) (C(answers) and C(checksum) keys) and C(record) (the record to keep if
+    this start is kept as good).
+  type: dict
+  returned: with O(quality)
 """
 
 import json
@@ -149,6 +211,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import SSLValidationError, open_url
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_quality import compare, layout, load
 
 
 class ProbeError(Exception):
@@ -180,10 +243,11 @@ def _explain(exc: BaseException, url: str, ca_path: str | None, key_given: bool)
     return ProbeError(f"{url}: no answer: {reason}")
 
 
-def _open(url: str, params: dict[str, Any], body: dict[str, Any] | None = None) -> Any:
-    headers = {"Accept": "text/event-stream" if body is not None else "application/json"}
-    if params["api_key"]:
-        headers["Authorization"] = f"Bearer {params['api_key']}"
+def _open(url: str, params: dict[str, Any], body: dict[str, Any] | None = None, key: str | None = None) -> Any:
+    headers = {"Accept": "text/event-stream" if body is not None and body.get("stream") else "application/json"}
+    key = key or params["api_key"]
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
     data = None
     if body is not None:
         headers["Content-Type"] = "application/json"
@@ -318,6 +382,67 @@ def server_info(params: dict[str, Any]) -> dict[str, Any]:
             "speculative_algorithm": str(algorithm) if algorithm else None}
 
 
+def ask(params: dict[str, Any], prompt: str, max_tokens: int) -> str:
+    """One non-streaming chat completion of ``prompt`` at temperature 0: the answer's text. Raises ProbeError."""
+    url = params["url"].rstrip("/") + "/v1/chat/completions"
+    body = {"model": params["model"], "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "temperature": 0, "stream": False}
+    try:
+        with _open(url, params, body) as response:
+            answer = json.loads(response.read() or b"{}")
+    except ValueError as exc:
+        raise ProbeError(f"{url}: not an OpenAI chat completion answer: {exc}") from None
+    except (urllib.error.URLError, OSError, SSLValidationError) as exc:
+        raise _explain(exc, url, params["ca_path"], bool(params["api_key"])) from None
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not choices or not isinstance(choices[0], dict):
+        raise ProbeError(f"{url}: no choice in the answer to the quality prompt {prompt[:40]!r}")
+    message = choices[0].get("message") or {}
+    return str(message.get("reasoning_content") or "") + str(message.get("content") or "")
+
+
+def weights_checksum(params: dict[str, Any]) -> str:
+    """SGLang's ``GET /weights_checker`` (action checksum): its ``per_engine_checksum``. Raises ProbeError."""
+    url = params["url"].rstrip("/") + "/weights_checker"
+    key = params["admin_api_key"] or params["api_key"]
+    try:
+        with _open(url, params, key=key) as response:
+            answer = json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        raise _explain(exc, url, params["ca_path"], bool(key)) from None
+    except ValueError as exc:
+        raise ProbeError(f"{url}: not JSON: {exc}") from None
+    except (urllib.error.URLError, OSError, SSLValidationError) as exc:
+        raise _explain(exc, url, params["ca_path"], bool(key)) from None
+    checksum = answer.get("per_engine_checksum") if isinstance(answer, dict) else None
+    if not isinstance(answer, dict) or answer.get("success") is not True or not isinstance(checksum, str) or not checksum:
+        message = answer.get("message") if isinstance(answer, dict) else answer
+        raise ProbeError(f"{url}: no weights checksum ({message}); turn the weights check off where the server cannot "
+                         "compute it (sglang_server_quality_weights_checksum: false)")
+    return checksum
+
+
+def quality_gate(params: dict[str, Any]) -> dict[str, Any]:
+    """The quality gate (see DOCUMENTATION): this start against the host's record and the fleet."""
+    gate = params["quality"]
+    answers = {prompt: ask(params, prompt, gate["max_tokens"]) for prompt in dict.fromkeys(gate["prompts"])}
+    checksum = weights_checksum(params) if gate["weights"] else None
+    try:
+        with open(gate["record"], encoding="utf-8") as handle:
+            text: str | None = handle.read()
+    except FileNotFoundError:
+        text = None
+    except OSError as exc:
+        raise ProbeError(f"{gate['record']}: cannot read the quality record: {exc}") from None
+    record, unread = load(text)
+    key = {"layout": layout(gate["args"]), **gate["key"]}
+    outcome = compare(record, key, answers, checksum, gate["fleet"])
+    if unread:
+        outcome["summary"] += f" (the record {gate['record']} was {unread}: read as empty)"
+    outcome.update(answers=answers, checksum=checksum)
+    return outcome
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -331,6 +456,16 @@ def main() -> None:
             "use_proxy": {"type": "bool", "default": True},
             "server_info_url": {"type": "str"},
             "check_paths": {"type": "list", "elements": "str", "default": []},
+            "admin_api_key": {"type": "str", "no_log": True},
+            "quality": {"type": "dict", "options": {
+                "prompts": {"type": "list", "elements": "str", "required": True},
+                "max_tokens": {"type": "int", "default": 16},
+                "weights": {"type": "bool", "default": True},
+                "record": {"type": "path", "required": True},
+                "key": {"type": "dict", "required": True},
+                "args": {"type": "dict", "default": {}},
+                "fleet": {"type": "list", "elements": "dict", "default": []},
+            }},
         },
         supports_check_mode=True,
     )
@@ -343,6 +478,8 @@ def main() -> None:
         module.fail_json(msg=f"max_tokens must be at least 1, got {params['max_tokens']}")
     if params["timeout"] <= 0:
         module.fail_json(msg=f"timeout must be more than 0, got {params['timeout']}")
+    if params["quality"] is not None and (params["quality"]["max_tokens"] < 1 or not params["quality"]["prompts"]):
+        module.fail_json(msg="quality needs at least one prompt and max_tokens of at least 1")
     result: dict[str, Any] = {"changed": False, "status": -1, "ok": False, "completion_tokens": 0, "ttft_s": None,
                               "tokens_per_s": None, "total_s": None, "text": "", "finish_reason": None,
                               "avg_spec_accept_length": None, "speculative_algorithm": None}
@@ -354,6 +491,10 @@ def main() -> None:
                              f"(finish_reason {result['finish_reason']})", result["status"])
         if params["server_info_url"]:
             result.update(server_info(params))
+        if params["quality"] is not None:
+            result["quality"] = quality_gate(params)
+            if result["quality"]["status"] == "failed":
+                raise ProbeError(f"{params['url']}: {result['quality']['summary']}", result["status"])
     except ProbeError as exc:
         if result["status"] == -1:
             result["status"] = exc.status

@@ -87,6 +87,7 @@ HOST_VARS = (
     "sglang_model_max_context",
     "sglang_listen_host",
     "sglang_allow_unauthenticated",
+    "sglang_server_allow_skip_warmup",
     "sglang_tls_ca_file",
     "sglang_metrics",
     "sglang_spec",

@@ -167,6 +167,8 @@ class Context:
     model: ModelFacts
     spec: str
     allow_unauthenticated: bool = False
+    # sglang_server_allow_skip_warmup: --skip-server-warmup is allowed (sglang_rules/warmup.py).
+    allow_skip_warmup: bool = False
     # sglang_tls_ca_file: the CA bundle (on the hosts) that verifies the servers' certificates; "" = system store.
     tls_ca_file: str = ""
     problems: list[Problem] = field(default_factory=list)
@@ -741,6 +743,7 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | N
         else:
             ctx.args["host"] = listen
     ctx.allow_unauthenticated = str(hostvars.get("sglang_allow_unauthenticated", False)).strip().lower() in _TRUE
+    ctx.allow_skip_warmup = str(hostvars.get("sglang_server_allow_skip_warmup", False)).strip().lower() in _TRUE
     _read_tls_ca(ctx, hostvars.get("sglang_tls_ca_file"))
     if not model_path:
         ctx.error("host.model_path", "sglang_model_path", "sglang_model_path is required (the --model-path of the server).",

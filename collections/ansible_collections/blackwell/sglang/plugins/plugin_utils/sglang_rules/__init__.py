@@ -29,6 +29,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules impo
     serving,
     speculative,
     stack,
+    warmup,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import env_true
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.hardware import nccl_flag
@@ -120,6 +121,7 @@ ORDER: tuple[str, ...] = (
     "speculative._speculative_shapes",
     "launch._features_catalog",
     "speculative._adaptive_steps",
+    "warmup._skip_warmup",
 )
 
 _POSITION = {name: i for i, name in enumerate(ORDER)}
