@@ -24,7 +24,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.filter import monitoring
-from ansible_collections.blackwell.sglang.plugins.filter.monitoring import FilterModule, address_problem, scrape_configs
+from ansible_collections.blackwell.sglang.plugins.filter.monitoring import FilterModule, address_problem, gateway_workers, scrape_configs
 from hypothesis import given
 from hypothesis import strategies as st
 from reference import host_with
@@ -40,6 +40,7 @@ DEFAULTS = {
     "dcgm_exporter_enabled": True, "dcgm_exporter_listen_host": "", "dcgm_exporter_port": 9400,
     "dcgm_exporter_service_name": "nvidia-dcgm-exporter", "sglang_router_prometheus_host": "127.0.0.1",
     "sglang_router_prometheus_port": 29000, "sglang_router_service_name": "sglang-router",
+    "sglang_router_worker_group": "sglang_servers",
 }
 SETTINGS = {"server_group": "sglang_servers", "router_group": "sglang_routers",
             "node_exporter_groups": ["sglang_servers", "sglang_routers"], "dcgm_exporter_groups": ["sglang_servers"],
@@ -70,7 +71,7 @@ def targets(configs: list[dict[str, Any]], job: str) -> list[tuple[str, dict[str
 
 
 def test_the_filter_is_registered() -> None:
-    assert set(FilterModule().filters()) == {"scrape_configs"}
+    assert set(FilterModule().filters()) == {"scrape_configs", "gateway_workers"}
 
 
 def test_every_server_router_and_exporter_of_the_inventory_is_a_target() -> None:
@@ -205,7 +206,31 @@ def test_label_values_round_trip_through_the_yaml_written(service: str) -> None:
     assert targets(configs, "node")[1][1]["service"] == service
 
 
+def test_each_gateway_is_given_node_0_of_every_instance_of_its_worker_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    hostvars, groups = fleet()
+    [gateway] = gateway_workers("gw", hostvars, groups, SETTINGS)
+    assert gateway == {"labels": {"job": "sglang-router", "host": "gw", "instance": "gw:29000", "service": "sglang-router"},
+                       "workers": 2}
+    # the labels are those of the gateway's scrape target
+    [(_, labels)] = targets(scrape_configs("gw", hostvars, groups, SETTINGS), "sglang-router")
+    assert {k: v for k, v in gateway["labels"].items() if k != "job"} == labels
+    # its own worker group, and node 0 only of a multi-node instance
+    hostvars["gw"]["sglang_router_worker_group"] = "pool"
+    groups["pool"] = ["gpu1"]
+    assert gateway_workers("gw", hostvars, groups, SETTINGS)[0]["workers"] == 1
+    real = monitoring.server_instances
+    monkeypatch.setattr(monitoring, "server_instances", lambda h, hv, g: [{**i, "node_rank": 1} for i in real(h, hv, g)])
+    assert gateway_workers("gw", hostvars, groups, SETTINGS)[0]["workers"] == 0
+    hostvars["gw"]["sglang_router_worker_group"] = 5
+    with pytest.raises(AnsibleFilterError, match="sglang_router_worker_group"):
+        gateway_workers("gw", hostvars, groups, SETTINGS)
+
+
 # --- the rules file ----------------------------------------------------------------------------------------------
+
+
+GATEWAY_WORKERS = {"labels": {"job": "sglang-router", "host": "gw", "instance": "gw:29000", "service": "sglang-router"},
+                   "workers": 2}
 
 
 def rules(**overrides: Any) -> dict[str, Any]:
@@ -214,6 +239,7 @@ def rules(**overrides: Any) -> dict[str, Any]:
     env = jinja2.Environment(variable_start_string="[[", variable_end_string="]]", undefined=jinja2.StrictUndefined)
     text = env.from_string((ROLE / "templates" / "sglang-rules.yml.j2").read_text(encoding="utf-8")).render(
         ansible_managed="managed", __sglang_monitoring_alert_for={**alert_for, **overrides.pop("alert_for", {})},
+        __sglang_monitoring_gateway_workers=overrides.pop("gateway_workers", [GATEWAY_WORKERS]),
         **{**defaults, **overrides})
     return yaml.safe_load(text)
 
@@ -224,11 +250,14 @@ def test_every_alert_is_a_recorded_signal_compared_with_a_threshold() -> None:
     alerts = [r for g in groups for r in g["rules"] if "alert" in r]
     as_api = [{"rules": [{"type": "alerting", "name": a["alert"], "query": a["expr"]} for a in alerts]}]
     signals = promcheck.alert_signals(as_api)
-    assert {s for _, s, _, _ in signals} == set(recorded), "every signal recorded, every recording a signal"
+    signal_records = {r for r in recorded if r.startswith("signal:")}
+    assert {s for _, s, _, _ in signals} == signal_records, "every signal recorded, every signal: recording a signal"
+    assert set(recorded) - signal_records == {"sglang_gateway:workers_expected"}
     assert {a for a, *_ in signals} == {
         "SGLangServerDown", "SGLangServerNotReady", "SGLangQueueGrowing", "SGLangSpeculativeAcceptanceCollapsed",
         "SGLangStartupRegressed",
-        "SGLangRouterDown", "GPUXidError", "GPUUncorrectableECCError", "GPUTemperatureHigh", "GPUThermalThrottling",
+        "SGLangRouterDown", "SGLangGatewayWorkersMissing", "SGLangGatewayErrors", "SGLangGatewayCircuitOpen",
+        "GPUXidError", "GPUUncorrectableECCError", "GPUTemperatureHigh", "GPUThermalThrottling",
         "GPUPCIeLinkWidthDegraded", "GPUPCIeLinkGenDegradedUnderLoad", "MetricsExporterDown"}
     for alert in alerts:
         assert alert["labels"]["severity"] in ("critical", "warning")
@@ -244,6 +273,16 @@ def test_thresholds_and_durations_come_from_the_variables() -> None:
     assert alerts["GPUPCIeLinkWidthDegraded"]["for"] == "10s" and alerts["GPUXidError"]["for"] == "0s"
 
 
+def test_each_gateway_has_its_expected_workers_recorded_with_its_target_labels() -> None:
+    [group] = [g for g in rules()["groups"] if g["name"] == "sglang-gateway-workers"]
+    assert group["rules"] == [{"record": "sglang_gateway:workers_expected", "expr": "vector(2)", "labels": GATEWAY_WORKERS["labels"]}]
+    [group] = [g for g in rules(gateway_workers=[])["groups"] if g["name"] == "sglang-gateway-workers"]
+    assert [r["expr"] for r in group["rules"]] == ["vector(0) < 0"]
+    alerts = {r["alert"]: r for g in rules(sglang_monitoring_gateway_error_ratio_max=0.2)["groups"] for r in g["rules"] if "alert" in r}
+    assert alerts["SGLangGatewayErrors"]["expr"] == "signal:sglang_gateway_error_ratio > 0.2"
+    assert alerts["SGLangGatewayWorkersMissing"]["expr"] == "signal:sglang_gateway_workers_missing > 0"
+
+
 def test_a_gpu_at_idle_never_counts_as_a_degraded_link_generation() -> None:
     recorded = {r["record"]: r["expr"] for g in rules()["groups"] for r in g["rules"] if "record" in r}
     assert ">= bool 50" in recorded["signal:gpu_pcie_link_gen_missing_under_load"]
@@ -254,8 +293,15 @@ def test_a_gpu_at_idle_never_counts_as_a_degraded_link_generation() -> None:
 
 PANELS = {"Token throughput", "Requests per second", "Time to first token (TTFT)", "Inter-token latency (ITL)",
           "End-to-end request latency", "Queue", "KV cache use", "Speculative acceptance length", "Targets up",
-          "GPU utilization", "GPU memory used", "GPU memory used (MiB)", "GPU temperature", "GPU power", "PCIe link width"}
-METRIC = re.compile(r"\b((?:sglang:|DCGM_FI_)[A-Za-z0-9_:]+|up)\b")
+          "GPU utilization", "GPU memory used", "GPU memory used (MiB)", "GPU temperature", "GPU power", "PCIe link width",
+          "Gateway responses", "Gateway request latency", "Gateway workers", "Gateway circuit breakers"}
+METRIC = re.compile(r"\b((?:sglang:|DCGM_FI_|smg_|sglang_gateway:)[A-Za-z0-9_:]+|up)\b")
+# What the gateways export, as smg 1.13.0 and sglang-router 0.3.2 name it (both: smg_*; seen on their /metrics and
+# in their wheels' Rust modules, which test_gateway_names_are_in_both_wheels reads when build/ has them), and the
+# monitoring role's own recording rule of the workers each gateway is given.
+GATEWAY_NAMES = {"smg_http_responses_total", "smg_router_request_duration_seconds", "smg_worker_health",
+                 "smg_worker_cb_state"}
+RECORDED = {"sglang_gateway:workers_expected"}
 
 
 def test_the_dashboard_has_the_panels_of_the_docs() -> None:
@@ -277,9 +323,30 @@ def test_the_dashboard_has_the_panels_of_the_docs() -> None:
 def test_the_dashboard_uses_only_its_variables_and_exported_names() -> None:
     queries = promcheck.dashboard_queries() + promcheck.variable_queries()
     names = {m for _, expr in queries for m in METRIC.findall(expr)}
-    exported = standin_names() | dcgm_names() | {"up"}
+    exported = standin_names() | dcgm_names() | GATEWAY_NAMES | RECORDED | {"up"}
     assert names - {n.removesuffix("_bucket") for n in names} <= {n + "_bucket" for n in exported}
     assert {n.removesuffix("_bucket") for n in names} <= exported
+
+
+def test_the_rules_use_only_exported_names() -> None:
+    exprs = [r["expr"] for g in rules()["groups"] for r in g["rules"]]
+    names = {m for e in exprs for m in METRIC.findall(e) if m.startswith(("smg_", "sglang_gateway:"))}
+    assert names == GATEWAY_NAMES - {"smg_router_request_duration_seconds"} | RECORDED
+
+
+@pytest.mark.parametrize("wheel", ["smg-1.13.0-", "sglang_router-0.3.2-"])
+def test_gateway_names_are_in_both_wheels(wheel: str) -> None:
+    """Every gateway series the rules and the dashboard read is in both gateways' Rust modules."""
+    import zipfile
+
+    found = sorted((REPO / "build" / "router-wheelhouse").glob(f"{wheel}*.whl"))
+    if not found:
+        pytest.skip(f"no {wheel}*.whl in build/router-wheelhouse (make router-wheelhouse)")
+    with zipfile.ZipFile(found[0]) as whl:
+        module = next(n for n in whl.namelist() if n.endswith(".abi3.so"))
+        binary = whl.read(module)
+    missing = {n for n in GATEWAY_NAMES if n.encode() not in binary}
+    assert not missing, f"{found[0].name} does not export {missing}"
 
 
 def test_sglang_names_are_sglang_0_5_23s() -> None:

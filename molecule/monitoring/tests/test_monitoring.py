@@ -3,10 +3,11 @@
 A GPU host (one SGLang instance, node exporter, fixture DCGM) and a gateway that also runs Debian's
 Prometheus (playbooks/monitoring.yml). The cases run in file order against that Prometheus (its API on
 the gateway's loopback, asked with curl inside the container): promtool accepts what the role installed,
-every target is up, requests through the router fill the histograms, every dashboard query and every
-alert signal returns data, no alert is pending or firing on the healthy fleet, a second run changes
-nothing, the GPU health gate passes (its dcgmi diag answered by the fixture DCGM), and a PCIe link injected
-at x8 (the fake nvidia-smi's faults.json) fires GPUPCIeLinkWidthDegraded and fails playbooks/health.yml.
+every target is up, smg's own series (its worker's health) is queried through the HTTP API, requests
+through the router fill the histograms, every dashboard query and every alert signal returns data, no
+alert is pending or firing on the healthy fleet, a second run changes nothing, the GPU health gate passes
+(its dcgmi diag answered by the fixture DCGM), and a PCIe link injected at x8 (the fake nvidia-smi's
+faults.json) fires GPUPCIeLinkWidthDegraded and fails playbooks/health.yml.
 """
 
 from __future__ import annotations
@@ -118,6 +119,27 @@ def test_requests_through_the_router_are_served() -> None:
         assert ("[DONE]" in out) if i % 2 else json.loads(out)["choices"][0]["message"]["content"]
 
 
+def test_the_gateways_series_reach_prometheus() -> None:
+    """smg 1.13.0 (the default gateway) is scraped: Prometheus's HTTP API returns its smg_worker_health of the GPU
+    host's instance, healthy, and the workers the gateway is given (from the plan) are all there."""
+    execstart = sh(GATEWAY, "systemctl show -p ExecStart --value sglang-router.service")
+    assert "/opt/sglang-router/smg-1.13.0/bin/python" in execstart, execstart
+
+    def missing() -> list[str]:
+        health = api("/api/v1/query", {"query": 'smg_worker_health{job="sglang-router"}'})["data"]["result"]
+        found = {(s["metric"]["host"], s["metric"]["worker"], s["value"][1]) for s in health}
+        if found != {(GATEWAY, f"https://{GPU}:30000", "1")}:
+            return [f"smg_worker_health: {sorted(found)}"]
+        gap = api("/api/v1/query", {"query": "signal:sglang_gateway_workers_missing"})["data"]["result"]
+        expected = api("/api/v1/query", {"query": "sglang_gateway:workers_expected"})["data"]["result"]
+        if [(s["metric"]["host"], s["value"][1]) for s in expected] != [(GATEWAY, "1")] or [s["value"][1] for s in gap] != ["0"]:
+            return [f"expected {expected}, missing {gap}"]
+        return []
+
+    wait_until_empty("the gateway's series in Prometheus", missing, timeout=60)
+    print(f"smg_worker_health{{host={GATEWAY!r}, worker='https://{GPU}:30000'}} == 1 through {PROMETHEUS}/api/v1/query")
+
+
 def test_every_dashboard_query_returns_data() -> None:
     wait_until_empty("dashboard queries without data", lambda: promcheck.empty_queries(
         api, promcheck.dashboard_queries() + promcheck.variable_queries()))
@@ -133,7 +155,7 @@ NEEDS_HISTORY = {
 
 def test_every_alert_signal_returns_data() -> None:
     signals = promcheck.alert_signals(api("/api/v1/rules")["data"]["groups"])
-    assert len(signals) == 13
+    assert len(signals) == 16
     assert set(NEEDS_HISTORY) <= {s for _, s, _, _ in signals}
     wait_until_empty("alert signals without data", lambda: promcheck.empty_queries(
         api, [(a, NEEDS_HISTORY.get(s, s)) for a, s, _, _ in signals]))

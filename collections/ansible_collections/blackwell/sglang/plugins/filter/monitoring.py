@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Filters of the monitoring roles: Prometheus scrape configurations generated from the inventory."""
+"""Filters of the monitoring roles: Prometheus scrape configurations generated from the inventory, and the workers
+each gateway is given (what its alert compares the workers it reports healthy with)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ DEFAULT_KEYS = (
     "node_exporter_listen_host", "node_exporter_port", "node_exporter_service_name",
     "dcgm_exporter_enabled", "dcgm_exporter_listen_host", "dcgm_exporter_port", "dcgm_exporter_service_name",
     "sglang_router_prometheus_host", "sglang_router_prometheus_port", "sglang_router_service_name",
+    "sglang_router_worker_group",
 )
 
 
@@ -224,8 +226,33 @@ def scrape_configs(monitor: str, hostvars: Any, groups: Mapping[str, Any], setti
     return jobs.result()
 
 
+def gateway_workers(monitor: str, hostvars: Any, groups: Mapping[str, Any], settings: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The workers each gateway of ``router_group`` is given: ``[{labels, workers}]``, one per gateway.
+
+    ``labels``: ``job`` (``sglang-router``), ``host``, ``instance`` and ``service``, those of its scrape target
+    (:func:`scrape_configs`, same ``settings``), so that a recording rule of this count joins the gateway's own
+    series. ``workers``: node_rank 0 of every SGLang instance of the GPU hosts of its ``sglang_router_worker_group``
+    (its own variable, else ``defaults``), read from their launch plans (``server_instances``: the published plan
+    when the run has one), as the gateway's role writes its worker list. Usage:
+    ``inventory_hostname | blackwell.sglang.gateway_workers(hostvars, groups, {...})``.
+    """
+    defaults = dict(settings.get("defaults") or {})
+    out = []
+    for host in _unique_hosts(groups, [settings.get("router_group") or "sglang_routers"]):
+        get = _setting(hostvars[host], defaults)
+        port = _port(host, "sglang_router_prometheus_port", get("sglang_router_prometheus_port"))
+        group = get("sglang_router_worker_group") or "sglang_servers"
+        if not isinstance(group, str):
+            raise _fail(host, "sglang_router_worker_group", group, "it is not a group name", "set it to an inventory group")
+        count = sum(1 for gpu in _unique_hosts(groups, [group]) for inst in server_instances(gpu, hostvars, groups)
+                    if int(inst.get("node_rank") or 0) == 0)
+        out.append({"labels": {"job": "sglang-router", **_labels(host, port, get("sglang_router_service_name"))},
+                    "workers": count})
+    return out
+
+
 class FilterModule:
     """blackwell.sglang monitoring filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {"scrape_configs": scrape_configs}
+        return {"scrape_configs": scrape_configs, "gateway_workers": gateway_workers}

@@ -914,6 +914,8 @@ CONTRACT: dict[str, Kind] = {
     "sglang_monitoring_startup_regression_max": _with_type(NUMBER, "raw"),
     "sglang_monitoring_gpu_temperature_max": _with_type(NUMBER, "raw"),
     "sglang_monitoring_pcie_gen_busy_util": _with_type(NUMBER, "raw"),
+    "sglang_monitoring_gateway_error_ratio_max": _with_type(NUMBER, "raw"),
+    "sglang_monitoring_gateway_workers_missing_max": _with_type(NUMBER, "raw"),
     "sglang_monitoring_alert_for": _with_type(DATA, "dict"),
     "sglang_monitoring_grafana_dashboards_dir": _with_type(OPTIONAL_ROLE_PATH, "str"),
     "sglang_monitoring_grafana_dashboard_owner": OWNER,
