@@ -819,6 +819,20 @@ def launcher_reads_config(launcher: Path, argv: list[str]) -> None:
         read(argv)
 
 
+def resolved(server_args: Any) -> dict[str, Any]:
+    """What SGLang resolved for the :data:`REPORTED` fields.
+
+    SGLang 0.5.23 keeps the resolution's results apart from the fields the command line set (a speculative triple or
+    a MoE backend it chose reads back as None or ``auto`` from the fields): ``resolution_result`` reads them
+    (sglang/srt/arg_groups/overrides.py:178-191). A release without it has them in the fields.
+    """
+    try:
+        from sglang.srt.arg_groups.overrides import resolution_result  # noqa: PLC0415
+    except ImportError:
+        return {k: getattr(server_args, k, None) for k in REPORTED}
+    return {k: resolution_result(server_args, k) for k in REPORTED}
+
+
 def emit(report: dict[str, Any], code: int) -> int:
     """Print the report as the last stdout line and return the exit status."""
     print(json.dumps(report, default=str), flush=True)
@@ -886,7 +900,7 @@ def check(unit: Path, python: str = sys.executable, launcher: Path | None = None
         traceback.print_exc()
         return emit(report, 1)
     report["ok"] = True
-    report["resolved"] = {k: getattr(server_args, k, None) for k in REPORTED}
+    report["resolved"] = resolved(server_args)
     return emit(report, 0)
 
 
