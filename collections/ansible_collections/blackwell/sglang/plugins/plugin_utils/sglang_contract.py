@@ -1021,6 +1021,8 @@ CONTRACT: dict[str, Kind] = {
     "sglang_server_preread_margin_percent": _with_type(NUMBER, "float"),
     "sglang_server_preread_parallelism": Kind("count", "int", "a whole number, 1-256", _int(1, 256)),
     "sglang_server_preread_timeout": SECONDS,
+    "sglang_server_precompile": _choices(WORD, "auto", "always", "never"),
+    "sglang_server_precompile_timeout": Kind("seconds", "int", "a whole number of seconds, 1 or more", _int(1, 86400)),
     "sglang_server_request_check": BOOL,
     "sglang_server_request_prompt": TEXT,
     "sglang_server_request_max_tokens": COUNT,
