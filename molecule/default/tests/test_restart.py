@@ -228,6 +228,42 @@ def test_a_server_that_never_becomes_ready_is_rolled_back(host, inventory: Path,
     assert_clean_and_healthy(host, persistenced)
 
 
+def env_value(host, name: str) -> str | None:
+    """A variable of the instance's environment file (the role writes NAME="value")."""
+    for line in host.file("/etc/sglang/sglang.env").content_string.splitlines():
+        key, _, value = line.partition("=")
+        if key == name:
+            return value.strip('"')
+    return None
+
+
+def test_a_start_stuck_in_the_kernel_compile_is_cleared_and_retried_once(host, inventory: Path, tmp_path: Path,
+                                                                         persistenced: int) -> None:
+    # What a killed compile leaves: a cold DeepGEMM cache whose lock nobody holds (SGLang's locks/ under it). The
+    # stand-in's compile then waits for the lock forever (tests/fixtures/sglang_standin/.../kernels.py), logging
+    # SGLang's compile lines and nothing after them.
+    cache = env_value(host, "SGLANG_CACHE_DIR")
+    deep_gemm = env_value(host, "SGLANG_DG_CACHE_DIR") or f"{cache}/deep_gemm"
+    assert cache and deep_gemm.startswith(cache + "/")
+    host.run(f"rm -f {deep_gemm}/standin-kernels-*.json; install -d -o sglang -g sglang {deep_gemm}/locks; "
+             f"install -o sglang -g sglang -m 0644 /dev/null {deep_gemm}/locks/standin.lock")
+    before = len(host.file("/var/lib/sglang/standin-kernels.jsonl").content_string.splitlines())
+    runner = play(inventory, tmp_path, "restart.yml", sglang_server_no_progress_timeout=10)
+    assert runner.rc == 0, failures(runner)
+    retry = task_result(runner, "Stop the server, release the GPUs it left behind, start it and wait for its health")["compile_retry"]
+    assert retry["stuck"] and retry["retried"] and retry["cleared"] == [cache], retry
+    assert "DeepGEMM" in retry["evidence"] and retry["ready"]["elapsed"] > 0
+    assert not host.file(f"{deep_gemm}/locks/standin.lock").exists
+    starts = [json.loads(line) for line in host.file("/var/lib/sglang/standin-kernels.jsonl").content_string.splitlines()]
+    assert [s["found"] for s in starts[before:] if s["by"] == "server"] == ["locked", "cold"]
+    assert_clean_and_healthy(host, persistenced)
+    # The next restart finds the kernels the retry compiled.
+    runner = play(inventory, tmp_path, "restart.yml")
+    assert runner.rc == 0, failures(runner)
+    last = json.loads(host.file("/var/lib/sglang/standin-kernels.jsonl").content_string.splitlines()[-1])
+    assert last["found"] == "warm" and last["by"] == "server"
+
+
 QUALITY_RECORD = "/etc/sglang/last-good/quality.json"
 
 

@@ -9,6 +9,11 @@ With ``startup`` (issue 35 item 2), before the module it reads the host's record
 beside the last known good files) and derives the wait's timeout from it (module_utils/sglang_startup.ready_timeout,
 ``wait.timeout`` the upper bound); once healthy it reports the start as ``startup``: the wall time the wait measured
 and, with ``startup.metrics``, SGLang's startup breakdown from its ``/metrics``.
+
+With ``kernel_cache`` (issue 35 item 1), a start that failed is judged by module_utils/sglang_precompile.stuck_in_compile
+from the unit's last journal lines: one that hung in the kernel compile beyond its budget (the wait's timeout, or its
+no-progress limit when that ended it) is restarted once by a second module run that clears the instance's kernel
+directory of that key between the stop and the start, then waited for again; ``compile_retry`` reports it.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from urllib.parse import urlsplit, urlunsplit
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 from ansible_collections.blackwell.sglang.plugins.action.wait_ready import WAIT_SPEC, prober, wait
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_precompile import stuck_in_compile
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_startup import (
     KEY_FIELDS,
     ready_timeout,
@@ -74,6 +81,7 @@ class ActionModule(ActionBase):
         module_args = dict(self._task.args)
         wait_args = module_args.pop("wait", None)
         startup_args = module_args.pop("startup", None)
+        kernel_cache = module_args.pop("kernel_cache", None)
         checked = startup = None
         if wait_args is not None:
             checked = ArgumentSpecValidator(WAIT_SPEC).validate(wait_args)
@@ -93,7 +101,10 @@ class ActionModule(ActionBase):
         wait_params = dict(checked.validated_parameters)
         if budget is not None:
             wait_params["timeout"] = budget["timeout"]
-        ready = wait(wait_params, prober(self._execute_module, task_vars), host=task_vars.get("inventory_hostname", "?"))
+        host = task_vars.get("inventory_hostname", "?")
+        ready = wait(wait_params, prober(self._execute_module, task_vars), host=host)
+        if ready.get("failed") and kernel_cache:
+            ready = self._compile_retry(result, module_args, wait_params, ready, kernel_cache, host, task_vars)
         result["ready"] = {key: ready[key] for key in READY_KEYS if key in ready}
         if startup is not None:
             result["startup"] = self._startup(startup.validated_parameters, wait_params, ready, budget, task_vars)
@@ -103,6 +114,30 @@ class ActionModule(ActionBase):
                 msg = f"{msg} (ready budget {budget['timeout']}s: {budget['why']})"
             result.update(failed=True, msg=msg, log=ready.get("log", []))
         return result
+
+    def _compile_retry(self, result: dict[str, Any], module_args: dict[str, Any], wait_params: dict[str, Any],
+                       ready: dict[str, Any], kernel_cache: dict[str, Any], host: str,
+                       task_vars: dict[str, Any]) -> dict[str, Any]:
+        """The failed start judged by stuck_in_compile; a start stuck in the kernel compile is started once more with
+        its kernel directory cleared and waited for again. Returns the wait that counts (the second one after a retry)."""
+        # A wait the no-progress limit ended ran out of its budget of progress: that limit is the budget it exceeded.
+        budget = float(ready.get("elapsed") or 0) if ready.get("stalled") else float(wait_params["timeout"])
+        decision = stuck_in_compile(ready.get("log") or [], ready=False, waited=float(ready.get("elapsed") or 0),
+                                    budget=budget, attempt=0, kernel_cache=kernel_cache)
+        result["compile_retry"] = {**decision, "retried": False}
+        if not decision["retry"]:
+            return ready
+        Display().display(f"[{host}] {wait_params['unit']}: {decision['why']}")
+        again = self._execute_module(module_name="blackwell.sglang.server_restart", task_vars=task_vars,
+                                     module_args={**module_args, "clear": decision["clear"]})
+        if again.get("failed"):
+            return {**ready, "msg": f"{ready['msg']}; the retry with the kernel cache cleared failed: {again.get('msg')}"}
+        result["compile_retry"].update(retried=True, cleared=again.get("cleared", []))
+        second = wait(wait_params, prober(self._execute_module, task_vars), host=host)
+        result["compile_retry"]["ready"] = {key: second[key] for key in READY_KEYS if key in second and key != "log"}
+        if second.get("failed"):
+            second = {**second, "msg": f"{second['msg']} (after one retry with the kernel cache cleared: {decision['why']})"}
+        return second
 
     def _budget(self, params: dict[str, Any], wait_params: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         """The ready wait's timeout: the operator's (``wait.timeout``), or derived from the host's record."""

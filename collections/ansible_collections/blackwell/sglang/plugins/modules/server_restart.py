@@ -23,6 +23,10 @@ description:
     M(ansible.builtin.systemd_service) and M(blackwell.sglang.gpu_holders) as separate tasks instead.
   - In check mode nothing is stopped, killed or started; the holders found are reported.
   - With O(wait), the action plugin then waits for the server's health in the same task.
+  - With O(kernel_cache) and O(wait), a start that hung in the kernel compile (the unit's last journal lines stop at a
+    DeepGEMM compile line, and the wait ran out of time or saw no progress) is started once more with the instance's
+    kernel directory of that key cleared by a second module run with O(clear); a cache left by a killed compile or
+    another release can hang a start. The retry and its evidence are in RV(compile_retry).
 options:
   unit:
     description: systemd unit of the server (e.g. C(sglang.service)); its cgroup's processes are the service's.
@@ -169,6 +173,32 @@ options:
         description: Read SGLang's startup metrics from C(/metrics) once healthy (the server runs with C(--enable-metrics)).
         type: bool
         default: false
+  kernel_cache:
+    description:
+      - The instance plan's C(kernel_cache) (C(root), C(key), C(dir)); with O(wait), the action retries a start stuck
+        in the kernel compile once, clearing C(dir) (only when it is C(<root>/<key>/<instance>)).
+    type: dict
+    suboptions:
+      root:
+        description: The root of the host's kernel caches.
+        type: str
+        default: ""
+      key:
+        description: The cache key (release, torch and CUDA stack, GPU architecture).
+        type: str
+        default: ""
+      dir:
+        description: The instance's kernel directory under the key.
+        type: str
+        default: ""
+  clear:
+    description:
+      - Directories removed after the stop and the release, before the start (the action's compile retry sets it).
+      - Each must be an absolute, normalised path of at least three components, and not a symbolic link; a missing one
+        is fine.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - blackwell.sglang.gpu_holders
   - blackwell.sglang.attributes
@@ -213,6 +243,17 @@ startup:
     - What M(blackwell.sglang.last_good) keeps with its C(startup) option.
   type: dict
   returned: when startup and wait are set and the unit was started
+compile_retry:
+  description:
+    - With O(kernel_cache) and O(wait), when the first start failed, the decision on it (C(stuck), C(retry), C(clear),
+      C(evidence), C(why)) and, after a retry, C(retried) true and C(ready), what the second wait saw.
+  type: dict
+  returned: when kernel_cache and wait are set and the first start failed
+cleared:
+  description: The directories of O(clear) that existed and were removed.
+  type: list
+  elements: str
+  returned: always
 stopped:
   description: Whether the unit was running (active, activating, deactivating or reloading) and was stopped.
   type: bool
@@ -239,12 +280,23 @@ foreign:
   returned: when the unit was found
 """
 
+import os
+import shutil
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_gpu_holders import HOLDER_OPTIONS, release
 
 RUNNING = ("active", "activating", "deactivating", "reloading")
+
+
+def clear_problem(path: str) -> str | None:
+    """Why ``path`` may not be removed by O(clear), or None."""
+    if not path.startswith("/") or os.path.normpath(path) != path or len(path.strip("/").split("/")) < 3:
+        return "is not an absolute, normalised path of at least three components"
+    if os.path.islink(path):
+        return "is a symbolic link"
+    return None
 
 
 def unit_states(module: AnsibleModule, unit: str) -> dict[str, str]:
@@ -264,7 +316,12 @@ def systemctl(module: AnsibleModule, result: dict[str, Any], action: str, *args:
 def restart(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
     """(Reload,) reset the rate limit, stop, release, start; the module's result (fail_json on the first failing step)."""
     unit = params["unit"]
-    result: dict[str, Any] = {"changed": False, "stopped": False, "started": False, "reloaded": False}
+    result: dict[str, Any] = {"changed": False, "stopped": False, "started": False, "reloaded": False, "cleared": []}
+    clear = list(params.get("clear") or [])
+    for index, path in enumerate(clear):
+        problem = clear_problem(path)
+        if problem:
+            module.fail_json(msg=f"clear[{index}]: {path!r} {problem}", **result)
     state = unit_states(module, unit)
     if state.get("LoadState") in (None, "not-found"):
         module.fail_json(msg=f"Could not find the requested service {unit}: {state or 'systemctl show answered nothing'}",
@@ -285,6 +342,10 @@ def restart(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
     release(module, {**params, "owner_unit": unit}, "released", result)
     if module.check_mode:
         return result
+    for path in clear:
+        if os.path.lexists(path):
+            shutil.rmtree(path)
+            result["cleared"].append(path)
     systemctl(module, result, "start", unit)
     result["started"] = True
     return result
@@ -299,6 +360,10 @@ def main() -> None:
             # Handled by the action plugin (plugins/action/server_restart.py), which never passes it to the module.
             "wait": {"type": "dict"},
             "startup": {"type": "dict"},
+            "kernel_cache": {"type": "dict", "options": {"root": {"type": "str", "default": ""},
+                                                         "key": {"type": "str", "default": ""},
+                                                         "dir": {"type": "str", "default": ""}}},
+            "clear": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )

@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A start stuck in the kernel compile is retried once with its kernel cache cleared (issue 35 item 1): the
+server_restart action judges the failed start with sglang_precompile.stuck_in_compile and runs the module again with
+``clear``; the module removes only absolute, normalised, non-link directories between the stop and the start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from ansible_collections.blackwell.sglang.plugins.action import server_restart as restart_plugin
+from ansible_collections.blackwell.sglang.plugins.action import wait_ready
+from test_merged_steps import HEALTHY, RESTARTED, WAIT
+from test_restart_modules import Failed, FakeModule, load
+
+CACHE = {"root": "/var/cache/sglang/kernels", "key": "sglang-0.5.24_torch-2.14.1_cu13_sm100",
+         "dir": "/var/cache/sglang/kernels/sglang-0.5.24_torch-2.14.1_cu13_sm100/sglang"}
+HUNG = {"status": 503, "unit_state": {"ActiveState": "active"},
+        "log": ["Load weight end.", "Entering DeepGEMM JIT Pre-Compile session. It may take a long time"]}
+
+
+@pytest.fixture(autouse=True)
+def _fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wait_ready.display, "display", lambda *_a, **_k: None)
+    monkeypatch.setattr(restart_plugin.Display, "display", lambda *_a, **_k: None)
+    original = wait_ready.wait
+
+    def fast_wait(args: dict[str, Any], probe: Any, **kwargs: Any) -> dict[str, Any]:
+        clock = iter(float(n) for n in range(1000))
+        return original(args, probe, clock=lambda: next(clock), **kwargs)
+
+    monkeypatch.setattr(restart_plugin, "wait", fast_wait)
+
+
+def run(args: dict[str, Any], restarts: list[dict[str, Any]], probes: list[dict[str, Any]]) -> tuple[dict[str, Any], list[Any]]:
+    """The server_restart action in-process: the n-th module run answers ``restarts[n]``, every probe after it
+    ``probes[n]`` (the start's behaviour)."""
+    task = SimpleNamespace(args=args, async_val=0, check_mode=False, action="blackwell.sglang.server_restart")
+    connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/nonexistent"))
+    plugin = restart_plugin.ActionModule(task, connection, SimpleNamespace(check_mode=False), loader=None, templar=None,
+                                         shared_loader_obj=None)
+    calls: list[Any] = []
+
+    def execute(module_name: str, module_args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        calls.append((module_name, module_args))
+        started = sum(name == "blackwell.sglang.server_restart" for name, _ in calls)
+        if module_name == "blackwell.sglang.server_restart":
+            return dict(restarts[started - 1])
+        return dict(probes[started - 1])
+
+    plugin._execute_module = execute  # type: ignore[method-assign]
+    return plugin.run(task_vars={"inventory_hostname": "gpu-01"}), calls
+
+
+ARGS = {"unit": "sglang.service", "wait": {**WAIT, "timeout": 10}, "kernel_cache": CACHE}
+
+
+def test_a_start_stuck_in_the_compile_is_retried_once_with_its_kernel_directory_cleared() -> None:
+    result, calls = run(ARGS, [RESTARTED, {**RESTARTED, "cleared": [CACHE["dir"]]}], [HUNG, HEALTHY])
+    restarts = [a for name, a in calls if name == "blackwell.sglang.server_restart"]
+    assert len(restarts) == 2 and "kernel_cache" not in restarts[0] and restarts[0].get("clear") is None
+    assert restarts[1]["clear"] == [CACHE["dir"]]
+    retry = result["compile_retry"]
+    assert retry["stuck"] and retry["retried"] and retry["cleared"] == [CACHE["dir"]], retry
+    assert "DeepGEMM" in retry["evidence"] and not result.get("failed") and result["ready"]["info"]
+
+
+def test_a_second_hang_fails_the_restart_naming_the_retry() -> None:
+    result, calls = run(ARGS, [RESTARTED, RESTARTED], [HUNG, HUNG])
+    assert sum(name == "blackwell.sglang.server_restart" for name, _ in calls) == 2
+    assert result["failed"] and "after one retry with the kernel cache cleared" in result["msg"]
+
+
+def test_a_start_that_failed_elsewhere_or_without_kernel_cache_is_not_retried() -> None:
+    crashed = {"status": 503, "unit_state": {"ActiveState": "failed", "Result": "exit-code", "NRestarts": "0"},
+               "log": ["RuntimeError: CUDA error: out of memory"]}
+    result, calls = run(ARGS, [RESTARTED], [crashed])
+    assert result["failed"] and result["compile_retry"]["retry"] is False
+    assert sum(name == "blackwell.sglang.server_restart" for name, _ in calls) == 1
+    result, calls = run({**ARGS, "kernel_cache": None}, [RESTARTED], [HUNG])
+    assert result["failed"] and "compile_retry" not in result
+    assert sum(name == "blackwell.sglang.server_restart" for name, _ in calls) == 1
+
+
+def test_the_module_clears_between_the_stop_and_the_start_and_refuses_unsafe_paths(tmp_path: Path) -> None:
+    module_file = load("server_restart")
+    cache = tmp_path / "kernels" / "key" / "sglang"
+    (cache / "deep_gemm").mkdir(parents=True)
+    (cache / "deep_gemm" / "lock").write_text("")
+    params = {name: spec.get("default") for name, spec in module_file.HOLDER_OPTIONS.items()}
+    params.update(devices=["/nonexistent/nvidia*"], nvidia_smi="/nonexistent/nvidia-smi", unit="sglang.service",
+                  daemon_reload=False, owner_user="sglang", clear=[str(cache)])
+    fake = FakeModule({("systemctl", "show"): (0, "LoadState=loaded\nActiveState=active\nNeedDaemonReload=no\n", "")})
+    fake.params = params
+    done = module_file.restart(fake, params)
+    assert done["cleared"] == [str(cache)] and not cache.exists() and done["started"]
+    commands = [" ".join(c) for c in fake.calls]
+    assert commands.index("systemctl stop sglang.service") < commands.index("systemctl start sglang.service")
+    for bad in ("relative/dir", "/a/../b/c", "/var", str(tmp_path / "link")):
+        if bad.endswith("link"):
+            (tmp_path / "link").symlink_to(tmp_path)
+        with pytest.raises(Failed, match=r"^clear\[0\]"):
+            module_file.restart(FakeModule({}), {**params, "clear": [bad]})
