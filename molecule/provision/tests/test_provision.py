@@ -10,6 +10,7 @@ bundle alone. They run in file order; each but the last leaves the host provisio
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -240,6 +241,133 @@ def test_version_change_reloads_the_module_live(inventory: Path, tmp_path: Path)
     assert fetched == ["README.md", "generation_config.json"]
     assert out("cat /run/sglang-server-restart-requested") == "restart requested"
 
+
+
+# --- kernel caches across the upgrade (issue 35 item 1) ---------------------------------------------------------------
+# No release after 0.5.23 has a schema, so the validator (and with it roles/sglang_server) cannot run 0.5.24 here: the
+# instance is a unit of this test's own, rendered as roles/sglang_server renders its environment (the kernel cache
+# variables of sglang_kernel_cache.kernel_cache), running the stand-in of the release's virtualenv as the service user.
+# tests/unit/test_kernel_precompile.py checks that the role runs the same module in prepare.yml, before the drain.
+
+KUNIT = "bsa-kernels"
+KROOT = "/var/cache/bsa-kernels"
+KSTATE = "/var/lib/bsa-kernels"
+KPORT = 30123
+
+
+def _kernel_cache(version: str) -> dict[str, Any]:
+    sys.path.insert(0, str(REPO / "collections"))
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_kernel_cache import kernel_cache
+
+    return kernel_cache(KROOT, version, "", [(12, 0)], KUNIT)
+
+
+def _install_unit(version: str) -> dict[str, Any]:
+    """The instance's unit and environment for ``version`` (daemon-reload, no restart: the running server stays)."""
+    venv = out(f"ls -d /opt/sglang/venvs/{version}-* | grep -v '\\.txt$' | head -1")
+    cache = _kernel_cache(version)
+    env = {"HOME": KSTATE, "SGLANG_STANDIN_STATE_DIR": KSTATE, "SGLANG_STANDIN_LOAD_SECONDS": "0",
+           "SGLANG_STANDIN_READ_WEIGHTS": "0", **cache["env"]}
+    unit = (f"[Unit]\nDescription=kernel cache test instance\n\n[Service]\nType=exec\nUser=sglang\nGroup=sglang\n"
+            f"WorkingDirectory={KSTATE}\nEnvironmentFile=/etc/{KUNIT}.env\n"
+            f"ExecStart={venv}/bin/python -m sglang.launch_server --model-path {MODEL_DIR} --host 127.0.0.1 "
+            f"--port {KPORT}\n")
+    env_text = "".join(f"{k}={v}\n" for k, v in sorted(env.items()))
+    encoded = {name: base64.b64encode(text.encode()).decode() for name, text in (("env", env_text), ("unit", unit))}
+    sh(f"install -d -o sglang -g sglang {KROOT} {KSTATE} && echo {encoded['env']} | base64 -d > /etc/{KUNIT}.env"
+       f" && echo {encoded['unit']} | base64 -d > /etc/systemd/system/{KUNIT}.service && systemctl daemon-reload")
+    return {"venv": venv, "cache": cache}
+
+
+def _ready(timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sh(f"python3 -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{KPORT}/health', timeout=1)\"",
+              check=False).returncode == 0:
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def _starts() -> list[dict[str, Any]]:
+    text = sh(f"cat {KSTATE}/standin-kernels.jsonl", check=False).stdout
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _precompile(inventory: Path, tmp_path: Path, installed: dict[str, Any], **extra: Any) -> Run:
+    book = tmp_path / f"precompile-{time.monotonic_ns()}.yml"
+    task = {"key": installed["cache"]["key"], "cache_dir": installed["cache"]["dir"],
+            "args": ["--model-path", MODEL_DIR, "--host", "127.0.0.1", "--port", str(KPORT)],
+            "python": f"{installed['venv']}/bin/python", "unit_path": f"/etc/systemd/system/{KUNIT}.service",
+            "transient_unit": f"{KUNIT}-precompile", "mode": "always", "timeout": 60, **extra}
+    book.write_text(json.dumps([{"name": "Pre-compile", "hosts": "sglang_servers", "become": True,
+                                 "gather_facts": False,
+                                 "tasks": [{"name": "Build the kernels before the stop",
+                                            "blackwell.sglang.kernel_precompile": task, "register": "built"},
+                                           {"name": "Show", "ansible.builtin.debug": {"var": "built"}}]}]))
+    return play(inventory, tmp_path, playbook=book)
+
+
+def _built(run: Run) -> dict[str, Any]:
+    return next(e["event_data"]["res"] for e in run.runner.events
+                if e.get("event") in ("runner_on_ok", "runner_on_failed")
+                and e["event_data"].get("task") == "Build the kernels before the stop")
+
+
+def test_an_upgrade_builds_the_new_releases_kernels_before_the_stop(inventory: Path, tmp_path: Path) -> None:
+    try:
+        # The instance serves 0.5.23; its first start compiled 0.5.23's kernels (a cold cache).
+        _install_unit("0.5.23")
+        sh(f"systemctl start {KUNIT}")
+        assert _ready(60), sh(f"journalctl -u {KUNIT} -o cat | tail -20", check=False).stdout
+        assert [(s["version"], s["by"], s["found"]) for s in _starts()] == [("0.5.23", "server", "cold")]
+        pid = out(f"systemctl show -p MainPID --value {KUNIT}")
+
+        # The upgrade installs 0.5.24's unit (a new kernel cache key) and, while 0.5.23 still serves, builds its kernels
+        # with the instance's arguments, as the service, with the unit's environment.
+        new = _install_unit("0.5.24")
+        assert new["cache"]["key"].startswith("sglang-0.5.24_") and new["cache"]["dir"] != _kernel_cache("0.5.23")["dir"]
+        start = time.monotonic()
+        run = _precompile(inventory, tmp_path, new)
+        took = time.monotonic() - start
+        assert not run.failed, run.failures()
+        built = _built(run)
+        assert built["changed"] and built["built"] and built["compile"]["rc"] == 0, built
+        assert out(f"systemctl show -p MainPID --value {KUNIT}") == pid, "the running server was not touched"
+        assert _starts()[-1]["version"] == "0.5.24" and _starts()[-1]["by"] == "compile_deep_gemm"
+        assert _starts()[-1]["found"] == "cold" and _starts()[-1]["dir"] == f"{new['cache']['dir']}/deep_gemm"
+        marker = json.loads(out(f"cat {new['cache']['dir']}/.blackwell-precompiled.json"))
+        assert marker["key"] == new["cache"]["key"]
+        print(f"pre-compile of 0.5.24 before the stop: {built['seconds']} s in the module, {took:.1f} s the play")
+
+        again = _built(_precompile(inventory, tmp_path, new))
+        assert not again["changed"] and "are built" in again["skip_reason"], again
+
+        # The restart: the first start of 0.5.24 finds its kernels warm.
+        sh(f"systemctl restart {KUNIT}")
+        assert _ready(60)
+        first = _starts()[-1]
+        assert (first["version"], first["by"], first["found"]) == ("0.5.24", "server", "warm"), _starts()
+
+        # A stale lock (a killed compile) hangs the next cold start in the compile; the stuck-compile decision names
+        # the instance's directory of that key; cleared, the one retry compiles and serves.
+        from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_precompile import stuck_in_compile
+
+        sh(f"systemctl stop {KUNIT} && rm -rf {new['cache']['dir']} && install -d -o sglang -g sglang"
+           f" {new['cache']['dir']}/deep_gemm/locks && echo 4242 > {new['cache']['dir']}/deep_gemm/locks/standin.lock")
+        sh(f"systemctl start {KUNIT}")
+        assert not _ready(8)
+        invocation = out(f"systemctl show -p InvocationID --value {KUNIT}")
+        journal = sh(f"journalctl -o cat _SYSTEMD_INVOCATION_ID={invocation}", check=False).stdout.splitlines()
+        decision = stuck_in_compile(journal, ready=False, waited=8, budget=8, attempt=0, kernel_cache=new["cache"])
+        assert decision["stuck"] and decision["retry"] and decision["clear"] == [new["cache"]["dir"]], (decision, journal)
+        assert _starts()[-1]["found"] == "locked"
+        sh(f"systemctl stop {KUNIT} && rm -rf {decision['clear'][0]} && systemctl start {KUNIT}")
+        assert _ready(60)
+        assert (_starts()[-1]["version"], _starts()[-1]["found"]) == ("0.5.24", "cold")
+    finally:
+        sh(f"systemctl stop {KUNIT} {KUNIT}-precompile; rm -rf /etc/systemd/system/{KUNIT}.service /etc/{KUNIT}.env"
+           f" {KROOT} {KSTATE}; systemctl daemon-reload", check=False)
 
 def test_check_mode_reports_no_changes(inventory: Path, tmp_path: Path) -> None:
     run = play(inventory, tmp_path, check=True, **UPGRADE)
