@@ -22,7 +22,7 @@ from typing import Any
 
 import jinja2
 import yaml
-from ansible.plugins.filter.core import to_nice_yaml
+from ansible.plugins.filter.core import to_bool, to_nice_yaml
 from ansible_collections.blackwell.sglang.plugins.filter.sglang import FilterModule, instance_plans
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_files import SETTINGS, server_files
 
@@ -51,6 +51,7 @@ def jinja_env() -> jinja2.Environment:
         env.filters[name] = fn  # the server's templates (sglang_files) use the bare names
     env.filters["to_json"] = json.dumps
     env.filters["to_nice_yaml"] = to_nice_yaml
+    env.filters["bool"] = to_bool
     env.filters["combine"] = _combine
     env.filters["zip"] = lambda *lists: list(zip(*lists, strict=False))
     return env

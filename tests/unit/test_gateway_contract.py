@@ -255,18 +255,25 @@ def router_parser(gateway: str) -> argparse.ArgumentParser:
 
 MANAGED_VALUES = {"host": ["127.0.0.1"], "port": ["30000"], "prometheus_host": ["127.0.0.1"],
                   "prometheus_port": ["29000"], "policy": ["cache_aware"], "log_level": ["info"],
-                  "max_concurrent_requests": ["-1"], "queue_size": ["100"], "worker_urls": [["WORKERS"]]}
+                  "max_concurrent_requests": ["-1"], "queue_size": ["100"], "worker_urls": [["WORKERS"]],
+                  # health checks, retries, circuit breaker: the role's defaults, each from its variable (gw.TUNING)
+                  "health_check_endpoint": ["/health"], "health_check_interval_secs": ["60"],
+                  "health_check_timeout_secs": ["30"], "health_failure_threshold": ["3"], "health_success_threshold": ["2"],
+                  "retry_max_retries": ["5"], "retry_initial_backoff_ms": ["50"], "retry_max_backoff_ms": ["30000"],
+                  "cb_failure_threshold": ["10"], "cb_success_threshold": ["3"], "cb_timeout_duration_secs": ["60"],
+                  "cb_window_duration_secs": ["120"]}
 
 
 @pytest.mark.parametrize("gateway", ga.GATEWAYS)
 @given(args=st.lists(st.one_of(TEXT, st.sampled_from(["--host", "--ho", "--host=0.0.0.0", "--api-key=k", "--port",
-                                                       "--worker", "--prefill", "--mini-lb", "--retry-max-retries",
+                                                       "--worker", "--prefill", "--mini-lb", "--retry-jitter-factor",
                                                        "5", "-1", "--", "--jwt-jwks-uri", "--control-plane-api-keys",
                                                        "--log-dir", "--cors-allowed-origins", "-h", "--encode",
                                                        "--discovery-file", "--cache-match-threshold", "0.5"])),
                      max_size=5))
 @example(args=["--host", "0.0.0.0"])
-@example(args=["--retry-max-retries", "5", "--cors-allowed-origins", "https://a.example"])
+@example(args=["--retry-jitter-factor", "0.1", "--cors-allowed-origins", "https://a.example"])
+@example(args=["--retry-max-retries", "5"])
 def test_extra_args_never_override_a_managed_option(gateway: str, args: list[str]) -> None:
     overrides = {"sglang_router_gateway": gateway, "sglang_router_extra_args": args}
     found = problems(overrides)
@@ -274,7 +281,7 @@ def test_extra_args_never_override_a_managed_option(gateway: str, args: list[str
         return
     assert found == []
     words = argv(render(overrides)[0])
-    tail = words[words.index("--queue-size") + 2:words.index("--worker-urls")]
+    tail = words[words.index("--cb-window-duration-secs") + 2:words.index("--worker-urls")]
     assert tail == args
     try:
         parsed = router_parser(gateway).parse_known_args(words[3:])[0]
@@ -285,7 +292,7 @@ def test_extra_args_never_override_a_managed_option(gateway: str, args: list[str
     for action in SCHEMAS[gateway].actions:
         if action["dest"] in gw.MANAGED_DESTS and action["dest"] not in MANAGED_VALUES:
             assert getattr(parsed, action["dest"]) is None, f"{action['dest']} set by {args}"
-        if any(gw._names_secret(o) for o in action["option_strings"]):
+        if gw._carries_secret(action):
             assert getattr(parsed, action["dest"]) is None, f"a secret option {action['dest']} in {args}"
 
 
@@ -305,7 +312,7 @@ def test_every_spelling_of_a_managed_option_is_refused(gateway: str, option_: st
         short = option_
     word = {"plain": option_, "equals": f"{option_}=x", "abbreviated": short, "abbreviated-equals": f"{short}=x"}[spelling]
     value = [] if strings[option_]["nargs"] == 0 or "=" in word else ["1"]
-    found = gw.router_extra_args_problems(["--retry-max-retries", "3", word, *value], gateway, SCHEMAS[gateway].version)
+    found = gw.router_extra_args_problems(["--retry-jitter-factor", "0.3", word, *value], gateway, SCHEMAS[gateway].version)
     # Refused at its own word (a value after it may be refused too: its type or choices), nothing before it.
     assert found and found[0].startswith("sglang_router_extra_args[2]"), found
     assert any(why in found[0] for why in ("the role manages", "secret", "single-dash")), found
@@ -322,12 +329,30 @@ def test_options_that_carry_a_secret_are_refused_without_echo(word: str, gateway
     assert all(CANARY not in line and "Zq9x" not in line for line in found)
 
 
-@pytest.mark.parametrize("args", [["--retry-max-retries", "5"], ["--client-key-path", "/etc/sglang-router/client.key"],
+@pytest.mark.parametrize("args", [["--retry-jitter-factor", "0.1"], ["--client-key-path", "/etc/sglang-router/client.key"],
                                   ["--tokenizer-path", "/srv/tok"], ["--max-payload-size", "1024"], ["--prefill-policy", "random"],
                                   ["--queue-timeout-secs", "-1"], ["--cors-allowed-origins", "https://a.example", "https://b.example"]])
 @pytest.mark.parametrize("gateway", ga.GATEWAYS)
 def test_ordinary_extra_args_pass(args: list[str], gateway: str) -> None:
     assert gw.router_extra_args_problems(args, gateway) == []
+
+
+def test_a_key_path_is_no_secret() -> None:
+    """smg's --mesh-tls-key is the path of the mesh node's PEM key (the gateway reads the file): it passes as a path,
+    checked like the role's own TLS files; numbers and switches named like secrets carry none."""
+    key = ["--enable-mesh", "--mesh-tls-ca-cert", "/etc/ssl/mesh/ca.pem", "--mesh-tls-cert", "/etc/ssl/mesh/node.pem",
+           "--mesh-tls-key", "/etc/ssl/mesh/node.key"]
+    assert gw.router_extra_args_problems(key, "smg", "1.13.0") == []
+    assert gw.router_extra_args_problems(["--mesh-tls-key=/etc/ssl/mesh/node.key"], "smg", "1.13.0") == []
+    [relative] = gw.router_extra_args_problems(["--mesh-tls-key", "node.key"], "smg", "1.13.0")
+    assert relative.startswith("sglang_router_extra_args[0] '--mesh-tls-key': --mesh-tls-key is the path of a key file")
+    assert gw.router_extra_args_problems(["--least-load-mean-prefill-tokens", "1024"], "smg", "1.13.0") == []
+    assert gw.router_extra_args_problems(["--oracle-external-auth"], "smg", "1.13.0") == []
+    # still refused: a name that says secret and takes text, known or not
+    assert gw.router_extra_args_problems(["--oracle-password", "x"], "smg", "1.13.0")
+    assert gw.router_extra_args_problems(["--mesh-tls-token", "x"], "smg", "1.13.0")
+    schema = SCHEMAS["smg"]
+    assert all(schema.option_strings().get(o) is not None for o in gw.KEY_PATH_OPTIONS)
 
 
 @pytest.mark.parametrize("args", ["--host 0.0.0.0", {"--host": "0.0.0.0"}, [5], [None], [["--host"]]])
@@ -552,7 +577,7 @@ def test_systemd_analyze_verifies_the_rendered_unit(tmp_path: Path) -> None:
     python.write_text("#!/bin/sh\nexit 0\n")
     python.chmod(0o755)
     overrides = {"sglang_router_venvs_dir": str(venvs), **GOOD_TLS, **GOOD_CA,
-                 "sglang_router_extra_args": ["--retry-max-retries", "5", "--cors-allowed-origins", "https://a b.example"]}
+                 "sglang_router_extra_args": ["--retry-jitter-factor", "0.1", "--cors-allowed-origins", "https://a b.example"]}
     assert problems(overrides) == []
     unit, _ = render(overrides)
     path = tmp_path / "sglang-router.service"

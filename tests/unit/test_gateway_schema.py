@@ -165,12 +165,54 @@ def _problems(**values: Any) -> list[str]:
 
 @pytest.mark.parametrize(("gateway", "cites"), [("smg", "smg/"), ("sglang-router", "sglang_router/")])
 def test_validate_refuses_misspelled_ill_typed_and_managed_options_citing_the_parser(gateway: str, cites: str) -> None:
-    for args, says in ((["--retry-max-retrys", "5"], "is no option"), (["--retry-max-retries", "five"], "integer"),
+    for args, says in ((["--retry-max-retrys", "5"], "is no option"), (["--worker-startup-timeout-secs", "five"], "integer"),
                        (["--policy=random"], "the role manages --policy"), (["--ho", "0.0.0.0"], "the role manages --host"),
                        (["--cache-threshold", "x"], "a number")):
         found = _problems(sglang_router_gateway=gateway, sglang_router_extra_args=args)
         assert len(found) == 1 and found[0].startswith("sglang_router_extra_args["), (args, found)
         assert says in found[0] and cites in found[0] and f"gateway-{gateway}-" in found[0], (args, found)
+
+
+@pytest.mark.parametrize("gateway", ["smg", "sglang-router"])
+def test_health_retry_and_circuit_breaker_variables_map_onto_the_gateways_own_options(gateway: str) -> None:
+    """Each variable is one option of the pinned gateway's parser (both gateways have them all); values checked."""
+    schema = ga.load(*gw.release_of({**ROLE_DEFAULTS, "sglang_router_gateway": gateway}))
+    assert schema is not None
+    for var, dest in gw.TUNING.items():
+        action = schema.by_dest(dest)
+        assert action is not None, (gateway, dest)
+        assert gw.MANAGED_DESTS[dest] == f"set {var}"
+        assert (action["nargs"] == 0) is var.endswith("_enabled")
+        if action["nargs"] != 0:  # the role's default is a value the gateway takes
+            assert ga.convert(schema, action, str(ROLE_DEFAULTS[var])) is None, var
+    assert _problems(sglang_router_gateway=gateway) == []
+    [found] = _problems(sglang_router_gateway=gateway, sglang_router_extra_args=["--cb-failure-threshold", "3"])
+    assert "the role manages --cb-failure-threshold" in found and "sglang_router_circuit_breaker_failure_threshold" in found
+
+
+@pytest.mark.parametrize(("values", "variable", "says"), [
+    ({"sglang_router_health_check_timeout": 60}, "sglang_router_health_check_timeout", "shorter than the interval"),
+    ({"sglang_router_health_check_interval": "20", "sglang_router_health_check_timeout": "25"},
+     "sglang_router_health_check_timeout", "shorter than the interval"),
+    ({"sglang_router_retry_initial_backoff_ms": 40000}, "sglang_router_retry_initial_backoff_ms", "longest backoff"),
+    ({"sglang_router_health_check_interval": 0}, "sglang_router_health_check_interval", "out of range"),
+    ({"sglang_router_health_check_endpoint": "/health?x=1"}, "sglang_router_health_check_endpoint", "a URL path"),
+    ({"sglang_router_health_check_endpoint": "health"}, "sglang_router_health_check_endpoint", "a URL path"),
+    ({"sglang_router_circuit_breaker_enabled": "maybe"}, "sglang_router_circuit_breaker_enabled", "true or false"),
+    ({"sglang_router_retry_max_retries": 0}, "sglang_router_retry_max_retries", "out of range"),
+])
+def test_bad_health_retry_and_circuit_breaker_settings_are_refused(values: dict[str, Any], variable: str, says: str) -> None:
+    found = _problems(**values)
+    assert len(found) == 1 and found[0].startswith(variable) and says in found[0], found
+
+
+def test_a_gateway_release_without_one_of_the_options_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = ga.load("sglang-router", "0.3.2")
+    assert real is not None
+    data = {**real.data, "arguments": [a for a in real.data["arguments"] if a["dest"] != "cb_window_duration_secs"]}
+    monkeypatch.setattr(ga, "load", lambda gateway, version: ga.GatewaySchema(data, real.name))
+    [found] = _problems(sglang_router_gateway="sglang-router")
+    assert found.startswith("sglang_router_circuit_breaker_window") and "has no --cb-window-duration-secs" in found
 
 
 def test_policy_is_checked_against_the_pinned_gateway() -> None:
@@ -181,7 +223,7 @@ def test_policy_is_checked_against_the_pinned_gateway() -> None:
 
 def test_a_release_without_schema_cannot_take_extra_args() -> None:
     assert _problems(sglang_router_smg_version="9.9.9") == []
-    found = _problems(sglang_router_smg_version="9.9.9", sglang_router_extra_args=["--retry-max-retries", "5"])
+    found = _problems(sglang_router_smg_version="9.9.9", sglang_router_extra_args=["--retry-jitter-factor", "0.1"])
     assert len(found) == 1 and "tools/gateway_schema.py" in found[0]
 
 

@@ -706,6 +706,18 @@ def _choices(kind: Kind, *choices: Any) -> Kind:
 # --- the declaration ------------------------------------------------------------------------------------------
 
 _PLANNED_DICT = _with_type(PLANNED, "dict")
+# The gateway's health, retry and circuit-breaker settings: at least 1 (its parser's "at least 1").
+_ROUTER_SECONDS = Kind("seconds", "int", "a whole number of seconds, 1 or more", _int(1, 86400))
+_ROUTER_COUNT = Kind("count", "int", "a whole number, 1-65535", _int(1, 65535))
+
+
+def _url_path(value: Any, _: Context) -> str | None:
+    if not isinstance(value, str) or not re.fullmatch(r"/[A-Za-z0-9_.~-]+(/[A-Za-z0-9_.~-]+)*", value) or "/.." in value:
+        return "it must be a URL path: '/' and letters, digits, '_', '-', '.', '~' (no query, no '..')"
+    return None
+
+
+_URL_PATH = Kind("url path", "str", "a URL path on the same server, e.g. a health endpoint", _url_path)
 _PLANNED_LIST = _with_type(PLANNED, "list", "dict")
 
 CONTRACT: dict[str, Kind] = {
@@ -967,6 +979,21 @@ CONTRACT: dict[str, Kind] = {
     "sglang_router_tls_cert_file": _with_type(READ_PATH, "str"),
     "sglang_router_tls_key_file": _with_type(READ_PATH, "str"),
     "sglang_router_ca_file": _with_type(READ_PATH, "str"),
+    "sglang_router_health_check_enabled": BOOL,
+    "sglang_router_health_check_endpoint": _URL_PATH,
+    "sglang_router_health_check_interval": _ROUTER_SECONDS,
+    "sglang_router_health_check_timeout": _ROUTER_SECONDS,
+    "sglang_router_health_failure_threshold": _ROUTER_COUNT,
+    "sglang_router_health_success_threshold": _ROUTER_COUNT,
+    "sglang_router_retries_enabled": BOOL,
+    "sglang_router_retry_max_retries": _ROUTER_COUNT,
+    "sglang_router_retry_initial_backoff_ms": COUNT,
+    "sglang_router_retry_max_backoff_ms": COUNT,
+    "sglang_router_circuit_breaker_enabled": BOOL,
+    "sglang_router_circuit_breaker_failure_threshold": _ROUTER_COUNT,
+    "sglang_router_circuit_breaker_success_threshold": _ROUTER_COUNT,
+    "sglang_router_circuit_breaker_timeout": _ROUTER_SECONDS,
+    "sglang_router_circuit_breaker_window": _ROUTER_SECONDS,
     "sglang_router_extra_args": ARGV,
     "sglang_router_log_level": _choices(WORD, *ROUTER_LOG_LEVELS),
     "sglang_router_worker_group": GROUP,

@@ -58,6 +58,28 @@ GATEWAY_VARS = (
     "sglang_router_tls_cert_file", "sglang_router_tls_key_file", "sglang_router_gateway", "sglang_router_smg_version",
     "sglang_router_policy", "sglang_router_log_level",
 )
+# The gateway's health checks, retries and circuit breaker as the role's variables: each maps onto one option of the
+# pinned gateway's parser (the same in smg 1.13.0 and sglang-router 0.3.2), a switch (a bool variable) onto the option
+# that turns the feature off. Checked against that parser (its schema) like the extra arguments, and rendered by the
+# unit in this order.
+TUNING: dict[str, str] = {
+    "sglang_router_health_check_endpoint": "health_check_endpoint",
+    "sglang_router_health_check_interval": "health_check_interval_secs",
+    "sglang_router_health_check_timeout": "health_check_timeout_secs",
+    "sglang_router_health_failure_threshold": "health_failure_threshold",
+    "sglang_router_health_success_threshold": "health_success_threshold",
+    "sglang_router_health_check_enabled": "disable_health_check",
+    "sglang_router_retry_max_retries": "retry_max_retries",
+    "sglang_router_retry_initial_backoff_ms": "retry_initial_backoff_ms",
+    "sglang_router_retry_max_backoff_ms": "retry_max_backoff_ms",
+    "sglang_router_retries_enabled": "disable_retries",
+    "sglang_router_circuit_breaker_failure_threshold": "cb_failure_threshold",
+    "sglang_router_circuit_breaker_success_threshold": "cb_success_threshold",
+    "sglang_router_circuit_breaker_timeout": "cb_timeout_duration_secs",
+    "sglang_router_circuit_breaker_window": "cb_window_duration_secs",
+    "sglang_router_circuit_breaker_enabled": "disable_circuit_breaker",
+}
+GATEWAY_VARS = (*GATEWAY_VARS, *TUNING)
 POLICIES = ROUTER_POLICIES
 LOG_LEVELS = ROUTER_LOG_LEVELS
 SECRET_VARS = ("sglang_router_api_key", "sglang_router_control_plane_api_key")
@@ -108,6 +130,7 @@ MANAGED_DESTS: dict[str, str] = {
     "queue_size": "set sglang_router_queue_size",
     "rate_limit_tokens_per_second": "set sglang_router_rate_limit_tokens_per_second",
     "help": "help is not a launch option",
+    **{dest: f"set {var}" for var, dest in TUNING.items()},
 }
 
 
@@ -120,6 +143,13 @@ def managed_options(schema: gateway_args.GatewaySchema) -> dict[str, str]:
 # --client-key-path and --tokenizer-path are paths).
 _SECRET_WORDS = {"password", "passwd", "passphrase", "secret", "secrets", "credential", "credentials", "apikey"}
 _SECRET_LAST_WORDS = {"key", "keys", "token", "tokens", "pass", "pwd", "auth"}
+# Options named "...key" whose value is the path of a PEM key file, not a key: the gateway reads the file (smg 1.13.0
+# refuses to start with "the mesh TLS material cannot be read" when it cannot), so the path on the command line
+# discloses nothing; the file itself is kept 0640 to the gateway's group. (--tls-key-path, --client-key-path:
+# their last word, path, already says so.)
+KEY_PATH_OPTIONS = frozenset({"--mesh-tls-key"})
+# Types the gateways' parsers convert a value with to a number (sglang_gateway_args.TYPES): no secret is a number.
+_NUMBER_TYPES = frozenset({"int", "float", "_non_negative_int", "_parse_int_csv"})
 # userinfo in a URL: scheme://user:password@host
 _URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@]*@")
 
@@ -189,9 +219,22 @@ def _option_name(word: str) -> str:
 
 
 def _names_secret(name: str) -> bool:
+    """Whether option ``name`` says it carries a secret (a password, a key, a token), unless it names a key's file
+    (:data:`KEY_PATH_OPTIONS`)."""
+    if name in KEY_PATH_OPTIONS:
+        return False
     words = [w for w in re.split(r"[-_]+", name.lstrip("-").lower()) if w]
     return bool(words) and (bool(_SECRET_WORDS.intersection(words)) or words[-1] in _SECRET_LAST_WORDS
                             or "apikey" in "".join(words))
+
+
+def _carries_secret(action: Mapping[str, Any]) -> bool:
+    """Whether the gateway's option ``action`` (a schema record) carries a secret: one of its names says so
+    (:func:`_names_secret`) and it takes a value that is text. A switch (no value) or a number the parser converts
+    (``--least-load-mean-prefill-tokens 1024``, ``--oracle-external-auth``) carries none."""
+    if action.get("nargs") == 0 or action.get("type") in _NUMBER_TYPES:
+        return False
+    return any(_names_secret(o) for o in action["option_strings"])
 
 
 def release_of(cfg: Mapping[str, Any]) -> tuple[str, str]:
@@ -249,7 +292,8 @@ def router_extra_args_problems(args: Any, gateway: str = "smg", version: str | N
         if not name.startswith("--"):
             out[index] = f"{where} {name!r}: the gateway has no single-dash option to pass (only -h, help)"
             continue
-        if _names_secret(name):
+        exact = schema.option_strings().get(name) if schema is not None else None
+        if (_carries_secret(exact) if exact is not None else _names_secret(name)):
             out[index] = (f"{where} {name!r}: it carries a secret, which would be on the gateway's command line and "
                           "in its 0644 unit file; the role passes its keys through a 0640 file "
                           "(sglang_router_api_key, sglang_router_control_plane_api_key)")
@@ -269,7 +313,10 @@ def router_extra_args_problems(args: Any, gateway: str = "smg", version: str | N
             spelled = "" if name == parsed.word else f" (its parser reads {name!r} as {parsed.word})"
             out[parsed.index] = (f"sglang_router_extra_args[{parsed.index}] {name!r}: the role manages "
                                  f"{parsed.word}{spelled}, {schema.cite(parsed.action)}; {managed[parsed.word]}")
-        elif any(_names_secret(o) for o in parsed.action["option_strings"]) and parsed.index not in out:
+        elif parsed.word in KEY_PATH_OPTIONS and parsed.values and parsed.index not in out and file_problem(parsed.values[0]):
+            out[parsed.index] = (f"sglang_router_extra_args[{parsed.index}] {name!r}: {parsed.word} is the path of a key "
+                                 f"file the gateway reads ({schema.cite(parsed.action)}): {file_problem(parsed.values[0])}")
+        elif _carries_secret(parsed.action) and parsed.index not in out:
             out[parsed.index] = (f"sglang_router_extra_args[{parsed.index}] {name!r}: {parsed.word} carries a secret "
                                  f"({schema.cite(parsed.action)}), which would be on the command line and in the 0644 "
                                  "unit file")
@@ -296,6 +343,52 @@ def choice_problems(cfg: Mapping[str, Any]) -> list[Problem]:
         if why:
             out.append(Problem("gateway.choice", var, _shown(value), f"{var} {value!r}: {why}",
                                f"one of the choices of {gateway} {version}'s {action['option_strings'][0]}"))
+    return out
+
+
+def _as_int(value: Any) -> int | None:
+    """``value`` as a whole number (an int, or its text as an inventory may give it), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]{1,18}\s*", value):
+        return int(value)
+    return None
+
+
+def tuning_problems(cfg: Mapping[str, Any]) -> list[Problem]:
+    """The health, retry and circuit-breaker variables (:data:`TUNING`) against the pinned gateway's own parser: its
+    option must be there (a release without it is refused, naming the option) and take the value; and what they must
+    be together (a probe's timeout below the interval between probes, the first retry's backoff at most the longest)."""
+    gateway, version = release_of(cfg)
+    schema = gateway_args.load(gateway, version)
+    out: list[Problem] = []
+    if schema is None:
+        return out
+    for var, dest in TUNING.items():
+        action = schema.by_dest(dest)
+        if action is None:
+            out.append(Problem("gateway.tuning", var, _shown(cfg.get(var)),
+                               f"{var}: {gateway} {version}'s parser has no --{dest.replace('_', '-')} "
+                               f"(schemas/{schema.name}), so the role cannot set it",
+                               f"leave {var} at its default, or install a gateway release that has the option"))
+            continue
+        value = cfg.get(var)
+        if action.get("nargs") == 0 or isinstance(value, bool):
+            continue  # a switch: the contract checked the boolean
+        why = gateway_args.convert(schema, action, str(value))
+        if why:
+            out.append(Problem("gateway.tuning", var, _shown(value), f"{var} {_shown(value)!r}: {why}",
+                               f"a value {action['option_strings'][0]} takes"))
+    pairs = (("sglang_router_health_check_timeout", "sglang_router_health_check_interval",
+              "a probe's timeout must be shorter than the interval between probes (they would overlap)"),
+             ("sglang_router_retry_initial_backoff_ms", "sglang_router_retry_max_backoff_ms",
+              "the first retry's backoff cannot exceed the longest backoff"))
+    for low, high, why in pairs:
+        a, b = _as_int(cfg.get(low)), _as_int(cfg.get(high))
+        if a is not None and b is not None and (a >= b if low.endswith("timeout") else a > b):
+            out.append(Problem("gateway.tuning", low, a, f"{low} {a} and {high} {b}: {why}", f"lower {low} or raise {high}"))
     return out
 
 
@@ -497,6 +590,8 @@ def gateway_problems(values: Mapping[str, Any], workers: Mapping[str, Mapping[st
     if not flagged.intersection(("sglang_router_gateway", "sglang_router_version", "sglang_router_smg_version",
                                  "sglang_router_policy", "sglang_router_log_level")):
         out += choice_problems(cfg)
+    if not flagged.intersection(("sglang_router_gateway", "sglang_router_version", "sglang_router_smg_version", *TUNING)):
+        out += tuning_problems(cfg)
     if not flagged.intersection(("sglang_router_extra_args", "sglang_router_gateway", "sglang_router_version",
                                  "sglang_router_smg_version")):
         gateway, version = release_of(cfg)
