@@ -164,8 +164,8 @@ def service_directives(unit_path: str) -> list[tuple[str, str]]:
             if line.startswith("["):
                 section = line
                 continue
-            name, _, value = line.partition("=")
-            if section == "[Service]" and name.strip() in PASSED:
+            name, sep, value = line.partition("=")
+            if sep and section == "[Service]" and name.strip() in PASSED:
                 out.append((name.strip(), value.strip()))
     return out
 
@@ -205,7 +205,7 @@ def _nnodes(args: list[str]) -> int:
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "key": {"type": "str", "required": True},
+            "key": {"type": "str", "required": True, "no_log": False},
             "cache_dir": {"type": "path", "required": True},
             "args": {"type": "list", "elements": "str", "required": True},
             "python": {"type": "path", "required": True},
