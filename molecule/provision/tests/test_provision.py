@@ -3,7 +3,8 @@
 After molecule's converge and idempotence (driver 575.57.08, CUDA 12.9.1, SGLang 0.5.23, model
 revision 1), the tests check the host, then drive converge.yml through ansible-runner: a version change
 while a process holds a GPU (reboot pending, host failed), the same change with the GPU free (live
-reload), check mode, a missing GPU, Secure Boot, a full disk, and last an offline site: playbooks/bundle.yml builds
+reload), the kernel caches across that SGLang upgrade (built before the stop, found warm, a stuck compile),
+check mode, a missing GPU, Secure Boot, a full disk, and last an offline site: playbooks/bundle.yml builds
 the bundle of the older versions, the fixtures are taken away, and the host goes back to those versions from the
 bundle alone. They run in file order; each but the last leaves the host provisioned at the newer versions.
 """
