@@ -24,6 +24,11 @@ the first request:
   ``arg_groups`` (the rest of those files binds kernels at graph capture).
 * ``sglang/srt/model_loader/loader.py``, function ``_get_quantization_config`` only: the compute-capability
   check of the quantization method when model loading starts (before any weight is read).
+* ``sglang/srt/speculative/ragged_verify.py``, function ``read_ragged_verify_mode`` only (every in-tree
+  speculative algorithm's ``handle_server_args`` reads ``SGLANG_RAGGED_VERIFY_MODE`` through it, spec_info.py:253),
+  and ``sglang/srt/mem_cache/unified_cache/linker_config.py``, class ``UnifiedCacheLinkerConfig`` only (its
+  ``from_dict``, which ``hicache_hook.handle_hicache`` runs for the dynamic linker backend): raise sites of the
+  argument handling outside ``arg_groups``, found where the differential fuzzer saw SGLang refuse (issue 36).
 
 Not catalogued (each would bring hundreds of checks about the weights, kernels or transports rather than
 the launch's arguments): the rest of model loading (weight loaders of each model class, kernels built at
@@ -78,6 +83,8 @@ SCOPE: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("sglang/srt/kernel_plugins/nvidia/binding.py", frozenset({"handle_nvidia_megakernel", "_refuse"})),
     ("sglang/srt/kernel_plugins/amd/binding.py", frozenset({"handle_amd_monokernel"})),
     ("sglang/srt/model_loader/loader.py", frozenset({"_get_quantization_config"})),
+    ("sglang/srt/speculative/ragged_verify.py", frozenset({"read_ragged_verify_mode"})),
+    ("sglang/srt/mem_cache/unified_cache/linker_config.py", frozenset({"UnifiedCacheLinkerConfig"})),
 )
 
 

@@ -90,6 +90,14 @@ STRICTER = {
     "hardware.fit": "the model does not fit the GPUs' memory: fails at load time, after minutes",
     "host.": "facts of the host (GPU count, IOMMU and NCCL): fail at run time",
     "parallel.gpus": "more GPUs than the host has: fails when the scheduler starts",
+    "parallel.dist_init_addr": "nnodes > 1 without dist_init_addr: SGLang's argument handling lets it through, then each "
+                               "node's ranks rendezvous at that node's own address (sglang/srt/distributed/bootstrap.py:"
+                               "238-247), so the nodes never form one process group and the launch hangs until the "
+                               "distributed timeout",
+    "input.argv": "a value the rendered launch command cannot carry as one argv word, or a port outside 1-65535: SGLang "
+                  "range-checks only --grpc-port (serving_hook.py:382); any other port fails when it is bound at start-up, "
+                  "and the host plan (sglang_hostplan.instance_ports) reserves --port even where SGLang leaves it "
+                  "unbound (smg_grpc_mode with a --grpc-port)",
     "numeric.mem_fraction_static": "a share of GPU memory outside (0, 1): SGLang's argument handling lets it through, "
                                    "the memory pool then has nothing (or more than the GPU) to allocate",
     "numeric.page_size": "a page size below 1: SGLang divides by it at run time",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
     _AH,
+    MAMBA_EXTRA_BUFFER,
     RAGGED_ENV,
     _attention_backends,
     _cc,
@@ -28,6 +29,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     KV4_DTYPES,
     default_attention_backend,
     linear_decode_backend,
+    resolved_mamba_strategy,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -221,6 +223,8 @@ def _kv4_attention(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/attention_hook.py:435",
     "sglang/srt/arg_groups/attention_hook.py:484",
     "sglang/srt/arg_groups/attention_hook.py:500",
+    "sglang/srt/arg_groups/attention_hook.py:418",
+    "sglang/srt/arg_groups/attention_hook.py:429",
 ))
 def _linear_attn(ctx: Context, report: Report) -> None:
     """handle_linear_attn_backend's FlashKDA and ReplaySSM checks (attention_hook.py:317-505), which SGLang runs on
@@ -237,6 +241,16 @@ def _linear_attn(ctx: Context, report: Report) -> None:
             report.refuse("linear_attn_decode_backend", f"enable_linear_replayssm needs the triton (or, for KDA, helion) "
                           f"linear-attention decode backend, not {decode}.", f"set {ctx.var('linear_attn_decode_backend')}: "
                           "triton, or remove enable_linear_replayssm", 411)
+        elif resolved_mamba_strategy(ctx) in MAMBA_EXTRA_BUFFER:
+            # The resolved strategy (mamba_extra_buffer_of(resolved_view)): auto resolves to extra_buffer on the hybrid
+            # models with the overlap scheduler on; the seed-0 fuzzer's MISSED on Qwen3-Next (issue 36).
+            report.refuse("mamba_radix_cache_strategy", f"enable_linear_replayssm needs mamba_radix_cache_strategy no_buffer; "
+                          f"{ctx.model.architecture} resolves it to {resolved_mamba_strategy(ctx)} here.",
+                          f"set {ctx.var('mamba_radix_cache_strategy')}: no_buffer (with disable_overlap_schedule: true "
+                          "if it is auto), or remove enable_linear_replayssm", 418)
+        elif _choice(ctx, "disaggregation_mode", "null") != "null":
+            report.refuse("disaggregation_mode", "enable_linear_replayssm is not supported with PD disaggregation yet.",
+                          f"remove {ctx.var('enable_linear_replayssm')}", 429)
         elif length is not None and length < 1:
             report.refuse("linear_replayssm_cache_len", f"linear_replayssm_cache_len={length} must be at least 1.",
                           f"set {ctx.var('linear_replayssm_cache_len')} >= 1, or remove it (default 16)", 435)

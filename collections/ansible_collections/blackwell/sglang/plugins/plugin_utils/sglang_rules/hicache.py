@@ -24,10 +24,35 @@ def _hicache_host_memory(ctx: Context, report: Report) -> None:
                       f"set {ctx.var('hicache_host_memory_fraction')} in (0, 1], or remove it (0.8)", 117)
 
 
+LINKER_FIELDS = ("linker", "linker_module_path", "linker_extra_config")  # UnifiedCacheLinkerConfig (linker_config.py:13-17)
+
+
+def _linker_config_problem(config: object, given: bool) -> tuple[str, int] | None:
+    """UnifiedCacheLinkerConfig.from_dict (sglang/srt/mem_cache/unified_cache/linker_config.py:20-34, new in 0.5.23),
+    which handle_hicache runs for the dynamic linker backend (hicache_hook.py:31-38): (why, line) or None. A config
+    that is given but not JSON is left to the type check (None here)."""
+    if not isinstance(config, dict):
+        return None if given else ("unified_cache_external_linker_config is unset and must be a JSON object", 23)
+    unknown = sorted(set(config) - set(LINKER_FIELDS))
+    if unknown:
+        return f"unified_cache_external_linker_config has unknown fields {unknown}", 26
+    for name in LINKER_FIELDS[:2]:
+        entry = config.get(name)
+        if not isinstance(entry, str) or not entry.strip():
+            return f"unified_cache_external_linker_config's {name} must be a non-empty string", 30
+    if not isinstance(config.get("linker_extra_config", {}), dict):
+        return "unified_cache_external_linker_config's linker_extra_config must be a JSON object", 34
+    return None
+
+
 @rule("server.hicache", shared=True, file=_HCH, sources=(
     "sglang/srt/arg_groups/hicache_hook.py:28",
     "sglang/srt/arg_groups/hicache_hook.py:43",
     "sglang/srt/arg_groups/hicache_hook.py:273",
+    "sglang/srt/mem_cache/unified_cache/linker_config.py:23",
+    "sglang/srt/mem_cache/unified_cache/linker_config.py:26",
+    "sglang/srt/mem_cache/unified_cache/linker_config.py:30",
+    "sglang/srt/mem_cache/unified_cache/linker_config.py:34",
 ))
 def _hicache(ctx: Context, report: Report) -> None:
     """handle_hicache and its helpers (hicache_hook.py), on the flags."""
@@ -38,6 +63,15 @@ def _hicache(ctx: Context, report: Report) -> None:
                       f"write {ctx.var('unified_cache_external_linker_config')} as a mapping", 28)
         return
     linker = ctx.is_set("enable_unified_cache_external_linker")
+    if added_in(ctx, "0.5.23") and _choice(ctx, "unified_cache_external_linker_backend", "mooncake") == "dynamic" and \
+            (linker or _given(ctx, "unified_cache_external_linker_config")):
+        problem = _linker_config_problem(config, _given(ctx, "unified_cache_external_linker_config"))
+        if problem is not None:
+            ctx.error("server.hicache", "unified_cache_external_linker_config", f"unified_cache_external_linker_backend "
+                      f"dynamic: {problem[0]}; SGLang refuses the launch.", f"set {ctx.var('unified_cache_external_linker_config')} "
+                      'to {"linker": "<name>", "linker_module_path": "<module>"} (linker_extra_config optional)',
+                      f"sglang/srt/mem_cache/unified_cache/linker_config.py:{problem[1]}")
+            return
     if added_in(ctx, "0.5.21") and ctx.is_set("enable_linker_mla_dedup") and not (
             linker and _choice(ctx, "unified_cache_external_linker_backend", "mooncake") == "mooncake"):
         report.refuse("enable_linker_mla_dedup", "enable_linker_mla_dedup needs the Mooncake external linker "

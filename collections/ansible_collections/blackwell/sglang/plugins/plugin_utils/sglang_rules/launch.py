@@ -14,6 +14,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _SH,
     _VH,
     _below,
+    _cc,
     _choice,
     _given,
     _int,
@@ -132,9 +133,14 @@ def _combinations(ctx: Context, report: Report) -> None:
                       "two tokenizer batching approaches; choose one.",
                       f"remove {ctx.var('enable_tokenizer_batch_encode')} or {ctx.var('enable_dynamic_batch_tokenizer')}",
                       f"{_SH}:757")
-    if ctx.is_set("enable_mamba_cache_stochastic_rounding") and ctx.args.get("mamba_ssm_dtype") not in (None, "float16"):
-        report.refuse("mamba_ssm_dtype", f"enable_mamba_cache_stochastic_rounding needs mamba_ssm_dtype float16, not "
-                      f"{ctx.args.get('mamba_ssm_dtype')!r}.", f"set {ctx.var('mamba_ssm_dtype')}: float16, or remove "
+    # Unset counts: SGLang compares the argument itself, which nothing fills in from the model's config before this
+    # check (only enable_linear_replayssm_spec sets it, to float32: attention_hook.py:506-516), so None is refused too
+    # (the seed-0 fuzzer's MISSED, issue 36).
+    if ctx.is_set("enable_mamba_cache_stochastic_rounding") and ctx.args.get("mamba_ssm_dtype") != "float16":
+        report.refuse("mamba_ssm_dtype", "enable_mamba_cache_stochastic_rounding needs mamba_ssm_dtype float16, "
+                      + ("and it is unset (SGLang does not take it from the model's config here)."
+                         if ctx.args.get("mamba_ssm_dtype") is None else f"not {ctx.args.get('mamba_ssm_dtype')!r}."),
+                      f"set {ctx.var('mamba_ssm_dtype')}: float16, or remove "
                       f"{ctx.var('enable_mamba_cache_stochastic_rounding')}", "sglang/srt/arg_groups/mamba_hook.py:32")
     ple = ctx.args.get("ple_offload_embedding")
     if ple is True and ((_num(ctx, "cpu_offload_gb") or 0) > 0 or (_num(ctx, "offload_group_size") or 0) > 0):
@@ -303,6 +309,67 @@ def _features(ctx: Context, report: Report) -> None:
             "attention_backend", f"enable_deterministic_inference supports the attention "
             f"backends {', '.join(DETERMINISTIC_ATTENTION)}, not {backend}.",
             f"set {ctx.var('attention_backend')}: triton or flashinfer (or leave it unset)", f"{lm}:1119")
+
+
+# get_platform().is_sm100 / is_sm120 match the compute capability's major (sglang/srt/utils/common.py:289-335).
+FP4_INDEXER_MAJORS = (10, 12)
+# ModelConfig._validate_quantize_and_serve_config's list (sglang/srt/configs/model_config.py:1974-1980).
+MODELOPT_QUANTIZATION = ("modelopt", "modelopt_fp8", "modelopt_fp4", "nvfp4_online", "modelopt_mixed")
+
+
+@rule("server.features", shared=True, ids=("server.combination",), sources=(
+    "sglang/srt/arg_groups/serving_hook.py:467",
+    "sglang/srt/arg_groups/validation_hook.py:319",
+    "sglang/srt/configs/model_config.py:1986",
+    "sglang/srt/configs/model_config.py:1992",
+    "sglang/srt/arg_groups/pd_disaggregation_hook.py:239",
+))
+def _platform_gates(ctx: Context, report: Report) -> None:
+    """Switches SGLang refuses on this platform or in this deployment whatever else is set: the DeepSeek-V4 FP4
+    indexer off SM100 / SM120 (serving_hook.py:464-470), the MindSpore model implementation off Ascend NPUs
+    (validation_hook.py:318-321), quantize_and_serve (model_config.py:1968-1997: refused without a ModelOpt
+    quantization, and disabled outright with one) and the prefill_complete decode allocation policy outside a PD
+    disaggregated Mooncake deployment (pd_disaggregation_hook.py:199-242, new in 0.5.22). The seed-0 fuzzer's
+    MISSED (issue 36)."""
+    cc = ctx.compute_capability
+    if ctx.is_set("enable_deepseek_v4_fp4_indexer") and cc is not None and cc[0] not in FP4_INDEXER_MAJORS:
+        report.of("server.combination").refuse(
+            "enable_deepseek_v4_fp4_indexer", f"enable_deepseek_v4_fp4_indexer needs an SM100 or SM120 GPU (FP4 indexer "
+            f"kernels); compute capability {_cc(ctx)} has none.", f"remove {ctx.var('enable_deepseek_v4_fp4_indexer')}",
+            f"{_SH}:467")
+    if _choice(ctx, "model_impl", "auto") == "mindspore":
+        report.of("server.combination").refuse(
+            "model_impl", "model_impl mindspore runs on Ascend NPUs only.",
+            f"remove {ctx.var('model_impl')} (auto), or set it to sglang or transformers", f"{_VH}:319")
+    if ctx.is_set("quantize_and_serve"):
+        quant = _choice(ctx, "quantization", "")
+        report.of("server.combination").refuse(
+            "quantize_and_serve", "quantize_and_serve " + (
+                f"needs a ModelOpt quantization ({', '.join(MODELOPT_QUANTIZATION)}), not {quant or 'none'}; and with one "
+                if quant not in MODELOPT_QUANTIZATION else f"(quantization {quant}): ")
+            + "SGLang has it disabled (quantize and export first, then serve the exported checkpoint).",
+            f"remove {ctx.var('quantize_and_serve')}",
+            "sglang/srt/configs/model_config.py:" + ("1986" if quant not in MODELOPT_QUANTIZATION else "1992"))
+    if added_in(ctx, "0.5.22") and _choice(ctx, "disaggregation_decode_allocation_policy", "early") == "prefill_complete":
+        share = _num(ctx, "disaggregation_decode_host_receive_threshold")
+        unsupported = [why for bad, why in (
+            (_choice(ctx, "disaggregation_mode", "null") not in ("prefill", "decode"), "aggregated serving"),
+            (_choice(ctx, "disaggregation_transfer_backend", "mooncake") not in ("mooncake", "mooncake_tcp"),
+             "transfer backends other than Mooncake"),
+            (_int(ctx, "pp_size", 1) != 1 or _int(ctx, "dcp_size", 1) != 1, "pipeline or decode context parallelism"),
+            (ctx.is_set("enable_pdmux") or _choice(ctx, "decoupled_spec_role", "null") != "null",
+             "PD multiplexing or decoupled speculation"),
+            (ctx.is_set("enable_pd_role_switch"), "runtime PD role switching"),
+            (ctx.is_set("encoder_only") or ctx.is_set("language_only"), "encoder disaggregation"),
+            (share is not None and share < 1, "decode host KV buffering (disaggregation_decode_host_receive_threshold < 1)"),
+            (env_true(ctx.env, "SGLANG_DISAGG_STAGING_BUFFER"), "staging buffers (SGLANG_DISAGG_STAGING_BUFFER)"),
+            (env_true(ctx.env, "SGLANG_RUST_SERVER"), "the Rust bootstrap registry (SGLANG_RUST_SERVER)"),
+        ) if bad]
+        if unsupported:
+            report.of("server.combination").refuse(
+                "disaggregation_decode_allocation_policy", "disaggregation_decode_allocation_policy prefill_complete does "
+                f"not support {', '.join(unsupported)}.", f"remove {ctx.var('disaggregation_decode_allocation_policy')} "
+                "(early)", "sglang/srt/arg_groups/pd_disaggregation_hook.py:239 (0.5.22 :246)")
 
 
 @rule("server.minimum", since="0.5.21", shared=True, sources=(

@@ -366,6 +366,46 @@ def _megamoe_gpu(ctx: Context, report: Report) -> None:
               f"remove {ctx.var(via)}, or use moe_a2a_backend deepep (or none)", "sglang/srt/layers/moe/mega_moe.py:353-400")
 
 
+# _a2a_ep_size (sglang/srt/arg_groups/overrides.py:1578-1590, :1609-1620): these all-to-all backends span the TP group,
+# so SGLang sets ep_size to tp_size.
+A2A_EP_SPANNING = ("megamoe", "deepep", "deepep_v2", "mooncake", "nixl", "ascend_fuseep", "flashinfer",
+                   "flashinfer_megamoe", "mori", "pplx")
+
+
+def resolved_ep_size(ctx: Context) -> int | None:
+    """The ep_size SGLang resolves to (resolved_view(server_args).ep_size), or None where a model's override may set it
+    from what only its checkpoint tells (DeepSeek's CP overrides, deepseek_v2.py:118, :202; DeepSeek-V4's hook;
+    MiniMax-M3's megamoe, minimax_m3.py:112) or the model is not in the table: DWDP sets it to dwdp_size
+    (parallel_hook.py:486-489), an EP-spanning all-to-all backend to tp_size (overrides.py:1609-1620; waterfill forces
+    deepep first, :1596-1606), else it is the host's."""
+    arch = str(ctx.model.architecture or "")
+    if not ctx.model.known or _a2a_may_change(ctx) or "DeepseekV4" in arch or "MiniMaxM3" in arch:
+        return None
+    tp, dwdp = _int(ctx, "tp_size", 1), _int(ctx, "dwdp_size", 1)
+    if dwdp > 1:
+        return dwdp
+    a2a = moe_backends(ctx)[0]
+    if ctx.is_set("enable_waterfill") and a2a not in ("deepep", "megamoe"):
+        a2a = "deepep"
+    return tp if a2a in A2A_EP_SPANNING else _int(ctx, "ep_size", 1)
+
+
+@rule("server.moe", shared=True, sources=(
+    "sglang/srt/arg_groups/parallel_hook.py:791",
+))
+def _eplb(ctx: Context, report: Report) -> None:
+    """EPLB (enable_eplb) outside an elastic-EP scale-up needs expert parallelism: handle_eplb_and_dispatch asserts the
+    resolved ep_size > 1 (parallel_hook.py:790-791; :729-730 in 0.5.22, :657-658 in 0.5.21, :583-584 in 0.5.20)."""
+    if not ctx.is_set("enable_eplb") or _choice(ctx, "ep_join_mode", "") == "scale":
+        return
+    ep = resolved_ep_size(ctx)
+    if ep is not None and ep <= 1:
+        report.refuse("enable_eplb", f"enable_eplb balances experts across expert-parallel ranks, and ep_size resolves to {ep} "
+                      "here (no EP-spanning all-to-all backend sets it to tp_size).",
+                      f"set {ctx.var('ep_size')} > 1 (or an all-to-all backend such as deepep with tp_size > 1), or remove "
+                      f"{ctx.var('enable_eplb')}", "sglang/srt/arg_groups/parallel_hook.py:791")
+
+
 @rule("server.moe", shared=True, sources=(
     "sglang/srt/arg_groups/overrides.py:1471",
     "sglang/srt/arg_groups/moe_hook.py:635",

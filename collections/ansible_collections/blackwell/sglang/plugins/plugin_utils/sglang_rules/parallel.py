@@ -215,6 +215,41 @@ def _parallel_launch(ctx: Context, report: Report) -> None:
                 break
 
 
+@rule("server.parallel", shared=True, file=_PH, sources=(
+    "sglang/srt/arg_groups/parallel_hook.py:547",
+    "sglang/srt/arg_groups/parallel_hook.py:551",
+    "sglang/srt/arg_groups/parallel_hook.py:555",
+    "sglang/srt/arg_groups/parallel_hook.py:561",
+    "sglang/srt/arg_groups/parallel_hook.py:565",
+    "sglang/srt/arg_groups/parallel_hook.py:567",
+    "sglang/srt/arg_groups/parallel_hook.py:570",
+))
+def _elastic_ep_args(ctx: Context, report: Report) -> None:
+    """handle_elastic_ep's argument checks that hold with or without an elastic-EP backend (parallel_hook.py:546-570;
+    :399-422 in 0.5.20, :452-475 in 0.5.21, :524-547 in 0.5.22): the join mode and max_ep_size need a backend (any value
+    of elastic_ep_backend counts, even none, which SGLang compares with None), a scale joiner is node rank 1 at a positive
+    rank offset, and a rank offset is for scale joiners. The project does not deploy elastic EP; these refuse the
+    arguments set without it (the seed-0 fuzzer's MISSED with max_ep_size alone, issue 36)."""
+    backend, mode = _given(ctx, "elastic_ep_backend"), _choice(ctx, "ep_join_mode", "")
+    offset, most = _int(ctx, "ep_join_rank_offset", 0), _num(ctx, "max_ep_size")
+    for bad, dest, why, line in (
+        (bool(mode) and not backend, "ep_join_mode", "elastic_ep_join_mode needs elastic_ep_backend", 547),
+        (mode == "scale" and _int(ctx, "node_rank", 0) != 1, "node_rank", "an elastic-EP scale joiner runs as node_rank 1",
+         551),
+        (mode == "scale" and offset <= 0, "ep_join_rank_offset", "an elastic-EP scale joiner needs elastic_ep_join_rank_"
+         "offset > 0 (the current EP size)", 555),
+        (offset != 0 and mode != "scale", "ep_join_rank_offset", "elastic_ep_join_rank_offset is for elastic_ep_join_mode "
+         "scale only", 561),
+        (offset < 0, "ep_join_rank_offset", "elastic_ep_join_rank_offset must be >= 0", 565),
+        (most is not None and not backend, "max_ep_size", "max_ep_size needs elastic_ep_backend", 567),
+        (most is not None and most <= 0, "max_ep_size", "max_ep_size must be positive", 570),
+    ):
+        if bad:
+            report.refuse(dest, why + ".", f"remove {ctx.var(dest)} (the project does not deploy elastic expert parallelism)",
+                          line)
+            return
+
+
 @rule("server.layernorm_sp", sources=(
     "sglang/srt/arg_groups/layernorm_sp_hook.py",
 ))
@@ -305,12 +340,20 @@ def _moe_dp_sizes_known(ctx: Context) -> bool:
 def _parallel_moe_dp(ctx: Context, report: Report) -> None:
     """handle_context_parallelism's MoE-DP sizes (parallel_hook.py:170-192), on the explicit sizes of known models
     other than DeepSeek-V4 (which derives attn_cp_size itself)."""
+    moe_dp, dwdp = _int(ctx, "moe_dp_size", 1), _int(ctx, "dwdp_size", 1)
+    given_cp = _int(ctx, "attn_cp_size", 1)
+    # moe_dp_size below 1 never equals the attn_cp_size SGLang checks (1 or more wherever SGLang derives it; the host's
+    # otherwise), whatever the model: the seed-0 fuzzer's MISSED with moe_dp_size -1 (issue 36).
+    if moe_dp < 1 and dwdp <= 1 and (moe_dp != given_cp or cp_derived(ctx)
+                                     or "DeepseekV4" in str(ctx.model.architecture or "")):
+        report.refuse("moe_dp_size", f"moe_dp_size={moe_dp} differs from attn_cp_size, which only moe_dp_size 1 allows.",
+                      f"set {ctx.var('moe_dp_size')}: 1, or remove it", 190)
+        return
     sizes = cp_sizes(ctx)
     if not (ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") and sizes is not None) or \
             (_a2a_may_change(ctx) and not cp_derived(ctx)):  # MLA prefill CP sets the all-to-all backend itself
         return
     tp, cp, ep = _int(ctx, "tp_size", 1), sizes[0], sizes[2]
-    moe_dp, dwdp = _int(ctx, "moe_dp_size", 1), _int(ctx, "dwdp_size", 1)
     if moe_dp > 1 and dwdp <= 1 and tp >= 1 and tp % moe_dp == 0:  # DWDP resets moe_dp_size to 1 (parallel_hook.py:493)
         if ep * moe_dp > tp:
             report.refuse("ep_size", f"ep_size x moe_dp_size = {ep} x {moe_dp} exceeds tp_size={tp}.",

@@ -399,6 +399,25 @@ def resolved_page_size(ctx: Context) -> int | None:
     return page if page is not None else 1
 
 
+def resolved_mamba_strategy(ctx: Context) -> str | None:
+    """mamba_radix_cache_strategy as SGLang resolves it (overrides.py:438-488), the way kv_cache._mamba_extra_buffer
+    reads it: ``auto`` becomes extra_buffer on a hybrid linear-attention model of the table when the overlap scheduler
+    is on or pages are larger than 1 (the Qwen3.5 SM100 override's page first) with linear_attn_backend triton, else
+    no_buffer. None where the model is not in the table or the radix cache is off (mamba_extra_buffer_of is then
+    false, model_override_base.py:260-265); a non-hybrid model keeps what the host wrote."""
+    if ctx.model.family == "unknown" or ctx.is_set("disable_radix_cache"):
+        return None
+    strategy = str(ctx.get("mamba_radix_cache_strategy", "auto"))
+    if strategy != "auto" or not ctx.model.hybrid_linear_attention:
+        return strategy
+    page, override = _num(ctx, "page_size"), qwen35_sm100_backend(ctx)
+    if override is not None:
+        page = QWEN35_OVERRIDE_PAGE[override]
+    paging = page is not None and page > 1
+    backend = str(ctx.get("linear_attn_backend", "triton"))
+    return "extra_buffer" if (not ctx.is_set("disable_overlap_schedule") or paging) and backend == "triton" else "no_buffer"
+
+
 def linear_decode_backend(ctx: Context) -> str | None:
     """The linear-attention decode backend handle_linear_attn_backend settles on (attention_hook.py:289-330).
 

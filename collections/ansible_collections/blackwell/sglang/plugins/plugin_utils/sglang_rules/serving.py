@@ -144,9 +144,18 @@ def _http_reuseport(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/serving_hook.py:98",
     "sglang/srt/arg_groups/serving_hook.py:102",
     "sglang/srt/arg_groups/serving_hook.py:116",
+    "sglang/srt/arg_groups/serving_hook.py:110",
 ))
 def _http(ctx: Context, report: Report) -> None:
-    """handle_ssl_validation's HTTP server checks (sglang/srt/arg_groups/serving_hook.py:88-120)."""
+    """handle_ssl_validation's HTTP server checks (sglang/srt/arg_groups/serving_hook.py:88-120).
+
+    enable_http2 needs the granian package (SGLang's http2 extra), which SGLang imports at start-up and refuses the
+    launch without (serving_hook.py:106-113). The validator cannot see the host's packages, but it knows what the
+    project installs: roles/sglang installs sglang==<version> without extras, or the release's lock
+    (roles/sglang/files/locks/), and neither brings granian, so every host it deploys refuses --enable-http2 (the
+    seed-0 fuzzer's MISSED, issue 36; the conformance venv lacks granian too). A site that adds granian through
+    sglang_extra_requirements is refused as well: deliberately stricter until the validator is told the host's extra
+    requirements."""
     http2 = ctx.is_set("enable_http2")
     if not http2:
         return
@@ -163,6 +172,11 @@ def _http(ctx: Context, report: Report) -> None:
         ctx.error("server.http", "enable_ssl_refresh", "enable_ssl_refresh with enable_http2: the HTTP/2 server "
                   "(Granian) cannot reload certificates; SGLang refuses the pair.",
                   f"remove {ctx.var('enable_ssl_refresh')} or {ctx.var('enable_http2')}", f"{_SH}:116")
+    # After the pairs: SGLang tests the package between them (serving_hook.py:106-113), but a pair the host can fix
+    # is named first.
+    ctx.error("server.http", "enable_http2", "enable_http2 needs the granian package (sglang[http2]), which the project's "
+              "SGLang install (sglang==<version> or the release's lock) does not include; SGLang refuses the launch without it.",
+              f"remove {ctx.var('enable_http2')} (HTTP/1.1 with Uvicorn, SGLang's default)", f"{_SH}:110")
 
 
 @rule("server.grpc", shared=True, file=_SH, sources=(

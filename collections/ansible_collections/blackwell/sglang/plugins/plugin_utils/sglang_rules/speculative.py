@@ -44,6 +44,8 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
 if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
 
+RAGGED_MODES = ("static", "cap-accept", "compact")  # RaggedVerifyMode (sglang/srt/speculative/ragged_verify.py:13-16)
+
 
 @rule("spec.algorithm", sources=(
     "sglang/srt/speculative/spec_info.py:65",
@@ -270,6 +272,7 @@ def _aux_hidden_states(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/speculative_hook.py:1235",
     "sglang/srt/arg_groups/speculative_hook.py:314",
     "sglang/srt/arg_groups/speculative_hook.py:325",
+    "sglang/srt/speculative/ragged_verify.py:24",
 ))
 def _speculative_launch(ctx: Context, report: Report) -> None:
     """The argument checks of speculative_hook.py beyond the EAGLE triple (rules spec.*)."""
@@ -301,6 +304,14 @@ def _speculative_launch(ctx: Context, report: Report) -> None:
                       257 if added_in(ctx, "0.5.22") else "222-229 (0.5.21)")
     if algo is None:
         return
+    # Every in-tree algorithm's handler reads SGLANG_RAGGED_VERIFY_MODE first, so that a typo fails at start-up
+    # (spec_info.py:251-253 -> ragged_verify.py:19-27, the value exactly, no case folding); the seed-0 fuzzer's
+    # uncatalogued site (issue 36).
+    ragged = ctx.env.get(RAGGED_ENV)
+    if algo in SPEC_ALGORITHMS and ragged is not None and ragged not in RAGGED_MODES:
+        report.error(f"sglang_env.{RAGGED_ENV}", f"{RAGGED_ENV}={ragged!r} is not one of {', '.join(RAGGED_MODES)}; SGLang "
+                     "refuses the launch.", f"set sglang_env.{RAGGED_ENV} to one of those, or remove it (static)",
+                     "sglang/srt/speculative/ragged_verify.py:24 (from sglang/srt/speculative/spec_info.py:253)")
     attn_dp, attn_cp = attention_dp_width(ctx), _int(ctx, "attn_cp_size", 1)
     rejection = ctx.is_set("speculative_use_rejection_sampling")
     if rejection and algo == "STANDALONE":

@@ -1,0 +1,127 @@
+"""Rules for what the catalog-driven fuzzer's 2000-case run of seed 0 found (issue 36), on what the conformance
+corpus cannot show: the older releases, the compute capabilities and the exact edges of each condition.
+
+The refusals themselves, against SGLang 0.5.23's own argument handling, are cases of tests/conformance/cases.yaml
+(``fuzzed-eplb-without-expert-parallelism``, ``fuzzed-ragged-verify-mode-typo``, ``fuzzed-http2-without-granian``...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import validate_host
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+QWEN3_NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+
+
+def host(args: dict[str, Any], version: str = "0.5.23", model: str = LLAMA, cc: str = "10.0", gpus: int = 8,
+         env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``gpus`` GPUs of compute capability ``cc`` serving ``model``."""
+    return {"sglang_version": version, "sglang_model_path": model, "nvidia_gpu_count": gpus,
+            "nvidia_gpu_compute_capability": cc, "sglang_args": dict(args), "sglang_env": dict(env or {})}
+
+
+def sources(hostvars: dict[str, Any], rule: str) -> list[str]:
+    """The sources of ``rule``'s errors."""
+    return [p.source or "" for p in validate_host(hostvars).errors if p.rule == rule]
+
+
+@pytest.mark.parametrize("version", ["0.5.20", "0.5.23"])
+@pytest.mark.parametrize(("dtype", "refused"), [(None, True), ("float32", True), ("bfloat16", True), ("float16", False)])
+def test_stochastic_rounding_needs_float16_set(version: str, dtype: str | None, refused: bool) -> None:
+    args: dict[str, Any] = {"enable_mamba_cache_stochastic_rounding": True, "mamba_backend": "flashinfer"}
+    if dtype:
+        args["mamba_ssm_dtype"] = dtype
+    found = [s for s in sources(host(args, version), "server.combination") if s.endswith("mamba_hook.py:32")]
+    assert bool(found) is refused
+
+
+@pytest.mark.parametrize(("cc", "refused"), [("8.0", True), ("9.0", True), ("10.0", False), ("10.3", False),
+                                             ("11.0", True), ("12.0", False), ("12.1", False)])
+def test_fp4_indexer_by_major(cc: str, refused: bool) -> None:
+    found = sources(host({"enable_deepseek_v4_fp4_indexer": True}, cc=cc), "server.combination")
+    assert (found == ["sglang/srt/arg_groups/serving_hook.py:467"]) is refused
+
+
+@pytest.mark.parametrize(("args", "ep"), [
+    ({"enable_eplb": True}, 1),
+    ({"enable_eplb": True, "tp_size": 4, "ep_size": 4}, None),
+    ({"enable_eplb": True, "tp_size": 4, "moe_a2a_backend": "deepep"}, None),  # deepep spans the TP group
+    ({"enable_eplb": True, "tp_size": 1, "moe_a2a_backend": "deepep"}, 1),
+    ({"enable_eplb": True, "elastic_ep_backend": "mooncake", "ep_join_mode": "scale", "node_rank": 1,
+      "ep_join_rank_offset": 4}, None),  # a scale joiner skips the assert
+])
+def test_eplb_needs_expert_parallelism(args: dict[str, Any], ep: int | None) -> None:
+    found = sources(host(args, model=QWEN3_NEXT), "server.moe")
+    assert (found == ["sglang/srt/arg_groups/parallel_hook.py:791"]) is (ep is not None)
+
+
+def test_eplb_silent_where_a_model_may_set_ep_size() -> None:
+    assert not sources(host({"enable_eplb": True}, model="/models/custom"), "server.moe")
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    ({"max_ep_size": 16}, 567),
+    ({"max_ep_size": 0, "elastic_ep_backend": "none"}, 570),  # "none" is a value: not None for SGLang
+    ({"ep_join_mode": "recover"}, 547),
+    ({"ep_join_rank_offset": 2}, 561),
+    ({"elastic_ep_backend": "mooncake", "ep_join_mode": "scale", "node_rank": 1, "ep_join_rank_offset": 0}, 555),
+    ({"max_ep_size": 16, "elastic_ep_backend": "mooncake"}, None),
+])
+def test_elastic_ep_arguments(args: dict[str, Any], line: int | None) -> None:
+    found = [s for s in sources(host(args), "server.parallel") if ":5" in s]
+    assert found == ([f"sglang/srt/arg_groups/parallel_hook.py:{line}"] if line else [])
+
+
+@pytest.mark.parametrize(("moe_dp", "cp", "refused"), [(-1, 1, True), (0, 1, True), (0, 0, False), (1, 1, False)])
+def test_moe_dp_size_below_one(moe_dp: int, cp: int, refused: bool) -> None:
+    found = sources(host({"moe_dp_size": moe_dp, "attn_cp_size": cp}, model="/models/custom"), "server.parallel")
+    assert ("sglang/srt/arg_groups/parallel_hook.py:190" in found) is refused
+
+
+@pytest.mark.parametrize("version", ["0.5.20", "0.5.23"])
+def test_ragged_verify_mode_is_read_by_every_algorithm(version: str) -> None:
+    for value, refused in (("true", True), ("Static", True), ("static", False), ("cap-accept", False), ("compact", False)):
+        found = sources(host({"speculative_algorithm": "NGRAM"}, version, env={"SGLANG_RAGGED_VERIFY_MODE": value}),
+                        "server.speculative")
+        assert any("ragged_verify.py:24" in s for s in found) is refused, value
+    assert not any("ragged_verify.py" in s for s in sources(host({}, version, env={"SGLANG_RAGGED_VERIFY_MODE": "x"}),
+                                                             "server.speculative"))
+
+
+@pytest.mark.parametrize(("config", "line"), [
+    (None, 23),
+    ('{"linker": "x", "linker_module_path": "m", "extra": 1}', 26),
+    ('{"linker": " ", "linker_module_path": "m"}', 30),
+    ('{"linker": "x", "linker_module_path": "m", "linker_extra_config": []}', 34),
+    ('{"linker": "x", "linker_module_path": "m", "linker_extra_config": {"k": 1}}', None),
+])
+def test_dynamic_linker_config(config: str | None, line: int | None) -> None:
+    args: dict[str, Any] = {"enable_unified_cache_external_linker": True, "unified_cache_external_linker_backend": "dynamic"}
+    if config is not None:
+        args["unified_cache_external_linker_config"] = config
+    found = [s for s in sources(host(args), "server.hicache") if "linker_config.py" in s]
+    assert found == ([f"sglang/srt/mem_cache/unified_cache/linker_config.py:{line}"] if line else [])
+    assert not [s for s in sources(host(args, "0.5.22"), "server.hicache") if "linker_config.py" in s]  # new in 0.5.23
+
+
+@pytest.mark.parametrize(("args", "refused"), [
+    ({"disaggregation_decode_allocation_policy": "prefill_complete"}, True),
+    ({"disaggregation_decode_allocation_policy": "prefill_complete", "disaggregation_mode": "decode"}, False),
+    ({"disaggregation_decode_allocation_policy": "prefill_complete", "disaggregation_mode": "decode",
+      "disaggregation_transfer_backend": "nixl"}, True),
+    ({"disaggregation_decode_allocation_policy": "early"}, False),
+])
+def test_prefill_complete_policy(args: dict[str, Any], refused: bool) -> None:
+    found = [s for s in sources(host(args, gpus=1), "server.combination") if "pd_disaggregation_hook.py:239" in s]
+    assert bool(found) is refused
+
+
+def test_http2_quantize_and_serve_and_mindspore_are_refused() -> None:
+    assert "sglang/srt/arg_groups/serving_hook.py:110" in sources(host({"enable_http2": True}), "server.http")
+    assert sources(host({"quantize_and_serve": True, "quantization": "modelopt_fp4"}), "server.combination") == [
+        "sglang/srt/configs/model_config.py:1992"]
+    assert sources(host({"model_impl": "mindspore"}), "server.combination") == [
+        "sglang/srt/arg_groups/validation_hook.py:319"]
