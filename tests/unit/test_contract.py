@@ -217,3 +217,10 @@ def test_files_root_writes_removes_or_runs_stay_where_they_belong(variable: str,
 ])
 def test_and_their_own_places_pass(variable: str, value: Any) -> None:
     assert check({variable: value}) == []
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k.spec_type in ("int", "float", "bool")], ids=lambda k: k.name)
+@pytest.mark.parametrize("text", ["1\x85", "\u20281", "\n5", "5\n", "true\x85", "\x0b0"])
+def test_numbers_and_switches_refuse_unicode_line_breaks_that_strip_and_float_take_as_white_space(kind: c.Kind,
+                                                                                                     text: str) -> None:
+    assert kind.problem(text) is not None

@@ -147,18 +147,24 @@ def _optional(check: Callable[[Any, Context], str | None]) -> Callable[[Any, Con
 def _bool(value: Any, _: Context) -> str | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "on", "off", "1", "0"):
+    if isinstance(value, str) and _printable(value) and value.strip().lower() in (
+            "true", "false", "yes", "no", "on", "off", "1", "0"):
         return None
     if isinstance(value, int) and value in (0, 1):
         return None
     return "it must be true or false"
 
 
+def _printable(text: str) -> bool:
+    """No line break or control character anywhere (str.strip, float and int take Unicode line breaks as white space)."""
+    return text.isprintable()
+
+
 def _int(low: int | None = None, high: int | None = None) -> Callable[[Any, Context], str | None]:
     def check(value: Any, _: Context) -> str | None:
         if isinstance(value, bool):
             return "it must be a whole number"
-        if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,19}\s*", value):
+        if isinstance(value, str) and _printable(value) and re.fullmatch(r" *-?[0-9]{1,19} *", value):
             value = int(value)
         if not isinstance(value, int):
             return "it must be a whole number"
@@ -174,6 +180,8 @@ def _number(low: float | None = None, high: float | None = None) -> Callable[[An
         if isinstance(value, bool):
             return "it must be a number"
         if isinstance(value, str):
+            if not _printable(value):  # float() strips Unicode line breaks (NEL, U+2028) as white space
+                return "it must be a number"
             try:
                 value = float(value)
             except ValueError:
@@ -191,7 +199,7 @@ def _number(low: float | None = None, high: float | None = None) -> Callable[[An
 
 
 def _port(value: Any, _: Context) -> str | None:
-    if isinstance(value, str) and value.strip().isdigit() and value.isascii():
+    if isinstance(value, str) and _printable(value) and value.strip().isdigit() and value.isascii():
         value = int(value)
     return inputs.port_problem(value)
 
