@@ -45,6 +45,17 @@ def test_first_start_records_and_passes() -> None:
     assert again["status"] == "passed" and again["compared"] == {"answers": 1, "checksum": True, "fleet": 0}
 
 
+def test_a_different_answer_fails_and_names_the_whole_prompt() -> None:
+    prompt = "Continue the sequence with the next number only, 2, 4, 8, 16, and nothing else at all"
+    record = record_of(q.compare(q.load(None)[0], KEY, {prompt: " 32"}, None))
+    [difference] = q.compare(record, KEY, {prompt: " 31"}, None)["differences"]
+    assert json.dumps(prompt) in difference["detail"]
+    long_answer = "x" * 200
+    record = record_of(q.compare(q.load(None)[0], KEY, {"a": long_answer}, None))
+    [difference] = q.compare(record, KEY, {"a": "y"}, None)["differences"]
+    assert '"' + "x" * q.SHOWN + '..."' in difference["detail"]
+
+
 def test_a_different_answer_fails_and_names_the_prompt() -> None:
     record = record_of(q.compare(q.load(None)[0], KEY, {"What is 2+2?": " four", "b": "x"}, None))
     outcome = q.compare(record, KEY, {"What is 2+2?": " five", "b": "x"}, None)

@@ -36,8 +36,9 @@ CHECKSUM_FIELDS = ("model", "revision", "host_class", "layout", "release")
 # quantization and data types): a change of any of them starts a new record.
 LAYOUT_ARGS = ("tp_size", "pp_size", "dp_size", "ep_size", "enable_dp_attention", "quantization", "dtype",
                "kv_cache_dtype")
-# How much of an answer a message shows.
+# How much of an answer, and of a prompt, a message shows (characters).
 SHOWN = 60
+SHOWN_PROMPT = 160
 
 
 def layout(args: Mapping[str, Any]) -> str:
@@ -72,9 +73,9 @@ def _find(entries: list[dict[str, Any]], key: Mapping[str, str]) -> dict[str, An
     return next((e for e in entries if e.get("key") == dict(key)), None)
 
 
-def _short(text: Any) -> str:
+def _short(text: Any, limit: int = SHOWN) -> str:
     text = str(text)
-    return json.dumps(text if len(text) <= SHOWN else text[:SHOWN] + "...")
+    return json.dumps(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _put(entries: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -106,7 +107,7 @@ def compare(record: Mapping[str, Any], key: Mapping[str, Any], answers: Mapping[
         compared_answers += 1
         if old_answers[prompt] != answer:
             differences.append({"what": "answer", "detail": (
-                f"prompt {_short(prompt)}: release {release} answered {_short(old_answers[prompt])}, "
+                f"prompt {_short(prompt, SHOWN_PROMPT)}: release {release} answered {_short(old_answers[prompt])}, "
                 f"this start {_short(answer)}")})
     old_checksum = _find(list(record.get("checksums") or []), checksum_key)
     compared_checksum = False
