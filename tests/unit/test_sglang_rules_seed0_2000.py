@@ -125,3 +125,10 @@ def test_http2_quantize_and_serve_and_mindspore_are_refused() -> None:
         "sglang/srt/configs/model_config.py:1992"]
     assert sources(host({"model_impl": "mindspore"}), "server.combination") == [
         "sglang/srt/arg_groups/validation_hook.py:319"]
+
+
+def test_aux_hidden_state_capture_turns_speculative_decoding_off() -> None:
+    """validation_hook.py:747-752 resets speculative_algorithm to None: neither DFLASH's draft (speculative_hook.py:325)
+    nor the ragged-verify mode is checked then; 0.5.22 has no capture mode."""
+    args = {"enable_return_aux_hidden_states": True, "speculative_algorithm": "DFLASH", "return_aux_hidden_state_layer_ids": [1]}
+    assert not sources(host(args, env={"SGLANG_RAGGED_VERIFY_MODE": "x"}), "server.speculative")

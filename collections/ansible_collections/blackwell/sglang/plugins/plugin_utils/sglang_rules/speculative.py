@@ -277,6 +277,11 @@ def _aux_hidden_states(ctx: Context, report: Report) -> None:
 def _speculative_launch(ctx: Context, report: Report) -> None:
     """The argument checks of speculative_hook.py beyond the EAGLE triple (rules spec.*)."""
     raw = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") else None
+    if added_in(ctx, "0.5.23") and ctx.is_set("enable_return_aux_hidden_states"):
+        # The algorithm only names the capture convention: _handle_aux_hidden_state_capture resets it to None before
+        # any speculative hook reads it (validation_hook.py:747-752; its own checks: _aux_hidden_states), so DFLASH
+        # without a draft or a ragged-verify mode nobody reads is no refusal there.
+        raw = None
     algo = None if raw is None else {"NEXTN": "EAGLE"}.get(str(raw).upper(), str(raw).upper())  # NEXTN aliases EAGLE
 
     if added_in(ctx, "0.5.22") and ctx.is_set("speculative_use_block_verification") and algo not in ("EAGLE", "EAGLE3", "DFLASH", "DSPARK"):
