@@ -124,3 +124,20 @@ def test_the_plan_names_what_a_budget_is_learnt_for() -> None:
     assert key["host_class"].startswith(f"{len(plan['gpus'])}x")
     other = render(host_with(sglang_model_revision="0123456789abcdef")).context["__sglang_server_plan"]["startup_key"]
     assert other["revision"] == "0123456789abcdef" and other != key
+
+
+def test_last_good_keeps_the_quality_gates_record_in_the_same_module_run(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    last_good = load("last_good")
+    monkeypatch.setattr(last_good.os, "chown", lambda *_a: None)
+    monkeypatch.setattr(last_good, "OWNER", (__import__("os").getuid(), __import__("os").getgid()))
+    record = {"key": {"model": "org/m"}, "answers": [{"prompt": "2+2?", "answer": "4"}], "checksum": "abc"}
+    params = {"path": str(tmp_path / "lg"), "files": [], "remove": [], "venv": None, "startup": None, "quality": record}
+    first = last_good.save(params, check_mode=False)
+    assert first["saved"] == ["quality.json"] and first["quality"] is True
+    assert json.loads((tmp_path / "lg" / "quality.json").read_text()) == record
+    assert (tmp_path / "lg" / "quality.json").stat().st_mode & 0o777 == 0o600
+    assert last_good.save(params, check_mode=False)["saved"] == []  # the same record again changes nothing
+    untouched = last_good.save({**params, "quality": None}, check_mode=False)
+    assert untouched["saved"] == [] and untouched["quality"] is False and (tmp_path / "lg" / "quality.json").exists()
+    assert "quality.json" in last_good.RESERVED  # never a file name of the files option

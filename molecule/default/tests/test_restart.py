@@ -264,6 +264,40 @@ def test_a_start_stuck_in_the_kernel_compile_is_cleared_and_retried_once(host, i
     assert last["found"] == "warm" and last["by"] == "server"
 
 
+def kernel_records(host) -> list[dict[str, Any]]:
+    """What each start and pre-compile of the stand-in found in its kernel cache (tests/fixtures/sglang_standin)."""
+    text = host.file("/var/lib/sglang/standin-kernels.jsonl").content_string
+    return [json.loads(line) for line in text.splitlines()]
+
+
+PRECOMPILE = "Build the instance's kernels into its new kernel cache before the stop"
+RESTART = "Stop the server, release the GPUs it left behind, start it and wait for its health"
+
+
+def test_the_restart_builds_the_kernels_before_the_stop_and_the_start_finds_them_warm(host, inventory: Path, tmp_path: Path,
+                                                                                      persistenced: int) -> None:
+    # A key nothing was built for (a new release's, after an upgrade): the instance's kernel directory is gone. The
+    # reference host (SM120, NVFP4) is one where `auto` builds nothing (no DeepGEMM there): `always` builds anyway.
+    cache = env_value(host, "SGLANG_CACHE_DIR")
+    assert cache
+    host.run(f"rm -rf {cache}")
+    before = len(kernel_records(host))
+    runner = play(inventory, tmp_path, "restart.yml", sglang_server_precompile="always")
+    assert runner.rc == 0, failures(runner)
+    ran = [e["event_data"]["task"] for e in runner.events if e.get("event") == "runner_on_ok"]
+    assert ran.index(PRECOMPILE) < ran.index(RESTART), "the kernels are built while the server still serves"
+    built = task_result(runner, PRECOMPILE)
+    assert built["changed"] and built["built"], built
+    found = [(r["by"], r["found"]) for r in kernel_records(host)[before:]]
+    assert found == [("compile_deep_gemm", "cold"), ("server", "warm")], found
+    # The same key and arguments again: the marker says they are built, nothing runs.
+    runner = play(inventory, tmp_path, "restart.yml", sglang_server_precompile="always")
+    assert runner.rc == 0, failures(runner)
+    assert not task_result(runner, PRECOMPILE)["changed"]
+    assert [(r["by"], r["found"]) for r in kernel_records(host)[before + 2:]] == [("server", "warm")]
+    assert_clean_and_healthy(host, persistenced)
+
+
 QUALITY_RECORD = "/etc/sglang/last-good/quality.json"
 
 

@@ -52,6 +52,12 @@ options:
         host class; the eight newest kept), which the next restart's startup budget reads.
       - Unset, or without a positive C(seconds), the record is left as it is.
     type: dict
+  quality:
+    description:
+      - The quality gate's record of this good start (M(blackwell.sglang.chat_probe)'s C(quality.record) result, the
+        fixed prompts' answers and the weights checksum), written as O(path)C(/quality.json), which the next restart's
+        quality gate compares with. Unset, the record is left as it is.
+    type: dict
 extends_documentation_fragment:
   - blackwell.sglang.attributes
   - blackwell.sglang.attributes.gpu_host
@@ -96,6 +102,10 @@ startup:
   description: The start recorded in C(startup.json) (null without O(startup)).
   type: dict
   returned: always
+quality:
+  description: Whether C(quality.json) was given (O(quality)), whether or not its content changed.
+  type: bool
+  returned: always
 """
 
 import json
@@ -110,7 +120,9 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_startup im
 
 # The record of good starts in the directory (the startup budget's: module_utils/sglang_startup.py).
 STARTUP_FILE = "startup.json"
-RESERVED = (".", "..", "venv", STARTUP_FILE)
+# The quality gate's record of the last good start (module_utils/sglang_quality.py reads it).
+QUALITY_FILE = "quality.json"
+RESERVED = (".", "..", "venv", STARTUP_FILE, QUALITY_FILE)
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 # (uid, gid) of the directory and its files: root's.
@@ -174,7 +186,8 @@ def startup_content(path: str, start: Any) -> tuple[bytes, dict[str, Any]] | Non
 def save(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     """Bring ``params["path"]`` to the running configuration; the module's result."""
     path = params["path"]
-    result: dict[str, Any] = {"changed": False, "saved": [], "removed": [], "venv": None, "startup": None}
+    result: dict[str, Any] = {"changed": False, "saved": [], "removed": [], "venv": None, "startup": None,
+                              "quality": isinstance(params.get("quality"), dict)}
     wanted: list[tuple[str, bytes]] = []
     for item in params["files"]:
         with open(item["src"], "rb") as handle:
@@ -186,6 +199,8 @@ def save(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     if start is not None:
         result["startup"] = start[1]
         wanted.append((STARTUP_FILE, start[0]))
+    if result["quality"]:
+        wanted.append((QUALITY_FILE, (json.dumps(params["quality"], indent=4, sort_keys=True) + "\n").encode()))
     try:
         info = os.lstat(path)
         dir_ok = stat.S_ISDIR(info.st_mode) and stat.S_IMODE(info.st_mode) == DIR_MODE and (info.st_uid, info.st_gid) == OWNER
@@ -225,6 +240,7 @@ def main() -> None:
             "remove": {"type": "list", "elements": "str", "default": []},
             "venv": {"type": "path"},
             "startup": {"type": "dict"},
+            "quality": {"type": "dict"},
         },
         supports_check_mode=True,
     )
