@@ -132,3 +132,12 @@ def test_aux_hidden_state_capture_turns_speculative_decoding_off() -> None:
     nor the ragged-verify mode is checked then; 0.5.22 has no capture mode."""
     args = {"enable_return_aux_hidden_states": True, "speculative_algorithm": "DFLASH", "return_aux_hidden_state_layer_ids": [1]}
     assert not sources(host(args, env={"SGLANG_RAGGED_VERIFY_MODE": "x"}), "server.speculative")
+
+
+@pytest.mark.parametrize("args", [
+    {"speculative_algorithm": "EAGLE3", "speculative_eagle_topk": 4, "page_size": 16},
+    {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3},
+])
+def test_aux_hidden_state_capture_skips_the_speculative_rules(args: dict[str, Any]) -> None:
+    assert not validate_host(host({**args, "enable_return_aux_hidden_states": True}, cc="12.0")).errors
+    assert validate_host(host(args, cc="12.0")).errors  # the same speculative arguments without the capture

@@ -225,6 +225,7 @@ def _kv4_attention(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/attention_hook.py:500",
     "sglang/srt/arg_groups/attention_hook.py:418",
     "sglang/srt/arg_groups/attention_hook.py:429",
+    "sglang/srt/arg_groups/attention_hook.py:494",
 ))
 def _linear_attn(ctx: Context, report: Report) -> None:
     """handle_linear_attn_backend's FlashKDA and ReplaySSM checks (attention_hook.py:317-505), which SGLang runs on
@@ -271,6 +272,9 @@ def _linear_attn(ctx: Context, report: Report) -> None:
         report.refuse(f"sglang_env.{RAGGED_ENV}", f"enable_linear_replayssm_spec with {RAGGED_ENV}={ragged} needs DSPARK or "
                       "DFLASH and linear_attn_verify_backend triton or nv_cutedsl.",
                       f"remove sglang_env.{RAGGED_ENV} (static), or use those", 484)
+    elif _choice(ctx, "disaggregation_mode", "null") == "prefill":
+        report.refuse("disaggregation_mode", "enable_linear_replayssm_spec on a PD prefill server: the ring is spec-verify "
+                      "scratch, which a prefill server never runs.", f"remove {ctx.var('enable_linear_replayssm_spec')}", 494)
     elif replay:
         report.refuse("enable_linear_replayssm_spec", "enable_linear_replayssm_spec and enable_linear_replayssm are mutually "
                       "exclusive (they drive the same ring with different cursors).",

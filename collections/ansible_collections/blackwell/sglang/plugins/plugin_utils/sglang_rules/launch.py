@@ -323,6 +323,7 @@ MODELOPT_QUANTIZATION = ("modelopt", "modelopt_fp8", "modelopt_fp4", "nvfp4_onli
     "sglang/srt/configs/model_config.py:1986",
     "sglang/srt/configs/model_config.py:1992",
     "sglang/srt/arg_groups/pd_disaggregation_hook.py:239",
+    "sglang/srt/arg_groups/kv_cache_hook.py:357",
 ))
 def _platform_gates(ctx: Context, report: Report) -> None:
     """Switches SGLang refuses on this platform or in this deployment whatever else is set: the DeepSeek-V4 FP4
@@ -350,6 +351,12 @@ def _platform_gates(ctx: Context, report: Report) -> None:
             + "SGLang has it disabled (quantize and export first, then serve the exported checkpoint).",
             f"remove {ctx.var('quantize_and_serve')}",
             "sglang/srt/configs/model_config.py:" + ("1986" if quant not in MODELOPT_QUANTIZATION else "1992"))
+    if _choice(ctx, "disaggregation_decode_retraction_backup", "") == "host_pool" and \
+            _choice(ctx, "disaggregation_mode", "null") != "decode":
+        report.of("server.combination").refuse(
+            "disaggregation_decode_retraction_backup", "disaggregation_decode_retraction_backup host_pool is for a PD "
+            "decode server only.", f"remove {ctx.var('disaggregation_decode_retraction_backup')}",
+            "sglang/srt/arg_groups/kv_cache_hook.py:357")
     if added_in(ctx, "0.5.22") and _choice(ctx, "disaggregation_decode_allocation_policy", "early") == "prefill_complete":
         share = _num(ctx, "disaggregation_decode_host_receive_threshold")
         unsupported = [why for bad, why in (

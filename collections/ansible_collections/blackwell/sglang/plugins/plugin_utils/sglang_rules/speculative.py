@@ -47,6 +47,13 @@ if TYPE_CHECKING:  # pragma: no cover
 RAGGED_MODES = ("static", "cap-accept", "compact")  # RaggedVerifyMode (sglang/srt/speculative/ragged_verify.py:13-16)
 
 
+def capture_only(ctx: Context) -> bool:
+    """enable_return_aux_hidden_states (0.5.23): speculative_algorithm only names the capture convention, and
+    _handle_aux_hidden_state_capture resets it to None before any speculative hook reads it (validation_hook.py:747-752),
+    so no speculative check runs (its own checks: _aux_hidden_states)."""
+    return added_in(ctx, "0.5.23") and ctx.is_set("enable_return_aux_hidden_states")
+
+
 @rule("spec.algorithm", sources=(
     "sglang/srt/speculative/spec_info.py:65",
 ))
@@ -77,7 +84,7 @@ def _spec_algorithm(ctx: Context, report: Report) -> None:
 ))
 def _spec_triple(ctx: Context, report: Report) -> None:
     algo = str(ctx.args.get("speculative_algorithm") or "").upper()
-    if algo not in EAGLE_FAMILY or ctx.is_set("speculative_adaptive"):
+    if algo not in EAGLE_FAMILY or ctx.is_set("speculative_adaptive") or capture_only(ctx):
         return
     steps, topk, draft = _spec_values(ctx)
     auto = auto_spec_triple(ctx, algo)
@@ -134,7 +141,7 @@ def _spec_backend(ctx: Context, report: Report) -> None:
     """speculative_hook.py:1175-1179: trtllm_mha among the attention backends (explicit, or the decode backend of an
     NVFP4 KV cache from 0.5.21: kv_cache_hook.py:77-89) runs an EAGLE-family draft with eagle_topk 1 only, the
     host's topk or the one SGLang chooses for the model."""
-    algo = str(ctx.args.get("speculative_algorithm") or "").upper()
+    algo = "" if capture_only(ctx) else str(ctx.args.get("speculative_algorithm") or "").upper()
     topk = effective_eagle_topk(ctx, algo) if algo in EAGLE_FAMILY else None
     where: list[tuple[str, str]] = []
     if topk is not None and topk > 1:
@@ -178,7 +185,7 @@ def _spec_pipeline_refused(ctx: Context, report: Report) -> None:
 def _spec_pipeline(ctx: Context, report: Report) -> None:
     """SGLang's check_pipeline_parallel_compat for speculative decoding (sglang/srt/arg_groups/validation_hook.py:119-162)."""
     algo, pp = str(ctx.args.get("speculative_algorithm") or "").upper(), _int(ctx, "pp_size", 1)
-    if not algo or pp <= 1:
+    if not algo or pp <= 1 or capture_only(ctx):
         return
     mode, pp_spec = str(ctx.get("disaggregation_mode", "null")), env_true(ctx.env, PP_SPEC_ENV)
     where = "sglang/srt/arg_groups/validation_hook.py"
@@ -277,10 +284,7 @@ def _aux_hidden_states(ctx: Context, report: Report) -> None:
 def _speculative_launch(ctx: Context, report: Report) -> None:
     """The argument checks of speculative_hook.py beyond the EAGLE triple (rules spec.*)."""
     raw = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") else None
-    if added_in(ctx, "0.5.23") and ctx.is_set("enable_return_aux_hidden_states"):
-        # The algorithm only names the capture convention: _handle_aux_hidden_state_capture resets it to None before
-        # any speculative hook reads it (validation_hook.py:747-752; its own checks: _aux_hidden_states), so DFLASH
-        # without a draft or a ragged-verify mode nobody reads is no refusal there.
+    if capture_only(ctx):  # DFLASH without a draft, a ragged-verify mode nobody reads: no refusal there
         raw = None
     algo = None if raw is None else {"NEXTN": "EAGLE"}.get(str(raw).upper(), str(raw).upper())  # NEXTN aliases EAGLE
 
@@ -438,7 +442,7 @@ def _speculative_shapes(ctx: Context, report: Report) -> None:
     """The draft-shape checks of speculative_hook.py: DFLASH's window (:427-434), UNO's tree mode (:494-559), DSpark
     with attention DP and its draft width (:674-710, :824-850), tree drafts on paged KV (:1271-1282, :1355-1366) and
     NGRAM's external corpus (:1331-1349)."""
-    raw = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") else None
+    raw = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") and not capture_only(ctx) else None
     algo = None if raw is None else {"NEXTN": "EAGLE"}.get(str(raw).upper(), str(raw).upper())
     if algo is None:
         return
@@ -529,7 +533,7 @@ def _adaptive_steps(ctx: Context, report: Report) -> None:
     _maybe_disable_adaptive (adaptive_spec_params.py:56-100) keeps speculative_adaptive on."""
     raw = _choice(ctx, "speculative_algorithm", "").upper()
     steps = _num(ctx, "speculative_num_steps")
-    if not ctx.is_set("speculative_adaptive") or {"NEXTN": "EAGLE"}.get(raw, raw) not in ("EAGLE", "EAGLE3") \
+    if not ctx.is_set("speculative_adaptive") or capture_only(ctx) or {"NEXTN": "EAGLE"}.get(raw, raw) not in ("EAGLE", "EAGLE3") \
             or steps is None or _given(ctx, "speculative_adaptive_config"):
         return
     if _num(ctx, "speculative_eagle_topk") not in (None, 1) or attention_dp_on(ctx) or _choice(
