@@ -205,7 +205,8 @@ def test_a_second_save_changes_nothing_and_a_changed_file_is_rewritten(tmp_path:
     args = running(tmp_path)
     last_good.save(args, check_mode=False)
     assert last_good.save(args, check_mode=False) == {"changed": False, "saved": [], "removed": [],
-                                                        "venv": str(tmp_path / "venvs" / "0.5.23"), "startup": None}
+                                                        "venv": str(tmp_path / "venvs" / "0.5.23"), "startup": None,
+                                                        "quality": False}
     Path(args["files"][0]["src"]).write_text("[Service]\nExecStart=/bin/false\n")
     os.chmod(Path(args["path"]) / "env", 0o644)
     result = last_good.save(args, check_mode=False)
