@@ -361,7 +361,8 @@ def main() -> None:
             "wait": {"type": "dict"},
             "startup": {"type": "dict"},
             "kernel_cache": {"type": "dict", "options": {"root": {"type": "str", "default": ""},
-                                                         "key": {"type": "str", "default": ""},
+                                                         # a kernel cache key (release, stack, arch), not a secret
+                                                         "key": {"type": "str", "default": "", "no_log": False},
                                                          "dir": {"type": "str", "default": ""}}},
             "clear": {"type": "list", "elements": "str", "default": []},
         },
