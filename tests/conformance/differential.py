@@ -98,6 +98,9 @@ STRICTER = {
                   "range-checks only --grpc-port (serving_hook.py:382); any other port fails when it is bound at start-up, "
                   "and the host plan (sglang_hostplan.instance_ports) reserves --port even where SGLang leaves it "
                   "unbound (smg_grpc_mode with a --grpc-port)",
+    "server.warmup": "--skip-server-warmup without sglang_server_allow_skip_warmup: SGLang accepts it, then marks itself "
+                     "ready before any request ran (http_server.py:2589-2593, /ready at :714-718) and the first requests "
+                     "pay the kernel JIT; the operator allows it explicitly",
     "numeric.mem_fraction_static": "a share of GPU memory outside (0, 1): SGLang's argument handling lets it through, "
                                    "the memory pool then has nothing (or more than the GPU) to allocate",
     "numeric.page_size": "a page size below 1: SGLang divides by it at run time",
