@@ -60,14 +60,6 @@ def fake_nvidia_smi(bindir: Path, gpus: int, capability: str, memory_mib: int, n
     smi.chmod(0o755)
 
 
-def platform_of(major: int, minor: int) -> dict[str, Any]:
-    """SGLang's platform facts of a CUDA GPU of compute capability ``major``.``minor`` (as sglang_probe pins them)."""
-    return dict(is_cuda=True, is_hip=False, is_npu=False, is_xpu=False, is_musa=False, is_mps=False,
-                is_sm90=major == 9, is_sm100=major == 10, is_sm100_or_sm110=major in (10, 11), is_sm110=major == 11,
-                is_sm120=major == 12, is_blackwell=major in (10, 11, 12), is_hopper_with_cuda_12_3=major == 9,
-                has_amx=False, has_flashinfer=True, device_sm=major * 10 + minor, device_capability=(major, minor))
-
-
 def run_job(job: dict[str, Any], workdir: Path) -> int:
     """In a forked child: the machine of ``job``, then the preflight on its unit; the preflight's exit status."""
     from sglang.srt.runtime_context import override_platform  # noqa: PLC0415 - after the stubs
@@ -82,7 +74,7 @@ def run_job(job: dict[str, Any], workdir: Path) -> int:
                         integrated=integrated)
     os.environ.update({str(k): str(v) for k, v in (job.get("env") or {}).items()})
     sys.argv = [str(PREFLIGHT), "--unit", str(job["unit"]), "--skip-toolchain"]
-    with override_platform(**platform_of(major, minor)):
+    with override_platform(**probe.platform_facts(major, minor)):
         try:
             runpy.run_path(str(PREFLIGHT), run_name="__main__")
         except SystemExit as exc:

@@ -538,6 +538,30 @@ def _resolved(server_args) -> dict:
 PROBE_ERROR_TYPES = ("ModuleNotFoundError", "ImportError")
 
 
+def platform_facts(major: int, minor: int) -> dict:
+    """SGLang's platform facts (runtime_context.override_platform) of a CUDA GPU of compute capability
+    ``major``.``minor``, as a CUDA build of torch on that GPU reports them (also preflight_host.py's)."""
+    return dict(
+        is_cuda=True,
+        is_hip=False,
+        is_npu=False,
+        is_xpu=False,
+        is_musa=False,
+        is_mps=False,
+        is_sm90=major == 9,
+        is_sm100=major == 10,
+        is_sm100_or_sm110=major in (10, 11),
+        is_sm110=major == 11,
+        is_sm120=major == 12,
+        is_blackwell=major in (10, 11, 12),
+        is_hopper_with_cuda_12_3=major == 9,
+        has_amx=False,
+        has_flashinfer=True,
+        device_sm=major * 10 + minor,
+        device_capability=(major, minor),
+    )
+
+
 def run_case(case: dict, collector: _Collector, options: dict) -> dict:
     from sglang.srt.runtime_context import override_platform
     from sglang.srt.server_args import prepare_server_args
@@ -580,26 +604,7 @@ def run_case(case: dict, collector: _Collector, options: dict) -> dict:
     else:
         argv = render_argv(model_path, case.get("args") or {}, options)
     result["argv"] = argv
-    sm = major * 10 + minor
-    platform = dict(
-        is_cuda=True,
-        is_hip=False,
-        is_npu=False,
-        is_xpu=False,
-        is_musa=False,
-        is_mps=False,
-        is_sm90=major == 9,
-        is_sm100=major == 10,
-        is_sm100_or_sm110=major in (10, 11),
-        is_sm110=major == 11,
-        is_sm120=major == 12,
-        is_blackwell=major in (10, 11, 12),
-        is_hopper_with_cuda_12_3=major == 9,
-        has_amx=False,
-        has_flashinfer=True,
-        device_sm=sm,
-        device_capability=(major, minor),
-    )
+    platform = platform_facts(major, minor)
     # An older release (run by release_conformance.py) knows fewer facts (0.5.21: no is_mps, is_sm110) and refuses
     # unknown ones: it is given those it has. 0.5.23 knows them all.
     import sglang.srt.runtime_context as runtime_context

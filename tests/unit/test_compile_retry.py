@@ -6,13 +6,12 @@ server_restart action judges the failed start with sglang_precompile.stuck_in_co
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from ansible_collections.blackwell.sglang.plugins.action import server_restart as restart_plugin
 from ansible_collections.blackwell.sglang.plugins.action import wait_ready
-from test_merged_steps import HEALTHY, RESTARTED, WAIT
+from test_merged_steps import HEALTHY, RESTARTED, WAIT, action
 from test_restart_modules import Failed, FakeModule, load
 
 CACHE = {"root": "/var/cache/sglang/kernels", "key": "sglang-0.5.24_torch-2.14.1_cu13_sm100",
@@ -37,21 +36,12 @@ def _fast(monkeypatch: pytest.MonkeyPatch) -> None:
 def run(args: dict[str, Any], restarts: list[dict[str, Any]], probes: list[dict[str, Any]]) -> tuple[dict[str, Any], list[Any]]:
     """The server_restart action in-process: the n-th module run answers ``restarts[n]``, every probe after it
     ``probes[n]`` (the start's behaviour)."""
-    task = SimpleNamespace(args=args, async_val=0, check_mode=False, action="blackwell.sglang.server_restart")
-    connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/nonexistent"))
-    plugin = restart_plugin.ActionModule(task, connection, SimpleNamespace(check_mode=False), loader=None, templar=None,
-                                         shared_loader_obj=None)
-    calls: list[Any] = []
 
-    def execute(module_name: str, module_args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
-        calls.append((module_name, module_args))
+    def answer(module_name: str, calls: list[Any]) -> dict[str, Any]:
         started = sum(name == "blackwell.sglang.server_restart" for name, _ in calls)
-        if module_name == "blackwell.sglang.server_restart":
-            return dict(restarts[started - 1])
-        return dict(probes[started - 1])
+        return dict((restarts if module_name == "blackwell.sglang.server_restart" else probes)[started - 1])
 
-    plugin._execute_module = execute  # type: ignore[method-assign]
-    return plugin.run(task_vars={"inventory_hostname": "gpu-01"}), calls
+    return action(args, answer)
 
 
 ARGS = {"unit": "sglang.service", "wait": {**WAIT, "timeout": 10}, "kernel_cache": CACHE}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,8 +29,10 @@ WAIT = {"url": "http://127.0.0.1:30000/health", "unit": "sglang.service", "timeo
         "info_keys": ["speculative_algorithm"]}
 
 
-def action(args: dict[str, Any], answers: list[dict[str, Any]], check_mode: bool = False) -> tuple[dict[str, Any], list[Any]]:
-    """Run the server_restart action in-process; ``_execute_module`` answers from ``answers`` in order."""
+def action(args: dict[str, Any], answers: list[dict[str, Any]] | Callable[[str, list[Any]], dict[str, Any]],
+           check_mode: bool = False) -> tuple[dict[str, Any], list[Any]]:
+    """Run the server_restart action in-process; ``_execute_module`` answers from ``answers`` in order, or, when it is
+    a function, with ``answers(module_name, calls)`` (the calls so far, this one last)."""
     task = SimpleNamespace(args=args, async_val=0, check_mode=check_mode, action="blackwell.sglang.server_restart")
     connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/nonexistent"))
     plugin = restart_plugin.ActionModule(task, connection, SimpleNamespace(check_mode=check_mode), loader=None,
@@ -38,7 +41,7 @@ def action(args: dict[str, Any], answers: list[dict[str, Any]], check_mode: bool
 
     def execute(module_name: str, module_args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         calls.append((module_name, module_args))
-        return answers.pop(0)
+        return answers(module_name, calls) if callable(answers) else answers.pop(0)
 
     plugin._execute_module = execute  # type: ignore[method-assign]
     return plugin.run(task_vars={"inventory_hostname": "gpu-01"}), calls
