@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The startup budget in the restart (issue 35 item 2): server_restart's action derives the ready wait's timeout from the
 host's record of good starts and reports the start (the wait's wall time, SGLang's breakdown from /metrics); last_good
-keeps it as the newest record; the plan names what a budget is learnt for."""
+keeps it as the newest record; the plan names what a budget is learnt for. Neither the record nor the metrics cost a
+round trip of their own (issue 31): the module's run reads the record, the probe that finds the server healthy reads
+/metrics."""
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,9 @@ METRICS = "\n".join([
 ])
 
 
-def slurped(document: Any) -> dict[str, Any]:
-    return {"content": base64.b64encode(json.dumps(document).encode()).decode(), "encoding": "base64"}
+def restarted(history: Any) -> dict[str, Any]:
+    """The module's answer when it read ``history`` from startup.record."""
+    return {**RESTARTED, "startup_record": history}
 
 
 @pytest.fixture(autouse=True)
@@ -40,14 +42,14 @@ def test_the_wait_timeout_comes_from_the_last_good_start_and_the_start_is_report
     history = su.recorded(None, {**KEY, "seconds": 100})
     startup = {"key": KEY, "record": "/etc/sglang/last-good/startup.json", "metrics": True,
                "floor": 60, "factor": 2, "slack": 30}
+    healthy = {**HEALTHY, "startup_breakdown": su.startup_breakdown(METRICS), "metrics_error": None}
     result, calls = action({"unit": "sglang.service", "wait": {**WAIT, "timeout": 3600}, "startup": startup},
-                           [slurped(history), dict(RESTARTED), dict(HEALTHY), {"status": 200, "content": METRICS}])
+                           [restarted(history), healthy])
     names = [name for name, _ in calls]
-    assert names == ["ansible.builtin.slurp", "blackwell.sglang.server_restart", "blackwell.sglang.server_probe",
-                     "ansible.builtin.uri"]
-    assert "startup" not in calls[1][1] and "wait" not in calls[1][1]
-    assert calls[0][1] == {"src": "/etc/sglang/last-good/startup.json"}
-    assert calls[3][1]["url"] == "http://127.0.0.1:30000/metrics"
+    assert names == ["blackwell.sglang.server_restart", "blackwell.sglang.server_probe"]  # one round trip each
+    assert calls[0][1]["startup"] == {"record": "/etc/sglang/last-good/startup.json"} and "wait" not in calls[0][1]
+    assert calls[1][1]["metrics"] is True and calls[1][1]["url"] == WAIT["url"]
+    assert "startup_record" not in result  # the record is the action's input, not the task's result
     found = result["startup"]
     assert found["budget"]["timeout"] == 230 and found["budget"]["last"] == 100
     assert found["source"] == "metrics" and found["breakdown"]["weight_load_seconds"] == 30.0
@@ -56,10 +58,9 @@ def test_the_wait_timeout_comes_from_the_last_good_start_and_the_start_is_report
 
 def test_without_a_record_or_metrics_the_operators_timeout_and_the_wall_time() -> None:
     startup = {"key": KEY, "record": "/etc/sglang/last-good/startup.json"}
-    missing = {"failed": True, "msg": "file not found: /etc/sglang/last-good/startup.json"}
     result, calls = action({"unit": "sglang.service", "wait": {**WAIT, "timeout": 1234}, "startup": startup},
-                           [missing, dict(RESTARTED), dict(HEALTHY)])
-    assert len(calls) == 3 and not result.get("failed")
+                           [restarted(None), dict(HEALTHY)])
+    assert len(calls) == 2 and not result.get("failed") and not calls[1][1].get("metrics")
     assert result["startup"]["budget"]["timeout"] == 1234 and result["startup"]["source"] == "wait"
     assert result["startup"]["breakdown"] is None
 
@@ -67,11 +68,46 @@ def test_without_a_record_or_metrics_the_operators_timeout_and_the_wall_time() -
 def test_a_garbled_record_is_ignored_and_budget_off_reads_nothing() -> None:
     startup = {"key": KEY, "record": "/r"}
     result, _ = action({"unit": "sglang.service", "wait": WAIT, "startup": startup},
-                       [{"content": "not base64 !!"}, dict(RESTARTED), dict(HEALTHY)])
+                       [restarted(["not", "a", "record"]), dict(HEALTHY)])
     assert result["startup"]["budget"]["timeout"] == WAIT["timeout"]
     result, calls = action({"unit": "sglang.service", "wait": WAIT, "startup": {**startup, "budget": False}},
                            [dict(RESTARTED), dict(HEALTHY)])
-    assert calls[0][0] == "blackwell.sglang.server_restart" and result["startup"]["budget"]["timeout"] == WAIT["timeout"]
+    assert "startup" not in calls[0][1] and result["startup"]["budget"]["timeout"] == WAIT["timeout"]
+
+
+def test_metrics_that_could_not_be_read_are_reported_and_the_wall_time_kept() -> None:
+    startup = {"key": KEY, "record": "", "metrics": True}
+    result, calls = action({"unit": "sglang.service", "wait": WAIT, "startup": startup},
+                           [dict(RESTARTED), {**HEALTHY, "startup_breakdown": None, "metrics_error": "HTTP 404"}])
+    assert "startup" not in calls[0][1]  # no record named: nothing to read
+    assert result["startup"]["source"] == "wait" and result["startup"]["metrics_error"] == "HTTP 404"
+
+
+def test_the_module_reads_the_record_and_the_probe_the_breakdown(tmp_path: Path) -> None:
+    record = tmp_path / "startup.json"
+    assert su.read_record(str(record)) is None and su.read_record("") is None  # none yet
+    record.write_text(json.dumps(su.recorded(None, {**KEY, "seconds": 42})))
+    assert su.usable_records(su.read_record(str(record)))[0]["seconds"] == 42
+    record.write_bytes(b"\xff not json")
+    assert su.read_record(str(record)) is None
+    record.write_text(" " * (su.MAX_RECORD_BYTES + 1))
+    assert su.read_record(str(record)) is None
+    asked: list[Any] = []
+
+    def get(answer: Any) -> Any:
+        def fake(url: str, timeout: float) -> tuple[int, bytes]:
+            asked.append((url, timeout))
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        return fake
+
+    breakdown, error = su.read_breakdown("https://h:30000/health", get((200, METRICS.encode())))
+    assert error is None and breakdown["weight_load_seconds"] == 30.0 and asked[-1][0] == "https://h:30000/metrics"
+    assert su.read_breakdown("http://h/health", get((404, b""))) == (None, "HTTP 404")
+    assert su.read_breakdown("http://h/health", get(OSError("refused"))) == (None, "refused")
+    assert su.read_breakdown("http://h/health", get((200, b"x" * (su.MAX_METRICS_BYTES + 1))))[0] is None
+    assert su.read_breakdown("http://h/health", get((200, b"# no startup samples\n"))) == (None, None)
 
 
 def test_a_wait_that_times_out_under_a_derived_budget_says_so() -> None:
@@ -87,7 +123,7 @@ def test_a_wait_that_times_out_under_a_derived_budget_says_so() -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(restart_plugin, "wait", fast_wait)
         result, _ = action({"unit": "sglang.service", "wait": {**WAIT, "timeout": 3600}, "startup": startup},
-                           [slurped(history), dict(RESTARTED), *[dict(pending) for _ in range(40)], {"log": []}])
+                           [restarted(history), *[dict(pending) for _ in range(40)], {"log": []}])
     assert result["failed"] and "ready budget 10s" in result["msg"]
 
 
@@ -141,3 +177,39 @@ def test_last_good_keeps_the_quality_gates_record_in_the_same_module_run(tmp_pat
     untouched = last_good.save({**params, "quality": None}, check_mode=False)
     assert untouched["saved"] == [] and untouched["quality"] is False and (tmp_path / "lg" / "quality.json").exists()
     assert "quality.json" in last_good.RESERVED  # never a file name of the files option
+
+
+def test_the_probe_reads_the_breakdown_from_a_real_http_server() -> None:
+    """server_probe's getter (open_url, the probe's TLS settings) against a real HTTP server: /metrics beside the health
+    URL gives the breakdown; a server without it says why."""
+    import http.server  # noqa: PLC0415 (only here)
+    import importlib.util  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    path = Path(restart_plugin.__file__).resolve().parents[1] / "modules" / "server_probe.py"
+    spec = importlib.util.spec_from_file_location("_server_probe", path)
+    server_probe = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(server_probe)  # type: ignore[union-attr]
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            asked.append(self.path)
+            found = self.path == "/metrics" and len(asked) == 1
+            self.send_response(200 if found else 404)
+            self.end_headers()
+            self.wfile.write(METRICS.encode() if found else b"")
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        health = f"http://127.0.0.1:{server.server_port}/health"
+        breakdown, error = su.read_breakdown(health, server_probe.getter(None))
+        assert error is None and breakdown["phases"]["tokenizer_e2e"] == 80.0 and breakdown["cuda_graph_seconds"] == 9.5
+        assert su.read_breakdown(health, server_probe.getter(None)) == (None, "HTTP 404")
+    finally:
+        server.shutdown()
+    assert asked == ["/metrics", "/metrics"]

@@ -85,8 +85,8 @@ def test_restart_of_an_unchanged_config_runs_the_whole_chain(host, inventory: Pa
     runner = play(inventory, tmp_path, "restart.yml")
     assert runner.rc == 0, final_failure(runner)
     assert main_pid(host) != pid
-    for task in ("Stop the server, release the GPUs it left behind, start it and wait for its health", "Show what SGLang resolved"):
-        task_result(runner, task)
+    task_result(runner, "Stop the server, release the GPUs it left behind, start it and wait for its health")
+    assert any(" serves on " in line for line in task_result(runner, "Report the restart")["msg"])
     # Out of rotation (between the drain and the join, skipped here without routers) only the restart's floor ran.
     [window] = window_events(runner.events)
     assert "Stop the server, release the GPUs it left behind, start it and wait for its health" in window
@@ -108,7 +108,7 @@ def test_spec_auto_replaces_explicit_speculative_settings(host, inventory: Path,
     assert resolved["speculative_num_steps"] == 3
     assert "--speculative-num-steps" not in host.file("/etc/systemd/system/sglang.service").content_string
     # How to keep it: the host-variable lines, printed by the run.
-    keep = task_result(runner, "Say how to keep this run's spec mode")["msg"]
+    keep = " ".join(task_result(runner, "Report the restart")["msg"])
     assert "`sglang_spec: auto`" in keep and '"speculative_num_steps": 3' in keep
     assert_clean_and_healthy(host, persistenced)
 
@@ -194,7 +194,8 @@ def test_a_leftover_sglang_process_outside_the_unit_is_killed_and_reported(host,
     released = task_result(runner, "Stop the server, release the GPUs it left behind, start it and wait for its health")
     assert stray in [h["pid"] for h in released["killed"]]
     assert host.run(f"test -d /proc/{stray}").rc != 0
-    task_result(runner, "Report the leftovers that had to be killed")
+    assert any(line.startswith("Killed leftovers of sglang: ") and str(stray) in line
+               for line in task_result(runner, "Report the restart")["msg"])
     assert_clean_and_healthy(host, persistenced)
 
 

@@ -407,7 +407,7 @@ def assert_real_requests(runner: ansible_runner.Runner, hosts: list[str]) -> Non
     assert set(routed) == set(hosts), f"requests through the router ran for {sorted(routed)}"
     for host, res in routed.items():
         assert res["results"] and all(r["completion_tokens"] > 0 for r in res["results"]), (host, res)
-    shown = [str(e["res"].get("msg")) for e in ok if e.get("task") == "Show the request's figures"]
+    shown = [" ".join(e["res"].get("msg") or []) for e in ok if e.get("task") == "Report the restart" and e["host"] in hosts]
     assert len(shown) == len(hosts) and all("time to first token" in m and "speculative acceptance length" in m
                                             for m in shown), shown
 

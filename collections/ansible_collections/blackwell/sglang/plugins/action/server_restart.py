@@ -5,10 +5,12 @@ Documented by the module ``plugins/modules/server_restart.py``: the module runs 
 the host in one run; this action then waits for the server's health as blackwell.sglang.wait_ready does (the same
 code, printing the same progress), so that the restart chain's downtime is one task, not two.
 
-With ``startup`` (issue 35 item 2), before the module it reads the host's record of good starts (``startup.json``
-beside the last known good files) and derives the wait's timeout from it (module_utils/sglang_startup.ready_timeout,
-``wait.timeout`` the upper bound); once healthy it reports the start as ``startup``: the wall time the wait measured
-and, with ``startup.metrics``, SGLang's startup breakdown from its ``/metrics``.
+With ``startup`` (issue 35 item 2), the module's run also reads the host's record of good starts (``startup.json``
+beside the last known good files; the action passes ``startup.record`` only) and the action derives the wait's timeout
+from it (module_utils/sglang_startup.ready_timeout, ``wait.timeout`` the upper bound); once healthy it reports the
+start as ``startup``: the wall time the wait measured and, with ``startup.metrics``, SGLang's startup breakdown, which
+the wait's last probe read from ``/metrics`` in the same round trip. Neither is a round trip of its own (issue 31: the
+restart's wall time beyond the stop and the start).
 
 With ``kernel_cache`` (issue 35 item 1), a start that failed is judged by module_utils/sglang_precompile.stuck_in_compile
 from the unit's last journal lines: one that hung in the kernel compile beyond its budget (the wait's timeout, or its
@@ -18,11 +20,7 @@ directory of that key between the stop and the start, then waited for again; ``c
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -34,7 +32,6 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_startup im
     KEY_FIELDS,
     ready_timeout,
     start_key,
-    startup_breakdown,
 )
 
 # What the ready wait adds to the module's result (the rest of the wait's result names the failure).
@@ -50,26 +47,6 @@ STARTUP_SPEC: dict[str, Any] = {
     "first_start": {"type": "float", "default": 1800},
     "metrics": {"type": "bool", "default": False},
 }
-# The largest startup.json read back (a few records of a few hundred bytes each).
-MAX_RECORD_BYTES = 1 << 20
-
-
-def metrics_url(health_url: str) -> str:
-    """The server's ``/metrics`` beside its health URL (same scheme, host and port)."""
-    parts = urlsplit(health_url)
-    return urlunsplit((parts.scheme, parts.netloc, "/metrics", "", ""))
-
-
-def decoded_record(answer: dict[str, Any]) -> Any:
-    """The JSON document of a slurp answer, or None (no file, unreadable, too large or not JSON)."""
-    if answer.get("failed") or not isinstance(answer.get("content"), str) or len(answer["content"]) > MAX_RECORD_BYTES * 2:
-        return None
-    try:
-        return json.loads(base64.b64decode(answer["content"]).decode("utf-8"))
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return None
-
-
 class ActionModule(ActionBase):
     """Run the server_restart module, then (``wait``) wait for the server's health and report the start."""
 
@@ -91,23 +68,27 @@ class ActionModule(ActionBase):
             startup = ArgumentSpecValidator(STARTUP_SPEC).validate(startup_args)
             if startup.error_messages:
                 raise AnsibleActionFail(f"server_restart: startup: {'; '.join(startup.error_messages)}")
-        budget = None
-        if checked is not None and startup is not None and not self._play_context.check_mode:
-            budget = self._budget(startup.validated_parameters, checked.validated_parameters, task_vars)
-        result.update(self._execute_module(module_name="blackwell.sglang.server_restart", module_args=module_args,
-                                           task_vars=task_vars))
+        measured = checked is not None and startup is not None and not self._play_context.check_mode
+        # The module's run reads the record too (a compile retry's second run reads nothing).
+        read = ({"startup": {"record": startup.validated_parameters["record"]}}
+                if measured and startup.validated_parameters["budget"] and startup.validated_parameters["record"] else {})
+        result.update(self._execute_module(module_name="blackwell.sglang.server_restart",
+                                           module_args={**module_args, **read}, task_vars=task_vars))
+        history = result.pop("startup_record", None)
         if result.get("failed") or checked is None or self._play_context.check_mode:
             return result
         wait_params = dict(checked.validated_parameters)
-        if budget is not None:
-            wait_params["timeout"] = budget["timeout"]
+        budget = None
+        if measured:
+            budget = self._budget(startup.validated_parameters, wait_params, history)
+            wait_params.update(timeout=budget["timeout"], metrics=bool(startup.validated_parameters["metrics"]))
         host = task_vars.get("inventory_hostname", "?")
         ready = wait(wait_params, prober(self._execute_module, task_vars), host=host)
         if ready.get("failed") and kernel_cache:
             ready = self._compile_retry(result, module_args, wait_params, ready, kernel_cache, host, task_vars)
         result["ready"] = {key: ready[key] for key in READY_KEYS if key in ready}
         if startup is not None:
-            result["startup"] = self._startup(startup.validated_parameters, wait_params, ready, budget, task_vars)
+            result["startup"] = self._startup(startup.validated_parameters, ready, budget)
         if ready.get("failed"):
             msg = ready["msg"]
             if budget is not None and budget["timeout"] < int(checked.validated_parameters["timeout"]):
@@ -139,34 +120,27 @@ class ActionModule(ActionBase):
             second = {**second, "msg": f"{second['msg']} (after one retry with the kernel cache cleared: {decision['why']})"}
         return second
 
-    def _budget(self, params: dict[str, Any], wait_params: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
-        """The ready wait's timeout: the operator's (``wait.timeout``), or derived from the host's record."""
+    @staticmethod
+    def _budget(params: dict[str, Any], wait_params: dict[str, Any], history: Any) -> dict[str, Any]:
+        """The ready wait's timeout: the operator's (``wait.timeout``), or derived from the host's record (``history``,
+        the JSON the module read from ``startup.record``; None when there was none or it was not JSON)."""
         cap = int(wait_params["timeout"])
         if not params["budget"]:
             return {"timeout": cap, "last": None, "why": "derived budget off: sglang_server_ready_timeout"}
-        history = None
-        if params["record"]:
-            answer = self._execute_module(module_name="ansible.builtin.slurp", module_args={"src": params["record"]},
-                                          task_vars=task_vars)
-            history = decoded_record(answer)
         key = start_key(*(params["key"].get(f) for f in KEY_FIELDS))
         return ready_timeout(history, key, cap, floor=params["floor"], factor=params["factor"], slack=params["slack"],
                              first_start=params["first_start"])
 
-    def _startup(self, params: dict[str, Any], wait_params: dict[str, Any], ready: dict[str, Any],
-                 budget: dict[str, Any] | None, task_vars: dict[str, Any]) -> dict[str, Any]:
-        """What the start measured: the wait's wall time, and SGLang's own breakdown when its metrics are on."""
+    @staticmethod
+    def _startup(params: dict[str, Any], ready: dict[str, Any], budget: dict[str, Any] | None) -> dict[str, Any]:
+        """What the start measured: the wait's wall time, and SGLang's own breakdown when its metrics are on (read by
+        the wait's last probe)."""
         out: dict[str, Any] = {**start_key(*(params["key"].get(f) for f in KEY_FIELDS)), "seconds": ready.get("elapsed"),
                                "source": "wait", "breakdown": None, "budget": budget}
         if ready.get("failed") or not params["metrics"]:
             return out
-        answer = self._execute_module(module_name="ansible.builtin.uri", task_vars=task_vars, module_args={
-            "url": metrics_url(wait_params["url"]), "return_content": True, "timeout": 30,
-            **({"ca_path": wait_params["ca_path"]} if wait_params.get("ca_path") else {})})
-        if answer.get("failed") or answer.get("status") != 200:
-            out["metrics_error"] = str(answer.get("msg") or f"HTTP {answer.get('status')}")[:300]
-            return out
-        breakdown = startup_breakdown(str(answer.get("content") or ""))
-        if breakdown is not None:
-            out.update(source="metrics", breakdown=breakdown)
+        if ready.get("metrics_error"):
+            out["metrics_error"] = str(ready["metrics_error"])[:300]
+        elif ready.get("startup_breakdown") is not None:
+            out.update(source="metrics", breakdown=ready["startup_breakdown"])
         return out

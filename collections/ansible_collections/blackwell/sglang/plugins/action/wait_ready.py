@@ -101,6 +101,9 @@ def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.m
     # Read once healthy, in the same round trip: the arguments the server resolved (its /server_info).
     info = ({"info_url": args["info_url"], "info_keys": list(args.get("info_keys") or []),
              **({"api_key": args["api_key"]} if args.get("api_key") else {})} if args.get("info_url") else {})
+    # And, with metrics, SGLang's startup breakdown from its /metrics (the server_restart action's report).
+    if args.get("metrics"):
+        info = {**info, "metrics": True}
     probes = 0
     while True:
         probes += 1
@@ -115,7 +118,9 @@ def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.m
         state = result.get("unit_state", {})
         if result.get("status") == 200:
             done = {"changed": False, "elapsed": round(elapsed, 1), "probes": probes, "unit_state": state}
-            if info:
+            if args.get("metrics"):
+                done.update(startup_breakdown=result.get("startup_breakdown"), metrics_error=result.get("metrics_error"))
+            if args.get("info_url"):
                 if result.get("info") is None:
                     return {**done, "failed": True,
                             "msg": f"{args['url']} is healthy but {args['info_url']} could not be read: "
@@ -173,6 +178,9 @@ WAIT_SPEC: dict[str, Any] = {
     # the ready wait is the health check that fails, so nothing else runs while the instance is out of rotation.
     "require_info": {"type": "list", "elements": "str", "default": []},
     "require_info_why": {"type": "str", "default": ""},
+    # Read SGLang's startup breakdown from /metrics in the round trip that finds the server healthy (the server_restart
+    # action sets it from its startup option; not an option of wait_ready's module documentation).
+    "metrics": {"type": "bool", "default": False},
 }
 
 

@@ -2,9 +2,11 @@
 """The startup budget (issue 35 item 2): how long the ready wait of a restart waits, from the last good start of the
 same model, release and host class; what a start measured; SGLang's startup breakdown read from its ``/metrics``.
 
-Pure functions, no Ansible (module_utils: the last_good module on the host and the server_restart action on the controller
-both import it): the action derives the timeout and reads the breakdown, the last_good module keeps the records
-(``startup.json`` in the instance's last-known-good directory), tests/unit/test_startup_budget.py checks them.
+No Ansible (module_utils: modules on the host and the server_restart action on the controller import it): the
+server_restart module reads the record of good starts (:func:`read_record`, in its one run before the stop), the action
+derives the timeout from it, the server_probe module reads the breakdown in the round trip that finds the server healthy
+(:func:`read_breakdown`), the last_good module keeps the records (``startup.json`` in the instance's last-known-good
+directory); tests/unit/test_startup_budget.py and test_startup_restart.py check them.
 
 The rule (:func:`ready_timeout`), with ``cap`` the operator's sglang_server_ready_timeout (always the upper bound):
 
@@ -28,10 +30,12 @@ SGLang 0.5.23's startup metrics (sglang/srt/observability/metrics_collector.py),
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 STARTUP_METRIC = "sglang:startup_time_seconds"
 CUDA_GRAPH_METRIC = "sglang:startup_cuda_graph_time_seconds"
@@ -43,6 +47,11 @@ KEY_FIELDS = ("model", "revision", "release", "host_class")
 # At most this many records (one per key) are kept on the host, newest first.
 MAX_RECORDS = 8
 SCHEMA = 1
+# The largest record of good starts read back (a few records of a few hundred bytes each).
+MAX_RECORD_BYTES = 1 << 20
+# The largest /metrics answer read (a server's full exposition is some hundred KiB), and how long to wait for it.
+MAX_METRICS_BYTES = 32 << 20
+METRICS_TIMEOUT = 30.0
 
 # name{labels} value: the Prometheus text format's sample lines (no timestamp is written by SGLang).
 _SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$")
@@ -105,6 +114,48 @@ def startup_breakdown(text: str) -> dict[str, Any] | None:
         return None
     return {"phases": phases, "cuda_graph": graphs, "cuda_graph_seconds": round(sum(graphs.values()), 3),
             "weight_load_seconds": phases.get("load_weight"), "weight_update_seconds": update}
+
+
+def read_record(path: str) -> Any:
+    """The JSON document of the record of good starts at ``path``, or None: no path, no such file, unreadable, larger
+    than MAX_RECORD_BYTES, or not JSON (a garbled record is ignored: the wait then uses the operator's timeout)."""
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_RECORD_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_RECORD_BYTES:
+        return None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return None
+
+
+def metrics_url(health_url: str) -> str:
+    """The server's ``/metrics`` beside its health URL (same scheme, host and port)."""
+    parts = urlsplit(health_url)
+    return urlunsplit((parts.scheme, parts.netloc, "/metrics", "", ""))
+
+
+def read_breakdown(health_url: str, get: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(SGLang's startup breakdown, None) from the ``/metrics`` beside ``health_url``, or (None, why it was not read).
+
+    ``get(url, timeout)`` answers (HTTP status, body bytes of at most MAX_METRICS_BYTES + 1) or raises OSError /
+    ValueError (the server_probe module passes open_url with its TLS settings). A server without startup samples
+    (a release without them) gives (None, None).
+    """
+    try:
+        status, body = get(metrics_url(health_url), METRICS_TIMEOUT)
+    except (OSError, ValueError) as exc:
+        return None, str(exc)[:300]
+    if status != 200:
+        return None, f"HTTP {status}"
+    if len(body) > MAX_METRICS_BYTES:
+        return None, f"larger than {MAX_METRICS_BYTES} bytes"
+    return startup_breakdown(body.decode("utf-8", "replace")), None
 
 
 def start_key(model: Any, revision: Any, release: Any, host_class: Any) -> dict[str, str]:

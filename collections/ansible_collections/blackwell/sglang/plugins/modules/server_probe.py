@@ -64,6 +64,12 @@ options:
   api_key:
     description: "The server's API key, sent as C(Authorization: Bearer) to O(info_url) only. Kept out of the output."
     type: str
+  metrics:
+    description: >-
+      Once O(url) answers 200, read SGLang's C(/metrics) beside it (same scheme, host and port) and return its startup
+      breakdown as RV(startup_breakdown), in the same run (the server runs with C(--enable-metrics)).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - blackwell.sglang.attributes
   - blackwell.sglang.attributes.read_only
@@ -120,14 +126,26 @@ info_error:
   description: Why O(info_url) could not be read (null when it was, or was not asked for).
   type: str
   returned: always
+startup_breakdown:
+  description: >-
+    With O(metrics), once O(url) answered 200, SGLang's startup breakdown from C(/metrics) (C(phases), C(cuda_graph),
+    C(cuda_graph_seconds), C(weight_load_seconds), C(weight_update_seconds)); null otherwise or without its samples.
+  type: dict
+  returned: always
+metrics_error:
+  description: Why C(/metrics) could not be read (null when it was, or was not asked for).
+  type: str
+  returned: always
 """
 
 import json
 import time
 import urllib.error
+from collections.abc import Callable
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_startup import MAX_METRICS_BYTES, read_breakdown
 
 
 def probe(url: str, timeout: float, ca_path: str | None = None) -> tuple[int, str]:
@@ -157,6 +175,20 @@ def server_info(url: str, keys: list[str], api_key: str | None, timeout: float,
     if not isinstance(body, dict):
         return None, "not a JSON object"
     return {key: body[key] for key in keys if key in body}, None
+
+
+def getter(ca_path: str | None) -> Callable[[str, float], tuple[int, bytes]]:
+    """GET with the probe's TLS settings: (status, at most MAX_METRICS_BYTES + 1 bytes of the body)."""
+
+    def get(url: str, timeout: float) -> tuple[int, bytes]:
+        try:
+            with open_url(url, timeout=timeout, ca_path=ca_path or None, validate_certs=True,
+                          follow_redirects="none", use_proxy=False) as response:
+                return response.status, response.read(MAX_METRICS_BYTES + 1)
+        except urllib.error.HTTPError as exc:
+            return exc.code, b""
+
+    return get
 
 
 def unit_state(module: AnsibleModule, unit: str) -> dict[str, str]:
@@ -192,6 +224,7 @@ def main() -> None:
             "info_url": {"type": "str"},
             "info_keys": {"type": "list", "elements": "str", "default": [], "no_log": False},  # key names, not keys
             "api_key": {"type": "str", "no_log": True},
+            "metrics": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -213,8 +246,12 @@ def main() -> None:
     if status == 200 and params["info_url"]:
         info, info_error = server_info(params["info_url"], params["info_keys"], params["api_key"], params["timeout"],
                                        params["ca_path"])
+    breakdown, metrics_error = None, None
+    if status == 200 and params["metrics"]:
+        breakdown, metrics_error = read_breakdown(params["url"], getter(params["ca_path"]))
     module.exit_json(changed=False, status=status, error=error, unit_state=state, log=lines[-params["log_lines"]:],
-                     cursor=cursor, gpu_memory_mib=memory, info=info, info_error=info_error)
+                     cursor=cursor, gpu_memory_mib=memory, info=info, info_error=info_error,
+                     startup_breakdown=breakdown, metrics_error=metrics_error)
 
 
 if __name__ == "__main__":

@@ -111,15 +111,21 @@ options:
         description: Why O(wait.require_info) must be set, for the failure message.
         type: str
         default: ""
+      metrics:
+        description: >-
+          Read SGLang's startup breakdown from C(/metrics) in the round trip that finds the server healthy (the action
+          sets it from O(startup.metrics)).
+        type: bool
+        default: false
   startup:
     description:
       - With O(wait), the startup budget and the start's report (docs/restarts-and-rollouts.md, "Startup budget").
-      - Before the module runs, the action reads O(startup.record) on the host (the good starts the last_good module
-        kept) and, with O(startup.budget), waits at most C(max(floor, last * factor + slack)) for the last good start
+      - The module reads O(startup.record) on the host in its run, before the stop (the good starts the last_good module
+        kept), and, with O(startup.budget), the action waits at most C(max(floor, last * factor + slack)) for the last good start
         of the same O(startup.key) (plus O(startup.first_start) when only another release of the same model and host
         class started well); O(wait.timeout) stays the upper bound and is the timeout when nothing is known.
       - Once healthy, RV(startup) reports the wall time of the wait and, with O(startup.metrics), SGLang's startup
-        breakdown read from C(/metrics) beside O(wait.url).
+        breakdown read from C(/metrics) beside O(wait.url) in the wait's last round trip.
     type: dict
     suboptions:
       key:
@@ -286,6 +292,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_gpu_holders import HOLDER_OPTIONS, release
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_startup import read_record
 
 RUNNING = ("active", "activating", "deactivating", "reloading")
 
@@ -322,6 +329,10 @@ def restart(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:
         problem = clear_problem(path)
         if problem:
             module.fail_json(msg=f"clear[{index}]: {path!r} {problem}", **result)
+    # The record of good starts, for the action's startup budget (read here: no round trip of its own).
+    record = (params.get("startup") or {}).get("record")
+    if record and not module.check_mode:
+        result["startup_record"] = read_record(str(record))
     state = unit_states(module, unit)
     if state.get("LoadState") in (None, "not-found"):
         module.fail_json(msg=f"Could not find the requested service {unit}: {state or 'systemctl show answered nothing'}",
@@ -357,7 +368,8 @@ def main() -> None:
             **HOLDER_OPTIONS,
             "unit": {"type": "str", "required": True},
             "daemon_reload": {"type": "bool", "default": True},
-            # Handled by the action plugin (plugins/action/server_restart.py), which never passes it to the module.
+            # Handled by the action plugin (plugins/action/server_restart.py): it never passes wait to the module, and
+            # passes startup's record only (read here, in the module's one run; returned as startup_record).
             "wait": {"type": "dict"},
             "startup": {"type": "dict"},
             "kernel_cache": {"type": "dict", "options": {"root": {"type": "str", "default": ""},

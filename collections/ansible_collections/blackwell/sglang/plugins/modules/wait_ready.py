@@ -80,6 +80,12 @@ options:
     description: Why O(require_info) must be set, for the failure message.
     type: str
     default: ""
+  metrics:
+    description: >-
+      Once healthy, read SGLang's C(/metrics) beside O(url) in the same round trip and return its startup breakdown
+      as RV(startup_breakdown) (the server runs with C(--enable-metrics)).
+    type: bool
+    default: false
 notes:
   - An action plugin; this module file holds its documentation only. It runs M(blackwell.sglang.server_probe) on the host.
 extends_documentation_fragment:
@@ -112,6 +118,16 @@ info:
   description: The values of O(info_keys) in O(info_url)'s JSON, read once the server was healthy.
   type: dict
   returned: success, with O(info_url)
+startup_breakdown:
+  description: >-
+    SGLang's startup breakdown (C(phases), C(cuda_graph), C(cuda_graph_seconds), C(weight_load_seconds),
+    C(weight_update_seconds)), read once the server was healthy; null without its startup samples.
+  type: dict
+  returned: success, with O(metrics)
+metrics_error:
+  description: Why C(/metrics) could not be read (null when it was).
+  type: str
+  returned: success, with O(metrics)
 unit_state:
   description: ActiveState, SubState, Result, NRestarts and MainPID of the unit at the last probe.
   type: dict
