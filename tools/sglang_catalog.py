@@ -29,6 +29,8 @@ the first request:
   and ``sglang/srt/mem_cache/unified_cache/linker_config.py``, class ``UnifiedCacheLinkerConfig`` only (its
   ``from_dict``, which ``hicache_hook.handle_hicache`` runs for the dynamic linker backend): raise sites of the
   argument handling outside ``arg_groups``, found where the differential fuzzer saw SGLang refuse (issue 36).
+* ``sglang/srt/runtime_context.py``, function ``derive_attn_tp_size`` only: the attention-TP width the hooks
+  derive (parallel_hook.py:210 and others), where a zero size fails without a raise of its own (an ``implicit`` site).
 
 Not catalogued (each would bring hundreds of checks about the weights, kernels or transports rather than
 the launch's arguments): the rest of model loading (weight loaders of each model class, kernels built at
@@ -85,6 +87,7 @@ SCOPE: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("sglang/srt/model_loader/loader.py", frozenset({"_get_quantization_config"})),
     ("sglang/srt/speculative/ragged_verify.py", frozenset({"read_ragged_verify_mode"})),
     ("sglang/srt/mem_cache/unified_cache/linker_config.py", frozenset({"UnifiedCacheLinkerConfig"})),
+    ("sglang/srt/runtime_context.py", frozenset({"derive_attn_tp_size"})),
 )
 
 

@@ -32,7 +32,7 @@ Coverage: each refusal is matched to the catalog entry whose statement holds the
 tests/catalog/implicit-<version>.yml). ``--coverage-of ANSWERS`` prints the coverage of a kept answers file.
 
     python tests/conformance/differential.py [--cases 10000] [--seed 0] [--jobs 2] [--report build/fuzz-sglang.md]
-        [--sglang-answers build/fuzz-sglang-answers.jsonl]
+        [--sglang-answers build/fuzz-sglang-answers.jsonl] [--save-cases FILE | --cases-from FILE] [--unreached FILE]
 
 ``make fuzz-sglang`` runs 10,000 cases; CI runs a fixed-seed sample (test_differential.py).
 """
@@ -98,6 +98,9 @@ STRICTER = {
                   "range-checks only --grpc-port (serving_hook.py:382); any other port fails when it is bound at start-up, "
                   "and the host plan (sglang_hostplan.instance_ports) reserves --port even where SGLang leaves it "
                   "unbound (smg_grpc_mode with a --grpc-port)",
+    "parallel.elastic_ep": "an elastic-EP runtime scale-up with the mooncake backend: the project installs no Mooncake "
+                           "transfer engine and does not deploy elastic expert parallelism (the rule's reason; SGLang's "
+                           "own scale-up checks, parallel_hook.py:594-747, refuse most such configurations too)",
     "server.warmup": "--skip-server-warmup without sglang_server_allow_skip_warmup: SGLang accepts it, then marks itself "
                      "ready before any request ran (http_server.py:2589-2593, /ready at :714-718) and the first requests "
                      "pay the kernel JIT; the operator allows it explicitly",
@@ -139,6 +142,37 @@ GROUPS: dict[str, list[str]] = {
                    "stream_interval", "enable_hierarchical_cache", "enable_two_batch_overlap"],
 }
 GROUP_SHARE = 4  # one case in GROUP_SHARE comes from GROUPS, the rest from the catalog's raise sites
+
+# Handlers SGLang runs only under a condition their entries' ``conditions`` do not hold (the caller dispatches on it,
+# or the handler returns early before its raise sites): catalog ``file:function`` -> the values that open it, one
+# drawn per argument. A case aimed at an entry of such a handler sets them (most of the time: a raise site before the
+# gate stays reachable), so the raise sites behind the gate are reached, not refused earlier or skipped.
+_FIXTURE_PATH = "tests/conformance/models/Llama-3.1-8B-Instruct"
+GATES: dict[str, dict[str, list[Any]]] = {
+    # SpeculativeAlgorithm.handle_server_args dispatches on the algorithm (speculative/spec_info.py:255-266); UNO needs
+    # its LoRA (speculative_hook.py:460), DFLASH a draft model (:325) before the sites after them.
+    "sglang/srt/arg_groups/speculative_hook.py:_handle_uno": {"speculative_algorithm": ["UNO"],
+                                                               "uno_lora_path": [_FIXTURE_PATH]},
+    "sglang/srt/arg_groups/speculative_hook.py:_handle_dflash": {
+        "speculative_algorithm": ["DFLASH"], "speculative_draft_model_path": [_FIXTURE_PATH]},
+    "sglang/srt/arg_groups/speculative_hook.py:_handle_eagle_family": {"speculative_algorithm": ["EAGLE", "EAGLE3",
+                                                                                                 "STANDALONE"]},
+    "sglang/srt/arg_groups/speculative_hook.py:_handle_ngram": {"speculative_algorithm": ["NGRAM"]},
+    # Early returns (the handler's first statements).
+    "sglang/srt/arg_groups/validation_hook.py:check_watermark_server_args": {"enable_watermark": [True]},  # :39
+    "sglang/srt/arg_groups/kv_cache_hook.py:handle_kv4_compatibility": {"kv_cache_dtype": ["nvfp4", "fp4_mx_block16"]},
+    "sglang/srt/arg_groups/kv_cache_hook.py:handle_nvfp4_prefill_kv_dequant_dtype": {"kv_cache_dtype": ["nvfp4"]},  # :39
+    "sglang/srt/arg_groups/kv_cache_hook.py:handle_unified_memory_pool": {"enable_unified_memory": [True]},  # :531
+    "sglang/srt/arg_groups/kv_cache_hook.py:validate_prefill_only_disable_kv_cache_args": {
+        "prefill_only_disable_kv_cache": [True]},  # :872
+    "sglang/srt/arg_groups/validation_hook.py:handle_aux_hidden_state_capture": {
+        "enable_return_aux_hidden_states": [True]},  # :705
+    "sglang/srt/arg_groups/hicache_hook.py:resolve_hicache_dcp_compatibility": {
+        "dcp_size": [2, 4, 8], "enable_hierarchical_cache": [True]},  # :132
+    "sglang/srt/arg_groups/parallel_hook.py:handle_dwdp": {"dwdp_size": [2, 4, 8]},  # :435
+    "sglang/srt/arg_groups/layernorm_sp_hook.py:validate_layernorm_sp": {"enable_layernorm_sp": [True]},
+    "sglang/srt/arg_groups/attention_hook.py:handle_multi_item_scoring": {"enable_mis": [True]},  # :536
+}
 
 # The GPUs each hardware profile (sglang_rules.PROFILES, every compute capability the validator knows) is generated
 # with: (name, memory in MiB as the driver reports it, integrated). Integrated GPUs share the host's memory (GB10,
@@ -321,6 +355,9 @@ def case_strategy() -> st.SearchStrategy[dict[str, Any]]:
                 for dest in target.args:  # each read argument, most of the time (a condition may want it unset)
                     if rnd.randrange(5):
                         args[dest] = draw(values[dest])
+                for dest, opening in GATES.get(target.id.rpartition(":")[0], {}).items():
+                    if rnd.randrange(5):
+                        args[dest] = rnd.choice(opening)
                 for name in target.env:
                     if rnd.randrange(2):
                         env[name] = draw(env_values)
@@ -544,10 +581,52 @@ def coverage(results: list[dict[str, Any]], entries: list[dict[str, Any]]) -> Co
     return cov
 
 
-def never_hit_reason(target: Target | None) -> str:
+def never_hit_reason(target: Target | None, entry: dict[str, Any] | None = None,
+                     schema: dict[str, dict[str, Any]] | None = None) -> str:
+    """Why the generator never reached a catalog entry, as far as the generator itself can tell."""
     if target is None:
+        args = [r[4:] for r in (entry or {}).get("reads", []) if r.startswith("arg:")]
+        if schema is not None and any(a in schema for a in args):
+            return "not aimed at: the arguments it reads take free text, JSON or lists, which the generator does not draw"
+        if args:
+            return "not aimed at: it reads fields of a parsed value or a JSON config, not CLI arguments"
+        if entry is not None:
+            return "not aimed at: it reads no argument (a local of the handler, the model's config, the platform)"
         return "not aimed at: its condition reads no argument the generator can set or switch it knows"
+    if target.id.rpartition(":")[0] in GATES:
+        return "aimed at behind its handler's gate (GATES), its condition never held"
     return "aimed at, its condition never held"
+
+
+def corpus_sites(entries: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Catalog id -> the cases.yaml cases SGLang refuses there (their ``sglang_where``)."""
+    index = site_index(entries)
+    out: dict[str, list[str]] = {}
+    for case in load_cases()[0]:
+        eid = locate(str(case.get("sglang_where") or ""), index)
+        if eid is not None:
+            out.setdefault(eid, []).append(case["id"])
+    return out
+
+
+def unreached_table(cov: Coverage, entries: list[dict[str, Any]], kinds: dict[str, str], title: str) -> str:
+    """The `rule` entries ``cov`` never hit: why the generator does not reach each, and the corpus cases (cases.yaml)
+    that show SGLang refusing there instead (markdown)."""
+    aimed = {t.id: t for t in generator_data()[1]}
+    schema = schema_arguments()
+    corpus = corpus_sites(entries)
+    never = [e for e in entries if kinds.get(e["id"]) == "rule" and not cov.hits[e["id"]]]
+    covered = sum(1 for e in never if corpus.get(e["id"]))
+    lines = [f"# `rule` entries the differential fuzzer does not reach ({title})", "",
+             "Generated by `tests/conformance/differential.py --unreached FILE` (see README.md, 'Raise-site coverage of the "
+             "fuzzer'): each catalog entry mapped `rule` that SGLang refused no generated input at, why the generator "
+             "does not reach it, and the conformance cases (`cases.yaml`) that show SGLang refusing there instead.", "",
+             f"{len(never)} entries; {covered} covered by a corpus case, {len(never) - covered} by none yet.", "",
+             "| entry | line | why the generator does not reach it | corpus cases |", "| --- | --- | --- | --- |"]
+    for e in never:
+        cases = ", ".join(f"`{c}`" for c in sorted(corpus.get(e["id"], []))) or "none yet"
+        lines.append(f"| `{e['id']}` | {e['line']} | {never_hit_reason(aimed.get(e['id']), e, schema)} | {cases} |")
+    return "\n".join(lines) + "\n"
 
 
 def coverage_lines(cov: Coverage, entries: list[dict[str, Any]], kinds: dict[str, str],
@@ -577,7 +656,8 @@ def coverage_lines(cov: Coverage, entries: list[dict[str, Any]], kinds: dict[str
     lines += [f"| `{eid}` | {kinds.get(eid)} | {by_id[eid]['line']} | {n} |"
               for eid, n in sorted(cov.hits.items(), key=lambda item: (by_id[item[0]]["file"], by_id[item[0]]["line"]))]
     never = [e for e in entries if kinds.get(e["id"]) == "rule" and not cov.hits[e["id"]]]
-    reasons = Counter(never_hit_reason(aimed.get(e["id"])) for e in never)
+    schema = schema_arguments()
+    reasons = Counter(never_hit_reason(aimed.get(e["id"]), e, schema) for e in never)
     lines += ["", f"`rule` entries never hit ({len(never)}), by reason:", ""]
     lines += [f"- {why}: {n}" for why, n in reasons.most_common()]
     lines += ["", "| entry | line | reads |", "| --- | --- | --- |"]
@@ -632,6 +712,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sglang-answers", type=Path, default=None,
                         help="keep SGLang's answers in this JSON-lines file and reuse them: a re-run after a rule fix "
                              "re-judges the same cases without probing them again")
+    parser.add_argument("--save-cases", type=Path, default=None, metavar="FILE",
+                        help="write the generated cases to FILE (JSON), to judge the same cases again after a catalog "
+                             "or mapping change moves what the generator draws (--cases-from)")
+    parser.add_argument("--cases-from", type=Path, default=None, metavar="FILE",
+                        help="judge the cases of FILE (written by --save-cases) instead of generating them")
+    parser.add_argument("--unreached", type=Path, default=None, metavar="FILE",
+                        help="write the table of the `rule` entries the run never reached (why, and the corpus cases "
+                             "that cover them instead) to FILE")
     parser.add_argument("--coverage-of", type=Path, default=None, metavar="ANSWERS",
                         help="print the raise-site coverage of every answer a --sglang-answers file holds, and exit")
     args = parser.parse_args(argv)
@@ -645,9 +733,19 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
         return 0
     start = time.monotonic()
-    cases = generate(args.cases, args.seed)
+    if args.cases_from is not None:
+        cases = json.loads(args.cases_from.read_text(encoding="utf-8"))
+    else:
+        cases = generate(args.cases, args.seed)
+    if args.save_cases is not None:
+        args.save_cases.parent.mkdir(parents=True, exist_ok=True)
+        args.save_cases.write_text(json.dumps(cases, sort_keys=True) + "\n", encoding="utf-8")
     verdicts, mine, sglang = evaluate(cases, args.jobs, args.sglang_answers)
     text = report(cases, verdicts, mine, sglang, time.monotonic() - start, args.seed)
+    if args.unreached is not None:
+        cov, entries, kinds = sample_coverage(sglang)
+        source = f"`--cases-from` {args.cases_from.name}" if args.cases_from else f"`--cases {args.cases} --seed {args.seed}`"
+        args.unreached.write_text(unreached_table(cov, entries, kinds, f"{len(cases)} cases, {source}"), encoding="utf-8")
     missed = [c for c in cases if verdicts[c["id"]] == "MISSED"]
     if missed and not args.no_shrink:
         small = shrink(missed, jobs=args.jobs)

@@ -90,3 +90,14 @@ def test_generated_cases_do_not_depend_on_the_constants_of_loaded_modules(tmp_pa
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("i36_constants_probe", None)
+
+
+def test_gates_name_catalogued_handlers_and_schema_arguments() -> None:
+    """Every GATES key is the file:function of catalog entries and opens them with arguments of the schema (a renamed
+    handler or argument would silently stop opening its raise sites)."""
+    entries, _ = differential.load_catalog()
+    handlers = {f"{e['file']}:{e['function']}" for e in entries}
+    schema = differential.schema_arguments()
+    for handler, opening in differential.GATES.items():
+        assert handler in handlers, handler
+        assert opening and all(dest in schema and values for dest, values in opening.items()), handler

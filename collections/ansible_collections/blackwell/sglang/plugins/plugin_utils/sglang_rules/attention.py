@@ -27,6 +27,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.regi
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     KV4_BACKENDS,
     KV4_DTYPES,
+    NVFP4_PREFILL_BACKEND,
     default_attention_backend,
     linear_decode_backend,
     resolved_mamba_strategy,
@@ -163,6 +164,23 @@ def _linear_flashinfer(ctx: Context, profile: ArchProfile) -> None:
 TRTLLM_MLA_BAD_KV = ("fp8_e5m2", "mxfp8", "bfloat16", *KV4_DTYPES)
 
 
+def _nvfp4_native_prefill(ctx: Context) -> bool:
+    """From 0.5.21 handle_nvfp4_prefill_kv_dequant_dtype (kv_cache_hook.py:34-99) sets both backends of an nvfp4 cache
+    before handle_kv4_compatibility checks them: prefill flashinfer (an FP8 E4M3 workspace) or trtllm_mha (native
+    NVFP4), decode trtllm_mha, by the prefill dequant dtype (explicit, else the explicit prefill / shared backend's, else
+    native on SM100). The FP8 recipe's pair differs, which SGLang lets through with a warning (kv_cache_hook.py:262-274):
+    only native NVFP4 prefill reaches the backend lists. The seed-0 fuzzer's false alarm: flashmla with
+    prefill_kv_cache_dequant_dtype fp8_e4m3 (issue 36). An explicit backend that selects no dtype, and native NVFP4 off
+    SM100, are refused by server.kv_cache_resolved."""
+    requested = _choice(ctx, "prefill_kv_cache_dequant_dtype", "auto")
+    if requested == "auto":
+        explicit = _choice(ctx, "prefill_attention_backend", "") or _choice(ctx, "attention_backend", "")
+        cc = ctx.compute_capability
+        by_backend = {b: d for d, b in NVFP4_PREFILL_BACKEND.items()}
+        requested = by_backend.get(explicit, "") if explicit else "" if cc is None else "nvfp4" if cc[0] == 10 else "fp8_e4m3"
+    return requested == "nvfp4"
+
+
 @rule("kv4.attention", sources=(
     "sglang/srt/arg_groups/kv_cache_hook.py:277-316",
     "sglang/srt/arg_groups/overrides.py:1214-1217",
@@ -193,16 +211,20 @@ def _kv4_attention(ctx: Context, report: Report) -> None:
     if kv not in KV4_DTYPES:
         return
     fa4, mla = (prefill or backend) == "fa4", bool(ctx.model.mla)
-    if fa4:
+    if kv == "nvfp4" and added_in(ctx, "0.5.21"):
+        # Both backends are trtllm_mha by then (native NVFP4 prefill), and a pair of equal backends replaces the shared
+        # attention backend, the host's too (_attention_backend_default, overrides.py:1126-1131), so trtllm_mha is what
+        # is checked; 0.5.20 checks the resolved backend of every FP4 cache alike (kv_cache_hook.py:40-110 there).
+        if not _nvfp4_native_prefill(ctx):
+            return
+        fa4, checked, dest = False, "trtllm_mha", "attention_backend"
+    elif fa4:
         checked, dest = decode or backend, "decode_attention_backend"
     else:
         if (prefill or backend) != (decode or backend):
             return  # SGLang only warns about the mixed pair (kv_cache_hook.py:262-274)
         checked, dest = backend, "attention_backend"
-    # From 0.5.21 an nvfp4 cache may get backends chosen for it (handle_nvfp4_prefill_kv_dequant_dtype): only explicit
-    # ones are checked; 0.5.20 checks the resolved backend of every FP4 cache alike (kv_cache_hook.py:40-110 there).
-    if checked is None or (kv == "nvfp4" and added_in(ctx, "0.5.21") and not ctx.args.get(dest)
-                           and not ctx.args.get("attention_backend")):
+    if checked is None:
         return
     allowed = KV4_BACKENDS[(fa4, mla)]
     if checked in allowed:

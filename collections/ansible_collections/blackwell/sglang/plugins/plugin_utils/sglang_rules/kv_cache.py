@@ -28,6 +28,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     possible_default_chunked_prefill_sizes,
     qwen35_sm100_backend,
     qwen35_sm100_picks_triton,
+    radix_cache_off,
     resolved_attention_backends,
     resolved_page_size,
 )
@@ -41,7 +42,10 @@ if TYPE_CHECKING:  # pragma: no cover
     "sglang/srt/arg_groups/mamba_hook.py:161",
 ))
 def _mamba_no_buffer(ctx: Context, report: Report) -> None:
-    if str(ctx.args.get("mamba_radix_cache_strategy") or "") != "no_buffer":
+    """validate_mamba_no_buffer (mamba_hook.py:156-163), which handle_mamba_radix_cache runs only where the model uses the
+    mamba radix cache and the radix cache is on (model_hook.py:1057-1076, overrides.py:472-473: with it off nothing is
+    checked; radix_cache_off): the seed-0 fuzzer's false alarm, no_buffer with disable_radix_cache (issue 36)."""
+    if str(ctx.args.get("mamba_radix_cache_strategy") or "") != "no_buffer" or radix_cache_off(ctx):
         return
     if any(b == "trtllm_mha" for d, b in _attention_backends(ctx) if d != "speculative_draft_attention_backend"):
         ctx.error("mamba.trtllm_mha", "mamba_radix_cache_strategy",
@@ -60,6 +64,9 @@ def _mamba_no_buffer(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/kv_cache_hook.py:394",
     "sglang/srt/arg_groups/kv_cache_hook.py:431",
     "sglang/srt/arg_groups/kv_cache_hook.py:380-391",
+    "sglang/srt/arg_groups/kv_cache_hook.py:880",
+    "sglang/srt/arg_groups/kv_cache_hook.py:905",
+    "sglang/srt/arg_groups/kv_cache_hook.py:911",
 ))
 def _kv_cache(ctx: Context, report: Report) -> None:
     """handle_cache_compatibility and validate_prefill_only_disable_kv_cache_args (kv_cache_hook.py), on the flags."""
@@ -101,9 +108,19 @@ def _kv_cache(ctx: Context, report: Report) -> None:
                               f"{ctx.var('enable_lmcache')}", line)
                 break
     if ctx.is_set("prefill_only_disable_kv_cache"):
+        # validate_prefill_only_disable_kv_cache_args runs early in the pipeline (pipeline.py:170), before the model
+        # overrides that set chunked_prefill_size -1 and disable_radix_cache for some models (model_hook.py, :225), so
+        # it checks the host's values (the radix cache as a PD decode server turns it off, radix_cache_off): the
+        # seed-0 CI sample's MISSED, an embedding server without chunked_prefill_size -1 (issue 36).
         kv = _choice(ctx, "kv_cache_dtype", "auto")
+        chunk = _num(ctx, "chunked_prefill_size")
         for bad, dest, why, line in (
+            (ctx.model.known and not ctx.is_set("is_embedding"), "is_embedding", "a generative server (it needs is_embedding)",
+             880),
             (kv in ("nvfp4", "fp4_mx_block16", "mxfp8"), "kv_cache_dtype", f"kv_cache_dtype {kv}", "886-896"),
+            (chunk != -1, "chunked_prefill_size", f"chunked prefill (chunked_prefill_size {chunk if chunk is not None else 'unset'}"
+             "; it needs -1)", 905),
+            (not radix_cache_off(ctx), "disable_radix_cache", "the radix cache on (it needs disable_radix_cache)", 911),
             (_int(ctx, "attn_cp_size", 1) > 1, "attn_cp_size", "attn_cp_size > 1", 920),
             (ctx.is_set("enable_prefill_cp"), "enable_prefill_cp", "enable_prefill_cp", 926),
             (ctx.is_set("enable_hisparse"), "enable_hisparse", "enable_hisparse", 935),
@@ -133,7 +150,9 @@ def _mamba_extra_buffer(ctx: Context, report: Report) -> None:
     supports it (its architecture with linear_attn_backend triton, :438-450), else no_buffer.
     """
     arch = ctx.model.architecture
-    if ctx.model.family == "unknown" or ctx.is_set("disable_radix_cache"):  # not in the architecture table
+    # Not in the architecture table, or the radix cache is off (on a PD decode server by default, radix_cache_off:
+    # the seed-0 fuzzer's false alarm, page_size 7 on a Qwen3.5 decode server, issue 36): nothing is checked.
+    if ctx.model.family == "unknown" or radix_cache_off(ctx):
         return
     strategy = str(ctx.get("mamba_radix_cache_strategy", "auto"))
     backend = str(ctx.get("linear_attn_backend", "triton"))

@@ -160,6 +160,25 @@ def _model_features(ctx: Context, report: Report) -> None:
                       f"{_MH}:188 (0.5.22 :188, 0.5.21 :179, 0.5.20 :125)")
 
 
+# CP_DECODE_ATTN_TP_SUPPORTED_ARCHS (sglang/srt/layers/cp/cp_decode_attn_tp.py:29-37, the same in 0.5.20-0.5.22): the
+# models whose attention linears are replicated across the context-parallel ranks.
+CP_DECODE_ATTN_TP_ARCHITECTURES = DEEPSEEK_V4_ARCHITECTURES + ("GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN")
+
+
+@rule("server.model_features", shared=True, file=_MH, sources=(
+    "sglang/srt/arg_groups/model_hook.py:199",
+))
+def _cp_decode_attn_tp(ctx: Context, report: Report) -> None:
+    """handle_model_specific_adjustments refuses enable_cp_decode_attn_tp on any architecture (config.json's
+    architectures[0]) outside CP_DECODE_ATTN_TP_SUPPORTED_ARCHS (model_hook.py:193-204; :193-204 in 0.5.22, :184-195 in
+    0.5.21, :130-141 in 0.5.20): the seed-0 fuzzer's MISSED on DeepSeek-V3 and Qwen3-Next (issue 36)."""
+    arch = str(ctx.model.architecture or "") if ctx.model.known else ""
+    if arch and ctx.is_set("enable_cp_decode_attn_tp") and arch not in CP_DECODE_ATTN_TP_ARCHITECTURES:
+        report.refuse("enable_cp_decode_attn_tp", "enable_cp_decode_attn_tp needs a model whose attention linears are "
+                      f"replicated across the context-parallel ranks (DeepSeek-V4, GLM-5 DSA), not {arch}.",
+                      f"remove {ctx.var('enable_cp_decode_attn_tp')}", 199)
+
+
 @rule("server.model_features", since="0.5.23", shared=True, file=_MH, sources=(
     "sglang/srt/arg_groups/model_hook.py:1045",
 ))

@@ -31,6 +31,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     CUTLASS_MOE_QUANT,
     FLASHINFER_A2A_RUNNERS,
     NVFP4_ONLINE_RUNNERS,
+    TRTLLM_MOE_QUANT,
     UNCERTAIN,
     _a2a_may_change,
     attention_dp_on,
@@ -41,6 +42,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     moe_backends,
     moe_kernel_quantization,
     possible_default_chunked_prefill_sizes,
+    trtllm_routed_quant,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -411,9 +413,13 @@ def _eplb(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/moe_hook.py:635",
     "sglang/srt/arg_groups/parallel_hook.py:783",
     "sglang/srt/arg_groups/moe_hook.py:756",
+    "sglang/srt/arg_groups/moe_hook.py:124",
+    "sglang/srt/arg_groups/moe_hook.py:138",
 ))
 def _moe_kernels(ctx: Context, report: Report) -> None:
-    """handle_moe_kernel_config, handle_a2a_moe's FlashInfer A2A checks, the nvfp4_online runner constraint,
+    """handle_moe_kernel_config (among its asserts the TRT-LLM runners' quantizations, moe_hook.py:123-147, :87-111 in
+    0.5.20, :91-115 in 0.5.21, :96-120 in 0.5.22: the seed-0 fuzzer's MISSED, flashinfer_trtllm_routed with quantization
+    gguf, issue 36), handle_a2a_moe's FlashInfer A2A checks, the nvfp4_online runner constraint,
     handle_eplb_and_dispatch and the DeepEP v2 draft check (moe_hook.py, overrides.py, parallel_hook.py), on the
     explicit values (nothing where DeepSeek's context-parallel overrides may change the a2a backend first)."""
     a2a, runner = moe_backends(ctx)
@@ -446,6 +452,12 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
             quant == "nvfp4_online" or env_true(ctx.env, "SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION")),
          "moe_a2a_backend", "flashinfer_cutedsl with per-token NVFP4 activation needs moe_a2a_backend none or flashinfer, "
          "not deepep", 118),
+        (runner in ("flashinfer_trtllm", "experimental_sgl_trtllm") and kernel_quant not in (UNCERTAIN, *TRTLLM_MOE_QUANT),
+         "quantization", f"moe_runner_backend {runner} runs quantization {', '.join(q or 'none' for q in TRTLLM_MOE_QUANT)} "
+         f"(none: bf16), not {kernel_quant}", 124),
+        (runner == "flashinfer_trtllm_routed" and kernel_quant not in (UNCERTAIN, *trtllm_routed_quant(ctx)), "quantization",
+         f"moe_runner_backend flashinfer_trtllm_routed runs quantization "
+         f"{', '.join(q or 'none' for q in trtllm_routed_quant(ctx))} (none: bf16), not {kernel_quant}", 138),
         (runner == "cutlass" and quant in ("fp8", "mxfp8") and ep != 1, "ep_size",
          f"the FP8 / MXFP8 cutlass MoE runs with ep_size 1 only (ep_size={ep})", 161),
     ):

@@ -223,6 +223,13 @@ def _parallel_launch(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/parallel_hook.py:565",
     "sglang/srt/arg_groups/parallel_hook.py:567",
     "sglang/srt/arg_groups/parallel_hook.py:570",
+    "sglang/srt/arg_groups/parallel_hook.py:578",
+    "sglang/srt/arg_groups/parallel_hook.py:621",
+    "sglang/srt/arg_groups/parallel_hook.py:624",
+    "sglang/srt/arg_groups/parallel_hook.py:627",
+    "sglang/srt/arg_groups/parallel_hook.py:630",
+    "sglang/srt/arg_groups/parallel_hook.py:666",
+    "sglang/srt/arg_groups/parallel_hook.py:677",
 ))
 def _elastic_ep_args(ctx: Context, report: Report) -> None:
     """handle_elastic_ep's argument checks that hold with or without an elastic-EP backend (parallel_hook.py:546-570;
@@ -248,6 +255,63 @@ def _elastic_ep_args(ctx: Context, report: Report) -> None:
             report.refuse(dest, why + ".", f"remove {ctx.var(dest)} (the project does not deploy elastic expert parallelism)",
                           line)
             return
+    _elastic_ep_scale_up(ctx, report, backend=backend, mode=mode, most=most)
+
+
+def _elastic_ep_scale_up(ctx: Context, report: Report, *, backend: bool, mode: str, most: float | None) -> None:
+    """handle_elastic_ep's runtime scale-up checks (parallel_hook.py:572-680; :424-494 in 0.5.20, :477-547 in 0.5.21,
+    :549-619 in 0.5.22): an elastic-EP backend with max_ep_size above tp_size is a scale-up deployment, which SGLang
+    allows with the mooncake backend only, one tokenizer worker, no Ray, no elastic expert backup, a positive scale
+    timeout, and (on the primary) elastic_ep_initial_size equal to tp_size; elastic_ep_initial_size is for scale-up
+    deployments only. Each is an assert on the arguments themselves; the topology checks that need the resolved
+    attention-CP size (:594-619) and the CUDA-graph ones (:692-721) are left to SGLang. The seed-0 fuzzer's MISSED:
+    elastic_ep_backend nixl with max_ep_size 20 on 8 GPUs (issue 36)."""
+    tp = _int(ctx, "tp_size", 1)
+    active = backend and most is not None and most > tp
+    initial = _num(ctx, "elastic_ep_initial_size")
+    if initial is not None and not active:
+        report.refuse("elastic_ep_initial_size", "elastic_ep_initial_size is for an elastic-EP scale-up deployment "
+                      f"(elastic_ep_backend with max_ep_size above tp_size={tp}) only.",
+                      f"remove {ctx.var('elastic_ep_initial_size')}", 578)
+        return
+    if not active:
+        return
+    timeout = _num(ctx, "elastic_ep_scale_timeout")
+    for bad, dest, why, line in (
+        (timeout is not None and timeout <= 0, "elastic_ep_scale_timeout", "elastic_ep_scale_timeout must be above zero",
+         621),
+        (_int(ctx, "tokenizer_worker_num", 1) != 1, "tokenizer_worker_num", "elastic-EP runtime scale-up needs "
+         "tokenizer_worker_num 1", 624),
+        (ctx.is_set("use_ray"), "use_ray", "elastic-EP runtime scale-up does not support use_ray", 627),
+        (ctx.is_set("enable_elastic_expert_backup"), "enable_elastic_expert_backup", "elastic-EP runtime scale-up does "
+         "not support enable_elastic_expert_backup", 630),
+        (mode != "scale" and initial is not None and initial != tp, "elastic_ep_initial_size", f"the primary's "
+         f"elastic_ep_initial_size must equal its tp_size ({tp})", 666),
+        (_choice(ctx, "elastic_ep_backend", "") != "mooncake", "elastic_ep_backend", "elastic-EP runtime scale-up "
+         f"(max_ep_size {most} above tp_size {tp}) needs elastic_ep_backend mooncake, not "
+         f"{ctx.args.get('elastic_ep_backend')}", 677),
+    ):
+        if bad:
+            report.refuse(dest, why + ".", f"remove {ctx.var('max_ep_size')} and {ctx.var('elastic_ep_backend')} (the "
+                          "project does not deploy elastic expert parallelism)", line)
+            return
+
+
+@rule("parallel.elastic_ep", stricter=(
+    "an elastic-EP runtime scale-up with the mooncake backend (max_ep_size above tp_size): the project installs no "
+    "Mooncake transfer engine and does not deploy elastic expert parallelism; SGLang's further checks of a scale-up "
+    "(parallel_hook.py:594-747: the attention topology, attention DP with a DP LM head, the CUDA-graph backends) read "
+    "the resolved attention-CP size and CUDA-graph config, and a configuration that passes them needs the engine at "
+    "run time"))
+def _elastic_ep_deploy(ctx: Context, report: Report) -> None:
+    """Refuses what _elastic_ep_scale_up leaves: a mooncake scale-up deployment (stricter: see the rule's reason)."""
+    most = _num(ctx, "max_ep_size")
+    if _choice(ctx, "elastic_ep_backend", "") == "mooncake" and most is not None and most > _int(ctx, "tp_size", 1):
+        report.error("elastic_ep_backend", f"an elastic-EP runtime scale-up (elastic_ep_backend mooncake, max_ep_size {most} "
+                     f"above tp_size {_int(ctx, 'tp_size', 1)}) is not deployed by this project: it installs no Mooncake "
+                     "transfer engine, and SGLang's own scale-up checks need attention DP, a DP LM head and the prefill CUDA "
+                     "graph off (parallel_hook.py:594-747).",
+                     f"remove {ctx.var('max_ep_size')} and {ctx.var('elastic_ep_backend')}")
 
 
 @rule("server.layernorm_sp", sources=(
@@ -370,6 +434,7 @@ def _parallel_moe_dp(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/parallel_hook.py:203-237",
     "sglang/srt/arg_groups/parallel_hook.py:216",
     "sglang/srt/arg_groups/parallel_hook.py:234",
+    "sglang/srt/runtime_context.py:76",
 ))
 def _shared_experts_tp(ctx: Context, report: Report) -> None:
     """handle_shared_experts_tp (parallel_hook.py:203-237, new in 0.5.21), under the same conditions as
@@ -378,6 +443,13 @@ def _shared_experts_tp(ctx: Context, report: Report) -> None:
         return
     tp, attn_dp, cp = _int(ctx, "tp_size", 1), attention_dp_width(ctx), _int(ctx, "attn_cp_size", 1)
     size = _num(ctx, "shared_experts_tp_size")
+    if size is not None and cp == 0:
+        # derive_attn_tp_size divides by attn_cp_size before anything checks it (runtime_context.py:76, 0.5.22 the same;
+        # 0.5.21 derive_attention_widths, :78): SGLang fails with a ZeroDivisionError (the catalog's implicit entry).
+        report.error("attn_cp_size", "attn_cp_size=0 with shared_experts_tp_size: the attention TP size divides by it "
+                     "(a ZeroDivisionError). SGLang refuses the launch.", f"set {ctx.var('attn_cp_size')} >= 1 (or remove it)",
+                     "sglang/srt/runtime_context.py:76" if added_in(ctx, "0.5.22") else "sglang/srt/runtime_context.py:78")
+        return
     if size is None or attn_dp < 1 or cp < 1:
         return
     attn_tp = tp // attn_dp // cp

@@ -474,6 +474,27 @@ NVFP4_ONLINE_RUNNERS = ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashi
 UNCERTAIN = "?"
 
 
+def radix_cache_off(ctx: Context) -> bool:
+    """Whether the radix cache is off when the model-specific checks run: disable_radix_cache, or a PD decode server
+    without disaggregation_decode_enable_radix_cache (handle_pd_disaggregation sets disable_radix_cache=True there,
+    pd_disaggregation_hook.py:98-127; :66-111 in 0.5.20, :86-119 in 0.5.21, :99-134 in 0.5.22), which runs before
+    handle_model_specific_adjustments (pipeline.py:147, :225)."""
+    return ctx.is_set("disable_radix_cache") or (
+        _choice(ctx, "disaggregation_mode", "null") == "decode" and not ctx.is_set("disaggregation_decode_enable_radix_cache"))
+
+
+# The quantizations the TRT-LLM MoE runners take (moe_hook.py:124-133 flashinfer_trtllm / experimental_sgl_trtllm,
+# :138-146 flashinfer_trtllm_routed; 0.5.20-0.5.22 the same but minimax_m3_nvfp4, new in 0.5.23); None: bf16.
+TRTLLM_MOE_QUANT = ("modelopt_fp4", "nvfp4_online", "fp8", "mxfp8", "modelopt_fp8", "modelopt_mixed", "compressed-tensors",
+                    None)
+
+
+def trtllm_routed_quant(ctx: Context) -> tuple[str | None, ...]:
+    """What flashinfer_trtllm_routed runs in the context's release (moe_hook.py:138-146)."""
+    return ("fp8", "mxfp8", "modelopt_fp4", "modelopt_mixed", "nvfp4_online",
+            *(("minimax_m3_nvfp4",) if added_in(ctx, "0.5.23") else ()), None)
+
+
 CUTLASS_MOE_QUANT = ("modelopt_fp4", "modelopt_fp8", "modelopt_mixed", None)  # moe_hook.py:80-87
 
 

@@ -326,8 +326,12 @@ def _speculative_launch(ctx: Context, report: Report) -> None:
     if rejection and algo == "STANDALONE":
         report.refuse("speculative_use_rejection_sampling", "speculative_use_rejection_sampling works with EAGLE / EAGLE3 / NEXTN "
                       "only, not STANDALONE.", f"remove {ctx.var('speculative_use_rejection_sampling')}", 1216)
-    elif rejection and algo in EAGLE_FAMILY and _num(ctx, "speculative_eagle_topk") not in (None, 1):
-        report.refuse("speculative_eagle_topk", "speculative_use_rejection_sampling needs speculative_eagle_topk 1.",
+    elif rejection and algo in EAGLE_FAMILY and effective_eagle_topk(ctx, algo) not in (None, 1):
+        # SGLang's own choice counts (auto_spec_triple: topk 4 for Llama, speculative_hook.py:1159-1173 runs first):
+        # the seed-0 CI sample's MISSED, EAGLE with rejection sampling and the triple unset on Llama (issue 36).
+        chosen = "" if _num(ctx, "speculative_eagle_topk") is not None else (
+            f" (SGLang picks {effective_eagle_topk(ctx, algo)} for this model with the triple unset)")
+        report.refuse("speculative_eagle_topk", f"speculative_use_rejection_sampling needs speculative_eagle_topk 1{chosen}.",
                       f"set {ctx.var('speculative_eagle_topk')}: 1, or remove speculative_use_rejection_sampling", 1222)
     elif rejection and algo in EAGLE_FAMILY and any(
             _num(ctx, d) not in (None, 1.0) for d in ("speculative_accept_threshold_single", "speculative_accept_threshold_acc")):
