@@ -1,0 +1,177 @@
+"""An SGLang upgrade of the simulated fleet builds each host's new kernels before its drain (issue 35).
+
+The fleet (two of the scenario's simulated Blackwell hosts behind the gateway: the canary and one host of the rest, so
+that the case costs the scenario minutes, not a quarter of an hour) is first taken to release A, the 0.5.22 stand-in,
+with playbooks/deploy.yml, and a second run with ``sglang_keep_venvs: 1`` prunes the 0.5.23 virtualenv and, with it, every
+0.5.23 kernel cache (roles/sglang, "Kernel caches" in docs/restarts-and-rollouts.md): the hosts have never compiled
+0.5.23. Then the upgrade to 0.5.23 goes through the project's normal entry, deploy.yml (roles/sglang installs the new
+release beside the old one, roles/sglang_rollout rolls it out canary first), with ``sglang_server_precompile: always``
+(the simulated GPUs are SM120, where ``auto`` builds nothing: SGLang 0.5.23 runs DeepGEMM on SM90/SM100 only).
+
+What it proves, per host, from ansible-runner's events and the stand-in's own record of what each start found
+(``/var/lib/sglang/standin-kernels.jsonl``, tests/fixtures/sglang_standin/src/sglang/_standin/kernels.py):
+
+* the pre-compile (python -m sglang.compile_deep_gemm of the new virtualenv, with the instance's arguments) ran and
+  found the new key's cache cold while the old release still served: it ended before the host's drain began;
+* the first start of 0.5.23 found its kernels warm (no compile out of rotation);
+* the canary was built, drained, restarted and joined before any other host's pre-compile (each host of the rest
+  builds its own, before its own drain: caches are per host, nothing is copied between hosts);
+* a second run changes nothing, restarts nothing and compiles nothing.
+
+Cases run in file order and leave the fleet on 0.5.23, as it was (the other hosts stay on it throughout).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+import pytest
+import simrun
+import yaml
+from simrun import REPO, final_failure
+
+GPUS = ["bsa-fleet-gpu1", "bsa-fleet-gpu2"]
+CANARY = GPUS[0]  # rollout_canary 1: the first host of sglang_servers; GPUS[1] is the rest's one batch
+GATEWAY = "bsa-fleet-gw"
+OLD, NEW = "0.5.22", "0.5.23"
+SERVICE = "sglang.service"
+RECORDS = "/var/lib/sglang/standin-kernels.jsonl"  # sglang_server_state_dir: the unit's HOME
+KERNELS = "/var/cache/sglang/kernels"  # sglang_server_cache_dir/kernels
+VENVS = "/opt/sglang/venvs"
+API_KEY: str = yaml.safe_load((REPO / "inventory" / "fleet-sim" / "group_vars" / "all.yml").read_text())["sglang_api_key"]
+FAST = {"sglang_server_ready_timeout": 60, "sglang_server_ready_poll_interval": 1,
+        "sglang_server_ready_progress_every": 5}
+PRECOMPILE = "Build the instance's kernels into its new kernel cache before the stop"
+DRAIN = "Take the server out of the routers and let it finish its requests"
+RESTART = "Stop the server, release the GPUs it left behind, start it and wait for its health"
+JOIN = "Put the server back into the routers"
+
+
+def sh(container: str, command: str) -> str:
+    done = subprocess.run(["docker", "exec", container, "bash", "-c", command], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, f"{container}: {command}: {done.stderr}"
+    return done.stdout.strip()
+
+
+def records(host: str) -> list[dict[str, Any]]:
+    """What every modelled start and pre-compile of the host found, oldest first."""
+    text = sh(host, f"cat {RECORDS} 2>/dev/null || true")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def releases(host: str) -> list[str]:
+    """The releases of the host's virtualenvs (<release>-<hash>), sorted."""
+    return sorted({name.split("-")[0] for name in sh(host, f"ls {VENVS}").split() if not name.endswith(".txt")})
+
+
+def kernel_keys(host: str) -> list[str]:
+    return sorted(sh(host, f"ls {KERNELS} 2>/dev/null || true").split())
+
+
+def served_version(host: str) -> str:
+    """The release the host's server reports (/server_info, over verified TLS with the fleet's key)."""
+    info = sh(host, f"curl -fsS --cacert /etc/ssl/sglang/ca.pem -H 'Authorization: Bearer {API_KEY}' "
+                    "https://127.0.0.1:30000/server_info")
+    return str(json.loads(info)["version"])
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("upgrade")
+    shutil.copytree(REPO / "inventory" / "fleet-sim" / "group_vars", directory / "group_vars")
+    (directory / "hosts.yml").write_text(json.dumps({"all": {
+        "children": {"sglang_servers": {"hosts": {h: {} for h in GPUS}},
+                     "sglang_routers": {"hosts": {GATEWAY: {}}}},
+        "vars": {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"},
+    }}))
+    return directory
+
+
+def deploy(inventory: Path, tmp_path: Path, **extravars: Any) -> ansible_runner.Runner:
+    return simrun.play(inventory, tmp_path, "deploy.yml", skip_tags="driver,cuda", **{**FAST, **extravars})
+
+
+def when(event: dict[str, Any]) -> float:
+    """An event's time on the controller's clock (the containers share the machine's clock)."""
+    return datetime.datetime.fromisoformat(event["created"]).timestamp()
+
+
+def first(runner: ansible_runner.Runner, task: str, host: str) -> tuple[int, dict[str, Any]]:
+    """(index, event) of the task's first ok event on the host."""
+    for index, event in enumerate(runner.events):
+        data = event.get("event_data", {})
+        if event.get("event") == "runner_on_ok" and data.get("task") == task and data.get("host") == host:
+            return index, event
+    raise AssertionError(f"{task!r} did not run on {host}")
+
+
+def test_the_fleet_runs_the_old_release_and_has_never_compiled_the_new_one(fleet: Path, tmp_path: Path) -> None:
+    runner = deploy(fleet, tmp_path, sglang_version=OLD)
+    assert runner.rc == 0, final_failure(runner)
+    # A second run that keeps only the current virtualenv: 0.5.23's is pruned, and its caches with it; nothing restarts.
+    pids = {host: sh(host, f"systemctl show -p MainPID --value {SERVICE}") for host in GPUS}
+    runner = deploy(fleet, tmp_path, sglang_version=OLD, sglang_keep_venvs=1)
+    assert runner.rc == 0, final_failure(runner)
+    for host in GPUS:
+        assert sh(host, f"systemctl show -p MainPID --value {SERVICE}") == pids[host], host
+        assert served_version(host) == OLD, host
+        assert releases(host) == [OLD], host
+        keys = kernel_keys(host)
+        assert keys and all(k.startswith(f"sglang-{OLD}_") for k in keys), (host, keys)
+
+
+def test_an_upgrade_builds_each_hosts_kernels_before_its_drain_and_starts_warm(fleet: Path, tmp_path: Path) -> None:
+    seen = {host: len(records(host)) for host in GPUS}
+    pids = {host: sh(host, f"systemctl show -p MainPID --value {SERVICE}") for host in GPUS}
+    runner = deploy(fleet, tmp_path, sglang_version=NEW, sglang_server_precompile="always")
+    assert runner.rc == 0, final_failure(runner)
+
+    figures = []
+    for host in GPUS:
+        assert served_version(host) == NEW, host
+        assert sh(host, f"systemctl show -p MainPID --value {SERVICE}") != pids[host], f"{host} was not restarted"
+        # Installed beside the old release (kept for a rollback).
+        assert releases(host) == [OLD, NEW], host
+        built_at, built = first(runner, PRECOMPILE, host)
+        drain_at, drain = first(runner, DRAIN, host)
+        restart_at, _ = first(runner, RESTART, host)
+        join_at, _ = first(runner, JOIN, host)
+        res = built["event_data"]["res"]
+        assert res["changed"] and res["built"] and res["compile"]["rc"] == 0, (host, res)
+        assert built_at < drain_at < restart_at < join_at, (host, built_at, drain_at, restart_at, join_at)
+
+        # The stand-in's own record: the pre-compile of 0.5.23 found a cold cache of the new key, the first start of
+        # 0.5.23 found it warm; nothing else started in between.
+        new = [(r["version"], r["by"], r["found"]) for r in records(host)[seen[host]:]]
+        assert new == [(NEW, "compile_deep_gemm", "cold"), (NEW, "server", "warm")], (host, new)
+        compiled, started = records(host)[seen[host]:]
+        assert compiled["dir"] == started["dir"] and compiled["dir"].startswith(f"{KERNELS}/sglang-{NEW}_"), host
+        # In time: the compile ended before the drain began; the warm start came after it.
+        assert compiled["at"] + compiled["seconds"] <= when(drain), (host, compiled, drain["created"])
+        assert started["at"] > when(drain), (host, started, drain["created"])
+        figures.append(f"{host}: pre-compile {res['seconds']} s (stand-in compile {compiled['seconds']} s), ended "
+                       f"{when(drain) - compiled['at'] - compiled['seconds']:.1f} s before the drain; first start warm")
+
+    # The canary went first: built, drained, restarted and joined before any other host began its pre-compile.
+    canary_join, _ = first(runner, JOIN, CANARY)
+    assert all(first(runner, PRECOMPILE, host)[0] > canary_join for host in GPUS[1:])
+    print("\n".join(figures))
+
+
+def test_a_second_run_of_the_upgrade_changes_nothing(fleet: Path, tmp_path: Path) -> None:
+    seen = {host: len(records(host)) for host in GPUS}
+    runner = deploy(fleet, tmp_path, sglang_version=NEW, sglang_server_precompile="always")
+    assert runner.rc == 0, final_failure(runner)
+    assert runner.stats["changed"] == {}, runner.stats["changed"]
+    for host in GPUS:
+        assert records(host)[seen[host]:] == [], host
+        skipped = [e["event_data"]["res"] for e in runner.events if e.get("event") == "runner_on_ok"
+                   and e["event_data"].get("task") == PRECOMPILE and e["event_data"].get("host") == host]
+        assert skipped == [], f"{host}: no restart is due, so nothing is prepared: {skipped}"
