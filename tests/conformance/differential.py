@@ -172,7 +172,19 @@ GATES: dict[str, dict[str, list[Any]]] = {
     "sglang/srt/arg_groups/parallel_hook.py:handle_dwdp": {"dwdp_size": [2, 4, 8]},  # :435
     "sglang/srt/arg_groups/layernorm_sp_hook.py:validate_layernorm_sp": {"enable_layernorm_sp": [True]},
     "sglang/srt/arg_groups/attention_hook.py:handle_multi_item_scoring": {"enable_mis": [True]},  # :536
+    # Handlers whose conditions read their parameters, not arguments: the values their callers pass.
+    # check_server_args passes --prompt-tokens-buckets to validate_buckets_rule (validation_hook.py:277, :384-430).
+    "sglang/srt/arg_groups/validation_hook.py:validate_buckets_rule": {"prompt_tokens_buckets": [
+        ["tse", "1", "2", "3"], ["tse", "1", "2"], ["tse", "x", "2", "3"], ["tse", "1", "1", "3"], ["tse", "1", "2", "0"],
+        ["tse", "0", "2", "3"], ["default"], ["default", "1"], ["custom"], ["custom", "a"], ["custom", "1", "1"],
+        ["custom", "-1"], ["custom", "1", "2"], ["linear"]]},
+    # handle_ssl_validation (serving_hook.py:47-75): the files exist (a fixture's), the pairs vary.
+    "sglang/srt/arg_groups/serving_hook.py:handle_ssl_validation": {
+        "ssl_keyfile": [f"{_FIXTURE_PATH}/config.json"], "ssl_certfile": [f"{_FIXTURE_PATH}/config.json"],
+        "ssl_ca_certs": [f"{_FIXTURE_PATH}/config.json"], "ssl_keyfile_password": ["secret"]},
 }
+# JSON-valued arguments (argparse type json.loads / json_list_type): a few shapes their checks tell apart.
+JSON_VALUES = ["{}", "[]", '{"a": 1}', "1", "[1, 2]"]
 
 # The GPUs each hardware profile (sglang_rules.PROFILES, every compute capability the validator knows) is generated
 # with: (name, memory in MiB as the driver reports it, integrated). Integrated GPUs share the host's memory (GB10,
@@ -278,6 +290,8 @@ def value_strategy(arg: dict[str, Any], extra: set[Any] = frozenset(),
         more = sorted(v for v in extra if isinstance(v, str) and v in choices)  # only what argparse lets through
         return st.sampled_from(list(choices) + more)
     kind = arg.get("type")
+    if kind in ("json.loads", "json_list_type") and arg.get("nargs") in (None, "?"):
+        return st.sampled_from(JSON_VALUES)
     if kind in ("int", "human_readable_int"):
         near = sorted({int(v) + d for v in extra if isinstance(v, (int, float)) and not isinstance(v, bool)
                        and abs(v) < 1 << 40 for d in (-1, 0, 1)})
@@ -318,7 +332,7 @@ def generator_data() -> tuple[dict[str, st.SearchStrategy[Any]], list[Target], d
             continue
         args = tuple(r[4:] for r in entry["reads"] if r.startswith("arg:") and r[4:] in values)
         env = tuple(r[4:] for r in entry["reads"] if r.startswith("env:"))
-        if args or env:
+        if args or env or f"{entry['file']}:{entry['function']}" in GATES:
             targets.append(Target(entry["id"], kind, args, env))
     facts = {"arguments": len(schema), "valued": len(values), "targets": len(targets),
              "speculative_algorithms": dynamic["speculative_algorithm"]}
@@ -357,7 +371,8 @@ def case_strategy() -> st.SearchStrategy[dict[str, Any]]:
                         args[dest] = draw(values[dest])
                 for dest, opening in GATES.get(target.id.rpartition(":")[0], {}).items():
                     if rnd.randrange(5):
-                        args[dest] = rnd.choice(opening)
+                        value = rnd.choice(opening)
+                        args[dest] = list(value) if isinstance(value, list) else value
                 for name in target.env:
                     if rnd.randrange(2):
                         env[name] = draw(env_values)

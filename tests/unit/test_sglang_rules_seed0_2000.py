@@ -279,3 +279,9 @@ def test_rejection_sampling_needs_topk_one_as_sglang_resolves_it(version: str, m
                     model=model, cc="10.0", gpus=1)
     found = [s for s in sources(hostvars, "server.speculative") if s.endswith(":1222")]
     assert bool(found) is refused
+
+
+def test_nvidia_megakernel_needs_the_plugin_the_project_does_not_install() -> None:
+    assert sources(host({"enable_nvidia_megakernel": True}), "server.megakernel") == [
+        "sglang/srt/kernel_plugins/nvidia/binding.py:380"]
+    assert not sources(host({}), "server.megakernel")

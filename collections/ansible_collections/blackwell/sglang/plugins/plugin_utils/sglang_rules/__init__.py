@@ -81,6 +81,7 @@ ORDER: tuple[str, ...] = (
     "speculative._aux_hidden_states",
     "serving._http_reuseport",
     "serving._http",
+    "serving._nvidia_megakernel",
     "serving._grpc",
     "lora._lora",
     "kv_cache._kv_cache",

@@ -179,6 +179,23 @@ def _http(ctx: Context, report: Report) -> None:
               f"remove {ctx.var('enable_http2')} (HTTP/1.1 with Uvicorn, SGLang's default)", f"{_SH}:110")
 
 
+@rule("server.megakernel", since="0.5.23", file="sglang/srt/kernel_plugins/nvidia/binding.py", sources=(
+    "sglang/srt/kernel_plugins/nvidia/binding.py:380",
+))
+def _nvidia_megakernel(ctx: Context, report: Report) -> None:
+    """enable_nvidia_megakernel (new in 0.5.23) needs the sgl-nvidia-mega plugin: handle_nvidia_megakernel lists its
+    absence as the reason and refuses the launch (binding.py:363-382, plugin_reasons :288-294); the reasons a plugin
+    adds read the model's config and the GPU's ISA (the on-host preflight). As with HTTP/2 (server.http), the project's
+    SGLang install (sglang==<version> or the release's lock) does not bring the plugin, so every host it deploys
+    refuses the flag; a site that adds it through sglang_extra_requirements is refused as well, deliberately stricter
+    until the validator is told the host's extra requirements. The CI sample's MISSED once the generator opened the
+    handlers' gates (issue 36)."""
+    if ctx.is_set("enable_nvidia_megakernel"):
+        report.refuse("enable_nvidia_megakernel", "enable_nvidia_megakernel needs the sgl-nvidia-mega plugin, which the "
+                      "project's SGLang install (sglang==<version> or the release's lock) does not include.",
+                      f"remove {ctx.var('enable_nvidia_megakernel')}", 380)
+
+
 @rule("server.grpc", shared=True, file=_SH, sources=(
     "sglang/srt/arg_groups/serving_hook.py:356-433",
     "sglang/srt/arg_groups/serving_hook.py:397",
