@@ -250,7 +250,7 @@ def test_a_start_stuck_in_the_kernel_compile_is_cleared_and_retried_once(host, i
              f"install -o sglang -g sglang -m 0644 /dev/null {deep_gemm}/locks/standin.lock")
     before = len(host.file("/var/lib/sglang/standin-kernels.jsonl").content_string.splitlines())
     runner = play(inventory, tmp_path, "restart.yml", sglang_server_no_progress_timeout=10)
-    assert runner.rc == 0, failures(runner)
+    assert runner.rc == 0, final_failure(runner)
     retry = task_result(runner, "Stop the server, release the GPUs it left behind, start it and wait for its health")["compile_retry"]
     assert retry["stuck"] and retry["retried"] and retry["cleared"] == [cache], retry
     assert "DeepGEMM" in retry["evidence"] and retry["ready"]["elapsed"] > 0
@@ -260,7 +260,7 @@ def test_a_start_stuck_in_the_kernel_compile_is_cleared_and_retried_once(host, i
     assert_clean_and_healthy(host, persistenced)
     # The next restart finds the kernels the retry compiled.
     runner = play(inventory, tmp_path, "restart.yml")
-    assert runner.rc == 0, failures(runner)
+    assert runner.rc == 0, final_failure(runner)
     last = json.loads(host.file("/var/lib/sglang/standin-kernels.jsonl").content_string.splitlines()[-1])
     assert last["found"] == "warm" and last["by"] == "server"
 
@@ -284,7 +284,7 @@ def test_the_restart_builds_the_kernels_before_the_stop_and_the_start_finds_them
     host.run(f"rm -rf {cache}")
     before = len(kernel_records(host))
     runner = play(inventory, tmp_path, "restart.yml", sglang_server_precompile="always")
-    assert runner.rc == 0, failures(runner)
+    assert runner.rc == 0, final_failure(runner)
     ran = [e["event_data"]["task"] for e in runner.events if e.get("event") == "runner_on_ok"]
     assert ran.index(PRECOMPILE) < ran.index(RESTART), "the kernels are built while the server still serves"
     built = task_result(runner, PRECOMPILE)
@@ -293,7 +293,7 @@ def test_the_restart_builds_the_kernels_before_the_stop_and_the_start_finds_them
     assert found == [("compile_deep_gemm", "cold"), ("server", "warm")], found
     # The same key and arguments again: the marker says they are built, nothing runs.
     runner = play(inventory, tmp_path, "restart.yml", sglang_server_precompile="always")
-    assert runner.rc == 0, failures(runner)
+    assert runner.rc == 0, final_failure(runner)
     assert not task_result(runner, PRECOMPILE)["changed"]
     assert [(r["by"], r["found"]) for r in kernel_records(host)[before + 2:]] == [("server", "warm")]
     assert_clean_and_healthy(host, persistenced)
