@@ -285,3 +285,19 @@ def test_nvidia_megakernel_needs_the_plugin_the_project_does_not_install() -> No
     assert sources(host({"enable_nvidia_megakernel": True}), "server.megakernel") == [
         "sglang/srt/kernel_plugins/nvidia/binding.py:380"]
     assert not sources(host({}), "server.megakernel")
+
+
+@pytest.mark.parametrize("version", ["0.5.20", "0.5.23"])
+@pytest.mark.parametrize(("model", "refused"), [(LLAMA, True), ("deepseek-ai/DeepSeek-V3", False), ("/models/custom", False)])
+def test_hicache_with_dcp_needs_an_mla_model(version: str, model: str, refused: bool) -> None:
+    found = sources(host({"dcp_size": 2, "enable_hierarchical_cache": True}, version, model=model, gpus=2), "server.hicache")
+    assert ("sglang/srt/arg_groups/hicache_hook.py:158" in found) is refused
+
+
+@pytest.mark.parametrize(("topk", "refused"), [(0, True), (-1, True), (1, False), (None, False)])
+def test_uno_topk_below_one(topk: int | None, refused: bool) -> None:
+    args: dict[str, Any] = {"speculative_algorithm": "UNO", "uno_lora_path": "/lora", "speculative_num_draft_tokens": 4}
+    if topk is not None:
+        args["speculative_eagle_topk"] = topk
+    found = [s for s in sources(host(args, gpus=1), "server.speculative") if s.endswith(":489")]
+    assert bool(found) is refused

@@ -49,6 +49,7 @@ def _linker_config_problem(config: object, given: bool) -> tuple[str, int] | Non
     "sglang/srt/arg_groups/hicache_hook.py:28",
     "sglang/srt/arg_groups/hicache_hook.py:43",
     "sglang/srt/arg_groups/hicache_hook.py:273",
+    "sglang/srt/arg_groups/hicache_hook.py:158",
     "sglang/srt/mem_cache/unified_cache/linker_config.py:23",
     "sglang/srt/mem_cache/unified_cache/linker_config.py:26",
     "sglang/srt/mem_cache/unified_cache/linker_config.py:30",
@@ -109,6 +110,10 @@ def _hicache(ctx: Context, report: Report) -> None:
             (algo not in ("", "DSPARK"), "speculative_algorithm", f"speculative decoding other than DSPARK ({algo})", 142),
             (ctx.is_set("enable_lmcache"), "enable_lmcache", "enable_lmcache", 148),
             (ctx.is_set("enable_hisparse"), "enable_hisparse", "enable_hisparse", 153),
+            # use_mla_backend reads the model's attention architecture (model_override_base.py:185-189): a known model's
+            # (the same check in 0.5.20-0.5.22); the corpus case catalog-hicache-dcp-mha (issue 36).
+            (ctx.model.known and not ctx.model.mla, "dcp_size", f"a model without MLA attention ({ctx.model.architecture}: "
+             "the MHA host pool has no DCP index translation)", 158),
         ):
             if bad:
                 report.refuse(dest, f"HiCache with decode context parallelism (dcp_size > 1) does not support {why}.",

@@ -381,8 +381,9 @@ def _uno(ctx: Context, report: Report) -> None:
         (ctx.is_set("enable_strict_thinking"), "enable_strict_thinking", "UNO does not support enable_strict_thinking", 467),
         ((_num(ctx, "speculative_num_draft_tokens") or 0) < 1, "speculative_num_draft_tokens",
          "UNO needs speculative_num_draft_tokens (a positive verify width)", 474),
-        ((_num(ctx, "speculative_eagle_topk") or 1) < 1, "speculative_eagle_topk", "UNO needs speculative_eagle_topk >= 1",
-         489),
+        # 0 is below 1 too (it is not None: speculative_hook.py:485-487); the corpus case catalog-uno-topk-zero.
+        (_num(ctx, "speculative_eagle_topk") is not None and _num(ctx, "speculative_eagle_topk") < 1,
+         "speculative_eagle_topk", "UNO needs speculative_eagle_topk >= 1", 489),
         ((_int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1)) != (1, 1), "tp_size", "UNO runs with tp_size 1 and pp_size 1 only",
          579),
         (attention_dp_on(ctx) or _int(ctx, "attn_cp_size", 1) != 1, "attn_dp_size",
