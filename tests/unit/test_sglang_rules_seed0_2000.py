@@ -301,3 +301,10 @@ def test_uno_topk_below_one(topk: int | None, refused: bool) -> None:
         args["speculative_eagle_topk"] = topk
     found = [s for s in sources(host(args, gpus=1), "server.speculative") if s.endswith(":489")]
     assert bool(found) is refused
+
+
+def test_uno_takes_no_draft_model() -> None:
+    args = {"speculative_algorithm": "UNO", "uno_lora_path": "/lora", "speculative_num_draft_tokens": 4}
+    assert not [s for s in sources(host(args, gpus=1), "server.speculative") if s.endswith(":455")]
+    assert [s for s in sources(host({**args, "speculative_draft_model_path": "/draft"}, gpus=1), "server.speculative")
+            if s.endswith(":455")]

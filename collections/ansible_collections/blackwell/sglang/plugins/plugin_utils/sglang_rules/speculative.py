@@ -375,6 +375,8 @@ def _uno(ctx: Context, report: Report) -> None:
     """_handle_uno's argument checks (speculative_hook.py:453-612)."""
     profile = arch_profile(ctx)
     for bad, dest, why, line in (
+        (_given(ctx, "speculative_draft_model_path"), "speculative_draft_model_path", "UNO reuses the target model and "
+         "takes no speculative_draft_model_path", 455),
         (not _given(ctx, "uno_lora_path"), "uno_lora_path", "UNO needs uno_lora_path", 460),
         (ctx.is_set("enable_deterministic_inference"), "enable_deterministic_inference",
          "UNO does not support enable_deterministic_inference", 462),
