@@ -37,7 +37,9 @@ MONITORING_GROUP = "sglang_monitoring"
 # monitoring.yml). The model peer listens only while a fan-out copies weights, but on the same host.
 GROUP_PORTS = {
     SERVERS_GROUP: ("sglang_model_peer_port", "node_exporter_port", "dcgm_exporter_port"),
-    ROUTERS_GROUP: ("sglang_router_port", "sglang_router_prometheus_port", "node_exporter_port"),
+    # The handover ports are bound only while roles/sglang_router hands the gateway's port over, on the same host.
+    ROUTERS_GROUP: ("sglang_router_port", "sglang_router_prometheus_port", "sglang_router_handover_port",
+                    "sglang_router_handover_prometheus_port", "node_exporter_port"),
     MONITORING_GROUP: ("sglang_monitoring_port",),
 }
 # The roles whose defaults hold the default of each such port.
