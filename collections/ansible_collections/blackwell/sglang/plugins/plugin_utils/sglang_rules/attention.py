@@ -229,10 +229,14 @@ def _kv4_attention(ctx: Context, report: Report) -> None:
     allowed = KV4_BACKENDS[(fa4, mla)]
     if checked in allowed:
         return
-    chosen = "" if ctx.args.get(dest) or prefill is not None else " (SGLang's default here: the key is unset)"
+    native = kv == "nvfp4" and added_in(ctx, "0.5.21")
+    chosen = (" (native NVFP4 prefill sets trtllm_mha for both phases, and it replaces the shared backend)" if native else
+              "" if ctx.args.get(dest) or prefill is not None else " (SGLang's default here: the key is unset)")
     ctx.error("kv4.attention", "kv_cache_dtype",
               f"kv_cache_dtype {kv} ({'MLA' if mla else 'MHA'} model{', FA4 prefill' if fa4 else ''}) runs with "
               f"{dest} {' / '.join(allowed)} only; it would be {checked!r}{chosen}. SGLang refuses it at start-up.",
+              "set sglang_args.prefill_kv_cache_dequant_dtype: fp8_e4m3 (the FP8 prefill workspace), or use kv_cache_dtype "
+              "fp8_e4m3" if native else
               f"set sglang_args.{dest}: {allowed[0]}, or use kv_cache_dtype auto or fp8_e4m3",
               "sglang/srt/arg_groups/kv_cache_hook.py:277-316")
 
