@@ -47,6 +47,8 @@ STARTUP_SPEC: dict[str, Any] = {
     "first_start": {"type": "float", "default": 1800},
     "metrics": {"type": "bool", "default": False},
 }
+
+
 class ActionModule(ActionBase):
     """Run the server_restart module, then (``wait``) wait for the server's health and report the start."""
 
