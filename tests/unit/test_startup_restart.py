@@ -182,34 +182,18 @@ def test_last_good_keeps_the_quality_gates_record_in_the_same_module_run(tmp_pat
 def test_the_probe_reads_the_breakdown_from_a_real_http_server() -> None:
     """server_probe's getter (open_url, the probe's TLS settings) against a real HTTP server: /metrics beside the health
     URL gives the breakdown; a server without it says why."""
-    import http.server  # noqa: PLC0415 (only here)
-    import importlib.util  # noqa: PLC0415
-    import threading  # noqa: PLC0415
+    from http_answers import module, serving  # noqa: PLC0415 (only here)
 
-    path = Path(restart_plugin.__file__).resolve().parents[1] / "modules" / "server_probe.py"
-    spec = importlib.util.spec_from_file_location("_server_probe", path)
-    server_probe = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(server_probe)  # type: ignore[union-attr]
+    server_probe = module("server_probe")
     asked: list[str] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-            asked.append(self.path)
-            found = self.path == "/metrics" and len(asked) == 1
-            self.send_response(200 if found else 404)
-            self.end_headers()
-            self.wfile.write(METRICS.encode() if found else b"")
+    def answer(request: Any) -> tuple[int, bytes]:
+        asked.append(request.path)
+        return (200, METRICS.encode()) if request.path == "/metrics" and len(asked) == 1 else (404, b"")
 
-        def log_message(self, *_: Any) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        health = f"http://127.0.0.1:{server.server_port}/health"
+    with serving(answer) as port:
+        health = f"http://127.0.0.1:{port}/health"
         breakdown, error = su.read_breakdown(health, server_probe.getter(None))
         assert error is None and breakdown["phases"]["tokenizer_e2e"] == 80.0 and breakdown["cuda_graph_seconds"] == 9.5
         assert su.read_breakdown(health, server_probe.getter(None)) == (None, "HTTP 404")
-    finally:
-        server.shutdown()
     assert asked == ["/metrics", "/metrics"]

@@ -274,37 +274,22 @@ def test_the_wait_fails_when_a_required_resolved_value_is_unset(resolved: dict[s
 def test_server_probe_returns_only_the_keys_asked_for_and_sends_the_key(tmp_path: Any) -> None:
     """server_probe's read of /server_info against a real HTTP server: the report keys only (the rest of
     /server_info holds the server's secrets), with the API key as a bearer token."""
-    import http.server
-    import importlib.util
     import json
-    import threading
-    from pathlib import Path
 
-    path = Path(plugin.__file__).resolve().parents[1] / "modules" / "server_probe.py"
-    spec = importlib.util.spec_from_file_location("_server_probe", path)
-    server_probe = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(server_probe)  # type: ignore[union-attr]
+    from http_answers import module, serving
+
+    server_probe = module("server_probe")
     seen: list[str | None] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-            seen.append(self.headers.get("Authorization"))
-            ok = self.headers.get("Authorization") == "Bearer s3cret"
-            body = json.dumps({"speculative_algorithm": "EAGLE", "tp_size": 8, "api_key": "s3cret"}).encode()
-            self.send_response(200 if ok else 401)
-            self.end_headers()
-            self.wfile.write(body if ok else b"{}")
+    def answer(request: Any) -> tuple[int, bytes]:
+        seen.append(request.headers.get("Authorization"))
+        ok = request.headers.get("Authorization") == "Bearer s3cret"
+        body = json.dumps({"speculative_algorithm": "EAGLE", "tp_size": 8, "api_key": "s3cret"}).encode()
+        return (200, body) if ok else (401, b"{}")
 
-        def log_message(self, *_: Any) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_port}/server_info"
+    with serving(answer) as port:
+        url = f"http://127.0.0.1:{port}/server_info"
         keys = ["speculative_algorithm", "tp_size", "moe_runner_backend"]
         assert server_probe.server_info(url, keys, "s3cret", 5) == ({"speculative_algorithm": "EAGLE", "tp_size": 8}, None)
         assert server_probe.server_info(url, keys, None, 5) == (None, "HTTP 401")
-    finally:
-        server.shutdown()
     assert seen == ["Bearer s3cret", None]

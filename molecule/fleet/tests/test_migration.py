@@ -25,7 +25,6 @@ import json
 import os
 import select
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from typing import Any
 
 import ansible_runner
 import pytest
+import test_fleet
 import yaml
 from simrun import REPO, final_failure
 
@@ -83,20 +83,9 @@ def inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-@pytest.fixture(scope="module")
-def router() -> str:
-    fmt = '{{(index .NetworkSettings.Networks "' + NETWORK + '").IPAddress}}'
-    address = subprocess.run(["docker", "inspect", "-f", fmt, GATEWAY], capture_output=True, text=True, check=True).stdout.strip()
-    assert address, "the gateway has no address on the scenario's network"
-    return address
-
-
-class _Gateway(http.client.HTTPSConnection):
-    """HTTPS to the gateway's address, verifying its certificate for GATEWAY (the controller cannot resolve it)."""
-
-    def connect(self) -> None:
-        sock = socket.create_connection((self.host, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=GATEWAY)  # type: ignore[attr-defined]
+# The gateway's address on the scenario's network and HTTPS to it verifying its certificate for GATEWAY: test_fleet's.
+router = test_fleet.router
+_Gateway = test_fleet._Gateway
 
 
 def connection(router: str, timeout: float = 30) -> _Gateway:
