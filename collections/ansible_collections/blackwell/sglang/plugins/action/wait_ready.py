@@ -98,12 +98,11 @@ def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.m
     limit = float(args.get("no_progress_timeout") or 0)
     gpus = list(args.get("gpus") or [])
     tls = {"ca_path": args["ca_path"]} if args.get("ca_path") else {}
-    # Read once healthy, in the same round trip: the arguments the server resolved (its /server_info).
-    info = ({"info_url": args["info_url"], "info_keys": list(args.get("info_keys") or []),
-             **({"api_key": args["api_key"]} if args.get("api_key") else {})} if args.get("info_url") else {})
-    # And, with metrics, SGLang's startup breakdown from its /metrics (the server_restart action's report).
-    if args.get("metrics"):
-        info = {**info, "metrics": True}
+    # Read once healthy, in the same round trip: the arguments the server resolved (its /server_info) and, with metrics,
+    # SGLang's startup breakdown (its /metrics; the server_restart action's report).
+    once_healthy = {**({"info_url": args["info_url"], "info_keys": list(args.get("info_keys") or []),
+                        **({"api_key": args["api_key"]} if args.get("api_key") else {})} if args.get("info_url") else {}),
+                    **({"metrics": True} if args.get("metrics") else {})}
     probes = 0
     while True:
         probes += 1
@@ -112,7 +111,7 @@ def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.m
         # One round trip waits on the host until healthy, failed, the next progress line or the stall limit is due.
         due = [args["progress_every"], remaining] + ([progress.since + limit - now] if limit > 0 else [])
         result = probe({"url": args["url"], "unit": args["unit"], "log_lines": 1, "interval": args["interval"],
-                        "wait": max(0.0, min(due)), "gpus": gpus, **tls, **info})
+                        "wait": max(0.0, min(due)), "gpus": gpus, **tls, **once_healthy})
         now = clock()
         elapsed = now - start
         state = result.get("unit_state", {})

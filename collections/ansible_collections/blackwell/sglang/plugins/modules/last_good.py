@@ -116,7 +116,7 @@ import tempfile
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_startup import recorded, usable_records
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_startup import read_record, recorded, usable_records
 
 # The record of good starts in the directory (the startup budget's: module_utils/sglang_startup.py).
 STARTUP_FILE = "startup.json"
@@ -174,11 +174,7 @@ def startup_content(path: str, start: Any) -> tuple[bytes, dict[str, Any]] | Non
         return None
     if not math.isfinite(seconds) or seconds <= 0:
         return None
-    try:
-        with open(os.path.join(path, STARTUP_FILE), "rb") as handle:
-            history = json.loads(handle.read(1 << 20).decode("utf-8"))
-    except (OSError, ValueError):
-        history = None
+    history = read_record(os.path.join(path, STARTUP_FILE))
     document = recorded({"starts": usable_records(history)}, {**start, "seconds": seconds}, at=str(start.get("at") or ""))
     return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode(), document["starts"][0]
 
