@@ -14,7 +14,8 @@ ansible-test installing its test requirements).
 Scenarios go to the lanes longest first (the measured minutes below; an unlisted scenario counts as
 ``DEFAULT_MINUTES``), each to the lane with the least work so far. Each scenario's output goes to
 ``LOGS/NAME.log``; a line per scenario (and for pytest) says how it ended and how long it took; the last lines of
-each failed log are printed at the end, and the exit status is 1 when any failed. ``--extended`` sets
+each failed log are printed at the end, then (last, where a truncated CI log still shows them) the lines of each
+failed log that name what failed (pytest's FAILED/ERROR lines, Ansible's fatal task), and the exit status is 1 when any failed. ``--extended`` sets
 BSA_MOLECULE_EXTENDED=1: the verify cases marked ``extended`` run too (molecule/conftest.py).
 
     python tests/molecule_lanes.py [SCENARIO ...] [--jobs 2] [--logs build/molecule-logs] [--extended] [--lint]
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -41,7 +43,9 @@ from tiers import EXTENDED_ENV  # noqa: E402  (the variable molecule/conftest.py
 
 # molecule and the ansible tools it calls, from the virtualenv this runs in.
 BIN = Path(sys.executable).parent
-ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+# A wide console for molecule and pytest (both wrap at $COLUMNS, 80 without a terminal): the failure lines of a log
+# stay whole.
+ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "COLUMNS": "240"}
 # Minutes each scenario took in make test's two lanes, pytest beside them, on the 2-core machine (without the
 # extended cases; default less the canary case's driver and CUDA runs).
 MINUTES = {"fleet": 45, "default": 32, "profiles": 19, "standalone": 22, "monitoring": 6, "provision": 17}
@@ -49,6 +53,15 @@ DEFAULT_MINUTES = 5
 TAIL_LINES = 60
 # pytest prints its failures' tracebacks and the summary last; pre-commit its hooks' findings and the diff.
 SIDE_TAIL_LINES = 250
+# The lines of a log that name what failed: pytest's short summary (FAILED/ERROR test - message) and its last line,
+# molecule's errors, Ansible's fatal task (not its "FAILED - RETRYING" of a task that retries). Molecule prints the
+# verifier's output behind a box-drawing prefix, coloured, and wraps it at the console's width (ENV sets a wide one;
+# a wrapped line goes on indented by two more spaces), so colour and prefix are stripped and wrapped lines joined.
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+BOX = re.compile(r"^ *[\u2502\u2514\u2500\u250c|] ?")
+FAILURE_LINE = re.compile(r"^(?:FAILED (?!- RETRYING)|ERROR |=+ .*\b(?:failed|error|errors)\b.* in [0-9.]+s|fatal: |TASK \[)")
+SUMMARY_LINES = 40
+SUMMARY_WIDTH = 400
 
 
 @dataclass
@@ -61,6 +74,35 @@ class Result:
     log: Path
     kind: str = "molecule "  # how the report names it: "molecule NAME", or the side lane's command name alone
     tail_lines: int = TAIL_LINES  # how much of its log a failure prints
+
+
+def failure_lines(text: str, limit: int = SUMMARY_LINES) -> list[str]:
+    """The lines of a failed run's log that name what failed (FAILURE_LINE), colour and molecule's box stripped, each
+    cut to SUMMARY_WIDTH characters; an Ansible ``TASK [...]`` header is kept only right before its ``fatal:``. At
+    most ``limit`` lines, the last ones."""
+    logical: list[str] = []
+    for raw in text.splitlines():
+        plain = ANSI.sub("", raw)
+        boxed = BOX.match(plain)
+        line = plain[boxed.end():] if boxed else plain
+        if boxed and logical and line.startswith("  ") and line.strip():
+            joint = " " if logical[-1] in ("FAILED", "ERROR") else ""
+            logical[-1] += joint + line.strip()
+            continue
+        logical.append(line.strip())
+    out: list[str] = []
+    header = ""
+    for line in logical:
+        if not FAILURE_LINE.match(line):
+            continue
+        if line.startswith("TASK ["):
+            header = line
+            continue
+        if line.startswith("fatal: ") and header:
+            out.append(header)
+        header = ""
+        out.append(line if len(line) <= SUMMARY_WIDTH else line[:SUMMARY_WIDTH] + " ...")
+    return out[-limit:]
 
 
 def scenarios(root: Path = REPO / "molecule") -> list[str]:
@@ -156,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
         tail = r.log.read_text(encoding="utf-8", errors="replace").splitlines()[-r.tail_lines:]
         print(f"\n===== {r.kind}{r.scenario} failed: last {len(tail)} lines of its log =====", flush=True)
         print("\n".join(tail), flush=True)
+    # Last, where a truncated CI log still shows it: what failed in each failed run, in a few lines.
+    for r in failed:
+        lines = failure_lines(r.log.read_text(encoding="utf-8", errors="replace"))
+        print(f"\n===== what failed in {r.kind}{r.scenario} =====", flush=True)
+        print("\n".join(lines) if lines else "(no FAILED, ERROR or fatal line in its log: see its tail above)", flush=True)
     print(f"molecule_lanes: {len(results) - len(failed)} of {len(results)} passed in "
           f"{time.monotonic() - start:.0f}s with {len(plan)} molecule lane(s)"
           f"{' and ' + ', '.join(name for name, _ in side) if side else ''}",

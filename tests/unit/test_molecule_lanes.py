@@ -94,3 +94,50 @@ def test_lint_sanity_then_pytest_run_in_the_side_lane(tmp_path: Path, monkeypatc
     assert ran[2][1][1:] == ["-q", "tests/unit", "tests/conformance"]
     out = capsys.readouterr().out
     assert rc == 1 and "===== lint failed: last 1 lines of its log =====" in out and "lint output" in out
+
+
+# A molecule verify's log as molecule prints it: the verifier's output behind its box, coloured (shortened).
+MOLECULE_LOG = """\
+\x1b[36mINFO    \x1b[0m default \u279c verify: Executing
+  \x1b[2m\u2502\x1b[0m tests/test_restart.py ....F...
+  \x1b[2m\u2502\x1b[0m =========================== short test summary info ============================
+  \x1b[2m\u2502\x1b[0m FAILED - RETRYING: [localhost]: Wait for instance(s) creation to complete
+  \x1b[2m\u2502\x1b[0m FAILED tests/test_restart.py::test_a_start_stuck[docker://bsa-mol-default] - AssertionError: """ + "x" * 500 + """
+  \x1b[2m\u2502\x1b[0m FAILED
+  \x1b[2m\u2502\x1b[0m   tests/test_restart.py::test_a_run_without_the_spec_override_does_not_silen
+  \x1b[2m\u2502\x1b[0m   tly_undo_it[ansible://bsa-mol-default]
+  \x1b[2m\u2502\x1b[0m ========= 1 failed, 29 passed, 4 deselected in 804.46s (0:13:24) =========
+  \x1b[2m\u2502\x1b[0m TASK [Gathering Facts] *********************************************************
+  \x1b[2m\u2502\x1b[0m ok: [bsa-mol-default]
+  \x1b[2m\u2502\x1b[0m TASK [Destroy the simulated host] ***********************************************
+  \x1b[2m\u2502\x1b[0m fatal: [localhost]: FAILED! => {"msg": "gone"}
+\x1b[31mERROR   \x1b[0m Verifier tests failed
+"""
+
+
+def test_a_failed_runs_summary_names_the_failed_tests_and_fatal_tasks() -> None:
+    lines = molecule_lanes.failure_lines(MOLECULE_LOG)
+    assert lines[0].startswith("FAILED tests/test_restart.py::test_a_start_stuck[docker://bsa-mol-default] - Assert")
+    assert lines[0].endswith(" ...") and len(lines[0]) == molecule_lanes.SUMMARY_WIDTH + 4
+    assert lines[1] == ("FAILED tests/test_restart.py::test_a_run_without_the_spec_override_does_not_silently_undo_it"
+                        "[ansible://bsa-mol-default]")
+    assert lines[2:] == ["========= 1 failed, 29 passed, 4 deselected in 804.46s (0:13:24) =========",
+                         "TASK [Destroy the simulated host] ***********************************************",
+                         'fatal: [localhost]: FAILED! => {"msg": "gone"}', "ERROR    Verifier tests failed"]
+    assert molecule_lanes.failure_lines("all good\n================ 30 passed in 1.00s ================\n") == []
+    assert len(molecule_lanes.failure_lines("FAILED t::a - x\n" * 100)) == molecule_lanes.SUMMARY_LINES
+
+
+def test_the_summary_of_what_failed_is_printed_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    def fake(name, argv, log, env, results, lock, side=False):  # noqa: ANN001, ANN202 - run_one's signature
+        results.append(molecule_lanes.Result(name, 1, 0.0, log))
+        log.write_text(MOLECULE_LOG + "destroy output\n" * 100)
+
+    monkeypatch.setattr(molecule_lanes, "run_one", fake)
+    monkeypatch.setattr(molecule_lanes, "lanes", lambda names, jobs: [["default"]])
+    assert molecule_lanes.main(["--logs", str(tmp_path), "default"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    summary = out.index("===== what failed in molecule default =====")
+    assert out[summary + 1].startswith("FAILED tests/test_restart.py::test_a_start_stuck")
+    assert out[-1].startswith("molecule_lanes: 0 of 1 passed") and len(out) - summary < 9
