@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import ssl
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_drift import (
     INFO_KEYS,
     args_hash,
+    fleet_drift,
     fleet_table,
     instance_drift,
     planned_args,
@@ -145,3 +147,100 @@ def test_the_reference_plan_served_by_the_stand_in_is_as_planned_and_a_changed_f
         assert not record["drift"], record["reasons"]
     else:
         assert record["drift"] and [d["arg"] for d in record["differs"]] == [changed[2]]
+
+
+CHECKSUM_KEY = {"model": "m", "revision": "r1", "host_class": "8xsm100", "layout": "tp_size=8", "release": "0.5.23"}
+
+
+def checked(name: str, checksum: str, key: dict[str, str] | None = None, startup: float | None = None) -> dict[str, Any]:
+    """A healthy instance's record as instance_drift makes it, with its weights checksum (and last good start)."""
+    plan = {**plan_of({"tp_size": 8}), "name": name,
+            "startup_key": {"model": "m", "revision": "r1", "release": "0.5.23", "host_class": "8xsm100"}}
+    probe = {**healthy({"tp_size": 8}), "weights_checksum": checksum,
+             "startup": None if startup is None else {"seconds": startup, "release": "0.5.23", "at": "", "source": ""}}
+    record = instance_drift(plan, probe, False)
+    if key is not None:
+        record["checksum_key"] = key
+    return record
+
+
+def test_a_record_carries_the_weights_checksum_its_key_and_the_last_good_start() -> None:
+    record = checked("sglang", "ab" * 32, startup=41.5)
+    assert record["weights_checksum"] == "ab" * 32 and record["checksum_key"] == CHECKSUM_KEY
+    assert record["startup"]["seconds"] == 41.5 and not record["drift"]
+    # Not healthy: no checksum is taken from the probe, and a probe without one has no key.
+    down = instance_drift(plan_of({"tp_size": 8}), {"status": -1, "info": None, "weights_checksum": "x", "node_rank": 0},
+                          False)
+    assert down["weights_checksum"] is None and down["checksum_key"] is None
+    unread = instance_drift(plan_of({"tp_size": 8}), {**healthy({"tp_size": 8}), "weights_error": "HTTP 400"}, False)
+    assert unread["weights_checksum"] is None and unread["weights_error"] == "HTTP 400" and not unread["drift"]
+
+
+def test_the_fleet_flags_the_instance_whose_weights_checksum_differs_naming_both() -> None:
+    good, bad = "aa" * 32, "bb" * 32
+    fleet = fleet_drift({"gpu1": [checked("sglang", good)], "gpu2": [checked("sglang", good)],
+                         "gpu3": [checked("sglang", bad)]})
+    assert [r["drift"] for h in ("gpu1", "gpu2", "gpu3") for r in fleet[h]] == [False, False, True]
+    [reason] = fleet["gpu3"][0]["reasons"]
+    assert reason.startswith(f"weights checksum {bad[:12]} differs from gpu1 sglang ({good[:12]}), gpu2 sglang ({good[:12]})")
+    assert "same model revision (m@r1, release 0.5.23)" in reason
+    # Two that disagree: each is flagged, naming the other.
+    given = {"gpu1": [checked("sglang", good)], "gpu2": [checked("sglang", bad)]}
+    pair = fleet_drift(given)
+    assert "gpu2 sglang" in pair["gpu1"][0]["reasons"][0] and "gpu1 sglang" in pair["gpu2"][0]["reasons"][0]
+    assert given["gpu1"][0]["reasons"] == [] and not given["gpu1"][0]["drift"]  # the records given are not changed
+
+
+@pytest.mark.parametrize("field", ["model", "revision", "host_class", "layout", "release"])
+def test_checksums_of_another_model_revision_release_layout_or_host_class_are_not_compared(field: str) -> None:
+    other = {**CHECKSUM_KEY, field: "other"}
+    fleet = fleet_drift({"gpu1": [checked("sglang", "aa" * 32, CHECKSUM_KEY)],
+                         "gpu2": [checked("sglang", "bb" * 32, other)]})
+    assert not any(r["drift"] for records in fleet.values() for r in records), fleet
+
+
+def test_the_fleet_table_shows_release_arguments_hash_weights_checksum_and_startup_time() -> None:
+    fleet = fleet_drift({"gpu1": [checked("sglang", "aa" * 32, startup=41.5)], "gpu2": [checked("sglang", "bb" * 32)]})
+    header, first, second = fleet_table(fleet)
+    assert header.split()[:9] == ["host", "instance", "release", "args", "(plan/running)", "weights", "checksum",
+                                  "startup", "state"]
+    assert first.split()[:7] == ["gpu1", "sglang", "0.5.23", args_hash({"tp_size": 8}), "default", "aa" * 6, "41.5s"]
+    assert second.split()[:7] == ["gpu2", "sglang", "0.5.23", args_hash({"tp_size": 8}), "default", "bb" * 6, "-"]
+    assert "DRIFT: weights checksum bbbbbbbbbbbb differs from gpu1 sglang (aaaaaaaaaaaa)" in second
+    assert first.index("aa" * 6) == second.index("bb" * 6) and header.index("checksum") == first.index("aa" * 6)
+
+
+def test_the_drift_probe_reads_health_server_info_weights_and_the_last_good_start(tmp_path: Path) -> None:
+    """drift_probe's one module run against a real HTTP server and a startup.json on disk."""
+    from http_answers import module, serving  # noqa: PLC0415 (only here)
+
+    drift_probe = module("drift_probe")
+    asked: list[tuple[str, str | None]] = []
+    answers = {"/ready": (200, b""),
+               "/server_info": (200, json.dumps({"version": "0.5.23", "tp_size": 8, "api_key": "secret"}).encode()),
+               "/weights_checker": (200, json.dumps({"success": True, "message": "", "per_engine_checksum": "cd" * 32}).encode())}
+
+    def answer(request: Any) -> tuple[int, bytes]:
+        asked.append((request.path, request.headers.get("Authorization")))
+        return answers.get(request.path, (404, b""))
+
+    key = {"model": "m", "revision": "r1", "release": "0.5.23", "host_class": "8xsm100"}
+    record = tmp_path / "startup.json"
+    record.write_text(json.dumps({"schema": 1, "starts": [
+        {**key, "release": "0.5.22", "seconds": 90.0}, {**key, "seconds": 41.5, "at": "t", "source": "metrics"}]}))
+    with serving(answer) as port:
+        base = f"http://127.0.0.1:{port}"
+        status, _, error = drift_probe.get_json(f"{base}/ready", "k", 5, None)
+        assert (status, error) == (200, "not JSON: Expecting value: line 1 column 1 (char 0)")
+        _, info, _ = drift_probe.get_json(f"{base}/server_info", "k", 5, None)
+        assert info["tp_size"] == 8
+        _, weights, _ = drift_probe.get_json(f"{base}/weights_checker", "admin", 5, None)
+        assert drift_probe.checksum_of(weights) == ("cd" * 32, None)
+        assert drift_probe.get_json(f"{base}/nothing", None, 5, None) == (404, None, "HTTP 404")
+    assert asked[-2] == ("/weights_checker", "Bearer admin") and asked[-1] == ("/nothing", None)
+    assert drift_probe.checksum_of({"success": False, "message": "not supported"}) == (None, "no checksum: not supported")
+    assert drift_probe.last_start(json.loads(record.read_text()), key) == {"seconds": 41.5, "release": "0.5.23", "at": "t",
+                                                                           "source": "metrics"}
+    assert drift_probe.last_start(json.loads(record.read_text()), {**key, "release": "0.5.24"}) is None
+    assert drift_probe.last_start(None, key) is None
+    assert drift_probe.base_url("https://127.0.0.1:30000/ready") == "https://127.0.0.1:30000"

@@ -379,8 +379,21 @@ def test_drift_flags_an_instance_whose_running_arguments_differ_from_the_plan(ho
     assert runner.rc == 0, final_failure(runner)
     assert runner.stats["changed"] == {}, [e["event_data"]["task"] for e in runner.events
                                            if e.get("event") == "runner_on_ok" and e["event_data"]["res"].get("changed")]
-    [_, line] = task_result(runner, "Show every instance of the play against its plan")["msg"]
+    [header, line] = task_result(runner, "Show every instance of the play against its plan")["msg"]
+    print(f"{header}\n{line}")  # the fleet table, in the log with pytest -rA
     assert line.endswith("as planned"), line
+    # The table's columns: release, arguments hash, weights checksum (/weights_checker, the one the quality gate
+    # recorded) and startup time (the last good start the host recorded for this model, release and host class).
+    row = dict(zip(header.replace("args (plan/running)", "args").split()[:7], line.split()[:7], strict=True))
+    info = server_info(host)
+    assert row["release"] == info["version"] == "0.5.23", row
+    assert len(row["args"]) == 12 and "/" not in row["args"], row
+    quality = json.loads(host.file("/etc/sglang/last-good/quality.json").content_string)
+    [recorded] = [c["checksum"] for c in quality["checksums"] if c["key"]["release"] == info["version"]]
+    assert row["checksum"] == recorded[:12], (row, recorded)
+    starts = json.loads(host.file("/etc/sglang/last-good/startup.json").content_string)["starts"]
+    newest = next(s for s in starts if s["release"] == info["version"])
+    assert row["startup"] == f"{float(newest['seconds']):g}s", (row, newest)
     # A drop-in that starts the server with another --mem-fraction-static (the unit file itself is untouched).
     unit = host.file(f"/etc/systemd/system/{SERVICE}").content_string
     lines, logical = unit.splitlines(), []

@@ -6,6 +6,12 @@ The plan is the validate play's public plan of the instance (no secret in it). W
 decision resolution made applied over it" (``sglang/srt/entrypoints/http_server.py:861-866``), keyed by the
 ServerArgs field names the plan's ``args`` use. Only the arguments the plan sets are compared (SGLang resolves
 the others itself, so their values are not drift); secret arguments are neither read nor compared.
+
+Beside them, each record carries the loaded weights' checksum (SGLang 0.5.23 ``GET /weights_checker``,
+``per_engine_checksum``: sglang/srt/entrypoints/http_server.py:1599-1618) and the instance's last good start (the
+host's ``startup.json``, module_utils/sglang_startup.py). :func:`fleet_drift` compares the checksums across the play:
+instances of the same model revision on the same release, weight layout and host class (the quality gate's checksum
+key, module_utils/sglang_quality.py: a release or layout may lay the tensors out otherwise) must load the same weights.
 """
 
 from __future__ import annotations
@@ -16,12 +22,15 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_quality import CHECKSUM_FIELDS, key_of, layout
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import SECRET_MARKER
 
 # Read beside the planned arguments: the release (``version``) and the weights the server reports loaded.
 INFO_KEYS = ("version", "weight_version")
 
 FILES_DIFFER = "installed files differ from the plan (a deploy would rewrite them and restart the instance)"
+# How much of a weights checksum the table and the findings show.
+SHOWN_CHECKSUM = 12
 
 # Explicit values SGLang itself replaces while it resolves (so /server_info shows another value that is no drift):
 # argument -> planned value -> the values SGLang may report for it.
@@ -100,16 +109,18 @@ def instance_drift(plan: Mapping[str, Any], probe: Mapping[str, Any], files_diff
                    ignore: Iterable[str] = ()) -> dict[str, Any]:
     """One instance's drift record.
 
-    ``probe`` is server_probe's result for the instance (``status``, and ``info`` read from /server_info once
-    healthy; ``node_rank`` above 0 for a node of a multi-node instance that serves no API); ``files_differ``: its
-    installed unit, environment or --config file is not what the plan renders.
+    ``probe`` is drift_probe's result for the instance (``status``, and once healthy ``info`` read from /server_info
+    and ``weights_checksum`` from /weights_checker; ``startup``, the last good start the host recorded; ``node_rank``
+    above 0 for a node of a multi-node instance that serves no API); ``files_differ``: its installed unit, environment
+    or --config file is not what the plan renders.
     """
     if int(probe.get("node_rank") or 0) > 0:
         # A node of a multi-node instance other than 0 serves no API: only its files are compared.
         reasons = [FILES_DIFFER] if files_differ else []
         return {"name": plan.get("name"), "service": plan.get("service"), "healthy": None, "release": None,
                 "planned_release": plan.get("version"), "args_planned": args_hash(planned_args(plan, ignore)),
-                "args_running": None, "weight_version": None, "differs": [], "files_differ": bool(files_differ),
+                "args_running": None, "weight_version": None, "weights_checksum": None, "weights_error": None,
+                "checksum_key": None, "startup": None, "differs": [], "files_differ": bool(files_differ),
                 "drift": bool(reasons), "reasons": reasons}
     planned = planned_args(plan, ignore)
     info = probe.get("info") if isinstance(probe.get("info"), Mapping) else None
@@ -137,22 +148,85 @@ def instance_drift(plan: Mapping[str, Any], probe: Mapping[str, Any], files_diff
         reasons.append(f"release {release} (planned {planned_release})")
     if files_differ:
         reasons.append(FILES_DIFFER)
+    checksum = probe.get("weights_checksum") if healthy and isinstance(probe.get("weights_checksum"), str) else None
+    startup = probe.get("startup") if isinstance(probe.get("startup"), Mapping) else None
     return {
         "name": plan.get("name"), "service": plan.get("service"), "healthy": healthy,
         "release": release, "planned_release": planned_release,
         "args_planned": args_hash(planned), "args_running": args_hash(running) if info is not None else None,
         "weight_version": info.get("weight_version") if info is not None else None,
+        "weights_checksum": checksum or None,
+        "weights_error": probe.get("weights_error") if healthy and not checksum else None,
+        # The quality gate's checksum key (model, revision, host class, layout, release): whose checksums must agree.
+        "checksum_key": key_of(CHECKSUM_FIELDS, {**dict(plan.get("startup_key") or {}),
+                                                 "layout": layout(plan.get("args") or {}), "release": release})
+        if checksum else None,
+        "startup": dict(startup) if startup else None,
         "differs": differs, "files_differ": bool(files_differ), "drift": bool(reasons), "reasons": reasons,
     }
 
 
+def fleet_drift(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """``records`` (drift records by host) with the fleet's weights checksums compared: an instance whose checksum
+    differs from that of another instance with the same checksum key (same model revision, release, layout and host
+    class) is drift, naming the other instance(s) and both checksums. Where most instances of a key agree, only the
+    others are flagged, each naming those it differs from; where no checksum is the most common, every instance of
+    the key that differs from another is."""
+    groups: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for host in sorted(records):
+        for r in records[host]:
+            if r.get("weights_checksum") and isinstance(r.get("checksum_key"), Mapping):
+                groups.setdefault(json.dumps(r["checksum_key"], sort_keys=True), []).append((host, r))
+    findings: dict[tuple[str, Any], str] = {}
+    for members in groups.values():
+        counts: dict[str, int] = {}
+        for _, r in members:
+            counts[r["weights_checksum"]] = counts.get(r["weights_checksum"], 0) + 1
+        if len(counts) < 2:
+            continue
+        top = max(counts.values())
+        common = [c for c, n in counts.items() if n == top]
+        reference = common[0] if len(common) == 1 else None
+        for host, r in members:
+            mine = r["weights_checksum"]
+            if mine == reference:
+                continue
+            others = [(h, o) for h, o in members if o["weights_checksum"] != mine
+                      and (reference is None or o["weights_checksum"] == reference)]
+            named = ", ".join(f"{h} {o.get('name')} ({o['weights_checksum'][:SHOWN_CHECKSUM]})" for h, o in others)
+            key = r["checksum_key"]
+            findings[(host, r.get("name"))] = (
+                f"weights checksum {mine[:SHOWN_CHECKSUM]} differs from {named}, for the same model revision "
+                f"({key.get('model')}@{key.get('revision') or '-'}, release {key.get('release')})")
+    out: dict[str, list[dict[str, Any]]] = {}
+    for host in records:
+        out[host] = []
+        for r in records[host]:
+            finding = findings.get((host, r.get("name")))
+            reasons = [*r.get("reasons", []), finding] if finding else list(r.get("reasons", []))
+            out[host].append({**r, "reasons": reasons, "drift": bool(reasons)})
+    return out
+
+
+def _startup(record: Mapping[str, Any]) -> str:
+    """The table's startup cell: the seconds of the last good start of the planned model, release and host class."""
+    start = record.get("startup")
+    if not isinstance(start, Mapping) or start.get("seconds") is None:
+        return "-"
+    return f"{float(start['seconds']):g}s"
+
+
 def fleet_table(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
-    """One line per instance of every host (host, instance, release, arguments hash, weights, state), aligned."""
-    rows = [("host", "instance", "release", "args (plan/running)", "weights", "state")]
+    """One line per instance of every host (host, instance, release, arguments hash, weight version, weights checksum,
+    last good startup time, state), aligned; ``records`` as :func:`fleet_drift` returns them."""
+    rows = [("host", "instance", "release", "args (plan/running)", "weights", "checksum", "startup", "state")]
     for host in sorted(records):
         for r in records[host]:
             args = r["args_planned"] if r.get("args_running") == r["args_planned"] else f"{r['args_planned']}/{r.get('args_running')}"
+            checksum = str(r.get("weights_checksum") or "-")[:SHOWN_CHECKSUM]
             rows.append((host, str(r.get("name")), str(r.get("release") or "-"), args, str(r.get("weight_version") or "-"),
-                         "DRIFT: " + "; ".join(r["reasons"]) if r.get("drift") else "as planned"))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row[:5], widths, strict=True)) + "  " + row[5] for row in rows]
+                         checksum, _startup(r), "DRIFT: " + "; ".join(r["reasons"]) if r.get("drift") else "as planned"))
+    columns = len(rows[0]) - 1
+    widths = [max(len(row[i]) for row in rows) for i in range(columns)]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row[:columns], widths, strict=True)) + "  " + row[columns]
+            for row in rows]
