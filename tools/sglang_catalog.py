@@ -88,6 +88,7 @@ SCOPE: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("sglang/srt/speculative/ragged_verify.py", frozenset({"read_ragged_verify_mode"})),
     ("sglang/srt/mem_cache/unified_cache/linker_config.py", frozenset({"UnifiedCacheLinkerConfig"})),
     ("sglang/srt/runtime_context.py", frozenset({"derive_attn_tp_size"})),
+    ("sglang/srt/utils/common.py", frozenset({"configure_media_url_security", "_normalize_media_domain"})),
 )
 
 

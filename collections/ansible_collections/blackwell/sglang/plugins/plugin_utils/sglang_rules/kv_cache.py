@@ -23,6 +23,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.regi
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     NVFP4_PREFILL_BACKEND,
     QWEN35_OVERRIDE_PAGE,
+    adaptive_stays_on,
     attention_dp_on,
     attention_dp_width,
     possible_default_chunked_prefill_sizes,
@@ -279,7 +280,7 @@ def _unified_memory(ctx: Context, report: Report) -> None:
     raw = _choice(ctx, "speculative_algorithm", "").upper()
     algo = {"NEXTN": "EAGLE"}.get(raw, raw)
     topk = _num(ctx, "speculative_eagle_topk")
-    if topk is None and algo in ("EAGLE", "EAGLE3") and ctx.model.known and not ctx.is_set("speculative_adaptive") \
+    if topk is None and algo in ("EAGLE", "EAGLE3") and ctx.model.known and not adaptive_stays_on(ctx) \
             and all(v is None for v in _spec_values(ctx)):
         topk = ctx.model.spec_auto[1]  # _auto_choose_speculative_params (spec.triple)
     for bad, dest, why, line in (
@@ -294,7 +295,11 @@ def _unified_memory(ctx: Context, report: Report) -> None:
         (not added_in(ctx, "0.5.22") and algo == "DSPARK" and _num(ctx, "speculative_eagle_topk") not in (None, 1),
          "speculative_eagle_topk", "enable_unified_memory with DSPARK supports a linear draft chain only "
          "(speculative_eagle_topk 1)", "552 (0.5.21; 0.5.20 :232)"),
-        (algo in ("EAGLE", "EAGLE3") and topk is not None and topk != 1, "speculative_eagle_topk",
+        # From 0.5.22 the assert reads speculative_eagle_topk whatever the algorithm, none included (DFLASH and
+        # DSPARK set it to 1 first, speculative_hook.py:355-365, :778-788): enable_unified_memory with eagle_topk 3
+        # and no speculative_algorithm is refused (the fresh 2000-case run of issue 36).
+        ((algo in ("EAGLE", "EAGLE3") or (algo == "" and added_in(ctx, "0.5.22"))) and topk is not None and topk != 1,
+         "speculative_eagle_topk",
          f"enable_unified_memory supports a linear draft chain only (speculative_eagle_topk 1), not {topk}", 601),
         (ctx.is_set("enable_two_batch_overlap"), "enable_two_batch_overlap",
          "enable_unified_memory does not support enable_two_batch_overlap", 653),

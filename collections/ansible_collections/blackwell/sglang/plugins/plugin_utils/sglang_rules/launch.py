@@ -23,7 +23,11 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     env_true,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import attention_dp_on, attention_dp_width
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
+    attention_dp_on,
+    attention_dp_width,
+    resolved_mamba_strategy,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
@@ -82,6 +86,45 @@ def _minimums(ctx: Context, report: Report) -> None:
                   f"give {ctx.var('gc_threshold')} at most 3 integers", f"{_VH}:370")
 
 
+@rule("server.pdmux", file=_VH, sources=(
+    "sglang/srt/arg_groups/validation_hook.py:250",
+    "sglang/srt/arg_groups/validation_hook.py:253",
+    "sglang/srt/arg_groups/validation_hook.py:256",
+    "sglang/srt/arg_groups/validation_hook.py:259",
+))
+def _pdmux(ctx: Context, report: Report) -> None:
+    """check_server_args' PD-multiplexing asserts (validation_hook.py:249-261), on the resolved values: pp_size 1,
+    chunked prefill off (-1), no PD disaggregation, the overlap scheduler off.  SGLang sets chunked_prefill_size -1
+    itself for some models (decision and embedding checkpoints, multimodal ones without chunked prefill:
+    model_hook.py:206-221, :763-781, :850-887, :1024-1032) and with enable_mis (attention_hook.py:565-570), and turns
+    the overlap scheduler off for pipeline parallelism, Mamba no_buffer, diffusion LLMs, a sparse embedding head and
+    CPU / MPS (overrides.py:478-486, :917-923, :1622-1627, :1719-1727): those two are checked on the model table's
+    models only, outside those cases (a hybrid model's overlap where its Mamba strategy resolves to extra_buffer; the
+    fresh 2000-case run of issue 36: enable_pdmux alone on Qwen3.5)."""
+    if not ctx.is_set("enable_pdmux"):
+        return
+    chunk = ctx.args.get("chunked_prefill_size")
+    plain = ctx.model.known and not ctx.is_set("enable_mis") and not ctx.is_set("is_embedding")
+    # On a hybrid linear-attention model the Mamba radix cache's auto strategy turns the overlap scheduler off where
+    # it settles on no_buffer (overrides.py:477-486); extra_buffer keeps it on.
+    overlap_kept = plain and (not ctx.model.hybrid_linear_attention or resolved_mamba_strategy(ctx) == "extra_buffer") \
+        and not _given(ctx, "dllm_algorithm") \
+        and not ctx.env.get("SGLANG_EMBEDDINGS_SPARSE_HEAD") and _choice(ctx, "device", "cuda") not in ("cpu", "mps")
+    for bad, dest, why, line in (
+        (_int(ctx, "pp_size", 1) != 1, "pp_size", "pipeline parallelism (it needs pp_size 1)", 250),
+        (plain and chunk != -1, "chunked_prefill_size",
+         f"chunked prefill (chunked_prefill_size {chunk if chunk is not None else 'unset: SGLang picks one by the GPU memory'}"
+         "; it needs -1)", 253),
+        (_choice(ctx, "disaggregation_mode", "null") != "null", "disaggregation_mode", "PD disaggregation", 256),
+        (overlap_kept and not ctx.is_set("disable_overlap_schedule"), "disable_overlap_schedule",
+         "the overlap scheduler (it needs disable_overlap_schedule)", 259),
+    ):
+        if bad:
+            report.refuse(dest, f"enable_pdmux (PD-multiplexing) does not work with {why}.",
+                          f"fix {ctx.var(dest)}, or remove {ctx.var('enable_pdmux')}", line)
+            return
+
+
 @rule("server.combination", sources=(
     "sglang/srt/arg_groups/validation_hook.py:188",
     "sglang/srt/arg_groups/validation_hook.py:282",
@@ -92,6 +135,7 @@ def _minimums(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/validation_hook.py:165",
     "sglang/srt/arg_groups/serving_hook.py:757",
     "sglang/srt/arg_groups/mamba_hook.py:32",
+    "sglang/srt/arg_groups/mamba_hook.py:45",
     "sglang/srt/arg_groups/memory_hook.py:34",
     "sglang/srt/arg_groups/memory_hook.py:41",
     "sglang/srt/arg_groups/kv_shard_hook.py:99-104",
@@ -142,6 +186,15 @@ def _combinations(ctx: Context, report: Report) -> None:
                          if ctx.args.get("mamba_ssm_dtype") is None else f"not {ctx.args.get('mamba_ssm_dtype')!r}."),
                       f"set {ctx.var('mamba_ssm_dtype')}: float16, or remove "
                       f"{ctx.var('enable_mamba_cache_stochastic_rounding')}", "sglang/srt/arg_groups/mamba_hook.py:32")
+    # With float16, the Triton Mamba kernels round with a PTX instruction of SM100 only: SGLang's is_sm100 is the
+    # capability's major (10.0 and 10.3; sglang/srt/utils/common.py:289-335), the rest are refused (the fresh
+    # 2000-case run of issue 36, on SM80). flashinfer's Mamba kernels are the preflight's (mamba_hook.py:53-72).
+    elif ctx.is_set("enable_mamba_cache_stochastic_rounding") and _choice(ctx, "mamba_backend", "triton") == "triton" \
+            and ctx.compute_capability is not None and ctx.compute_capability[0] != 10:
+        report.refuse("mamba_backend", f"enable_mamba_cache_stochastic_rounding with the Triton Mamba backend needs "
+                      f"SM100 (its cvt.rs.f16x2.f32 PTX instruction), not compute capability {_cc(ctx)}.",
+                      f"set {ctx.var('mamba_backend')}: flashinfer, or remove "
+                      f"{ctx.var('enable_mamba_cache_stochastic_rounding')}", "sglang/srt/arg_groups/mamba_hook.py:45")
     ple = ctx.args.get("ple_offload_embedding")
     if ple is True and ((_num(ctx, "cpu_offload_gb") or 0) > 0 or (_num(ctx, "offload_group_size") or 0) > 0):
         report.refuse("ple_offload_embedding", "ple_offload_embedding with cpu_offload_gb or offload_group_size: generic layer "

@@ -55,12 +55,26 @@ def auto_spec_triple(ctx: Context, algo: str) -> tuple[int, int, int]:
     return (3, 1, 4) if algo == "STANDALONE" else ctx.model.spec_auto
 
 
+def adaptive_stays_on(ctx: Context) -> bool:
+    """speculative_adaptive as SGLang keeps it: _maybe_disable_adaptive (speculative_hook.py:1375-1389) turns it off,
+    with a warning, unless adaptive_unsupported_reason (speculative/adaptive_spec_params.py:56-100) finds nothing:
+    EAGLE or EAGLE3 (NEXTN resolves to EAGLE), speculative_eagle_topk unset or 1, no attention DP (nor an EP scale
+    joiner, which runs its DP-attention paths: runtime_context.py:191-199), no multi-layer EAGLE, two-batch overlap
+    or PD multiplexing.  Where it is off, _handle_eagle_family's own triple checks run (speculative_hook.py:1159)."""
+    raw = _choice(ctx, "speculative_algorithm", "").upper()
+    return ctx.is_set("speculative_adaptive") and {"NEXTN": "EAGLE"}.get(raw, raw) in ("EAGLE", "EAGLE3") \
+        and _num(ctx, "speculative_eagle_topk") in (None, 1) and not attention_dp_on(ctx) \
+        and _choice(ctx, "ep_join_mode", "") != "scale" \
+        and not any(ctx.is_set(d) for d in ("enable_multi_layer_eagle", "enable_two_batch_overlap", "enable_pdmux"))
+
+
 def effective_eagle_topk(ctx: Context, algo: str) -> int | float | None:
     """speculative_eagle_topk as an EAGLE-family algorithm runs it: the host's value, else, with none of the triple
-    set, SGLang's choice (auto_spec_triple) or 1 with speculative_adaptive; None where the model is not known."""
+    set, SGLang's choice (auto_spec_triple) or 1 where speculative_adaptive stays on; None where the model is not
+    known."""
     topk = _num(ctx, "speculative_eagle_topk")
     if topk is None and all(v is None for v in _spec_values(ctx)):
-        topk = 1 if ctx.is_set("speculative_adaptive") else auto_spec_triple(ctx, algo)[1] if (
+        topk = 1 if adaptive_stays_on(ctx) else auto_spec_triple(ctx, algo)[1] if (
             algo == "STANDALONE" or ctx.model.known) else None
     return topk
 

@@ -4,13 +4,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import ipaddress
+import json
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_contract import is_loopback
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
     _AH,
     _SH,
     _VH,
+    _choice,
     _given,
     _int,
     _json_arg,
@@ -64,12 +67,69 @@ def _security(ctx: Context, report: Report) -> None:
               "router is the only way in")
 
 
+_COMMON = "sglang/srt/utils/common.py"
+
+
+def media_domain_problem(domain: Any) -> str | None:
+    """Why _normalize_media_domain (sglang/srt/utils/common.py:1739-1768) refuses an allowed media domain, or None:
+    a hostname or an IP address, without scheme, path, user, port or an empty label (IDNA)."""
+    if not isinstance(domain, str):
+        return "allowed media domains must be strings"
+    domain = domain.strip().rstrip(".")
+    if not domain:
+        return "allowed media domains cannot be empty"
+    if "://" in domain or any(char in domain for char in "/?#@"):
+        return f"invalid allowed media domain {domain!r}: provide a hostname only"
+    if domain.startswith("[") and domain.endswith("]"):
+        domain = domain[1:-1]
+    try:
+        ipaddress.ip_address(domain)
+        return None
+    except ValueError:
+        if ":" in domain:
+            return f"invalid allowed media domain {domain!r}: ports are not supported"
+    try:
+        normalized = domain.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        return f"invalid allowed media domain {domain!r}"
+    return None if normalized else "allowed media domains cannot be empty"
+
+
+@rule("server.media_url", sources=(
+    "sglang/srt/utils/common.py:1783",
+    "sglang/srt/utils/common.py:1741",
+    "sglang/srt/utils/common.py:1745",
+    "sglang/srt/utils/common.py:1747",
+    "sglang/srt/utils/common.py:1758",
+    "sglang/srt/utils/common.py:1765",
+    "sglang/srt/utils/common.py:1767",
+))
+def _media_url(ctx: Context, report: Report) -> None:
+    """handle_media_url_security (serving_hook.py:203-214) publishes the media URL policy through
+    configure_media_url_security (sglang/srt/utils/common.py:1771-1790), which refuses a negative size limit and
+    normalizes every allowed domain (the fresh 2000-case run of issue 36: media_url_max_file_size_mb -1)."""
+    size = _num(ctx, "media_url_max_file_size_mb")
+    if size is not None and size < 0:
+        report.refuse("media_url_max_file_size_mb", f"media_url_max_file_size_mb must be non-negative, not {size}.",
+                      f"set {ctx.var('media_url_max_file_size_mb')} to 0 (no limit) or a size in MiB", f"{_COMMON}:1783")
+        return
+    domains = ctx.args.get("allowed_media_domains")
+    for domain in domains if isinstance(domains, list) else ():
+        why = media_domain_problem(domain)
+        if why is not None:
+            report.refuse("allowed_media_domains", f"allowed_media_domains: {why}.",
+                          f"give {ctx.var('allowed_media_domains')} bare hostnames or IP addresses",
+                          f"{_COMMON}:1741-1767")
+            return
+
+
 WATERMARK_SPEC = ("EAGLE", "NEXTN", "EAGLE3", "NGRAM")  # NEXTN resolves to EAGLE before the check
 
 
 @rule("server.watermark", since="0.5.22", sources=(
     "sglang/srt/arg_groups/validation_hook.py:35-106",
     "sglang/srt/arg_groups/validation_hook.py:37",
+    "sglang/srt/arg_groups/validation_hook.py:43",
 ))
 def _watermark(ctx: Context, report: Report) -> None:
     """check_watermark_server_args (sglang/srt/arg_groups/validation_hook.py:35-106), on the flags (not the config's fields)."""
@@ -81,7 +141,10 @@ def _watermark(ctx: Context, report: Report) -> None:
     _watermark_config(ctx)
     aux = ctx.is_set("enable_return_aux_hidden_states")  # it resets speculative_algorithm to None first
     algo = None if aux or not _given(ctx, "speculative_algorithm") else str(ctx.args["speculative_algorithm"]).upper()
+    device = _choice(ctx, "device", "cuda")  # unset: SGLang detects cuda on an NVIDIA host
     for bad, dest, why, line in (
+        # SGLang compares the text: "cuda:0" is refused as well (the fresh 2000-case run of issue 36: device xpu).
+        (device != "cuda", "device", f"device {device!r} (watermarking needs device cuda)", 43),
         (ctx.is_set("enable_custom_logit_processor"), "enable_custom_logit_processor", "enable_custom_logit_processor", 75),
         (_given(ctx, "dllm_algorithm"), "dllm_algorithm", "a diffusion LLM (dllm_algorithm)", 87),
         (algo is not None and algo not in WATERMARK_SPEC, "speculative_algorithm",
@@ -244,6 +307,8 @@ def _grpc(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/serving_hook.py:501",
     "sglang/srt/arg_groups/serving_hook.py:603",
     "sglang/srt/arg_groups/serving_hook.py:619",
+    "sglang/srt/arg_groups/serving_hook.py:618",
+    "sglang/srt/arg_groups/serving_hook.py:612",
     "sglang/srt/arg_groups/serving_hook.py:401",
 ))
 def _json_args(ctx: Context, report: Report) -> None:
@@ -264,8 +329,28 @@ def _json_args(ctx: Context, report: Report) -> None:
         report.refuse("limit_mm_data_per_request", f"limit_mm_data_per_request names {sorted(set(limits) - {'image', 'video', 'audio'})}; "
                       "the modalities are image, video and audio.", f"keep only those keys in {ctx.var('limit_mm_data_per_request')}",
                       603)
-    preferred = _json_arg(ctx, "preferred_sampling_params")
-    if added_in(ctx, "0.5.22") and isinstance(preferred, (dict, list)) and "watermark" in preferred:
+    raw = ctx.args.get("preferred_sampling_params")
+    try:
+        preferred = json.loads(raw) if isinstance(raw, str) else None  # the argument's own type (json.loads)
+    except ValueError:
+        preferred = None  # not JSON: the input checks of the JSON arguments
+    if preferred:  # a false value (0, "", [], {}, null) is skipped (serving_hook.py:610)
+        if isinstance(preferred, str):
+            try:  # a JSON string is decoded once more (serving_hook.py:611-612; 0.5.20 and 0.5.21 :559-563)
+                preferred = json.loads(preferred)
+            except ValueError:
+                report.refuse("preferred_sampling_params", f"preferred_sampling_params {raw} is a JSON string that is not "
+                              "JSON itself (SGLang decodes a string once more).",
+                              f"write {ctx.var('preferred_sampling_params')} as a mapping of sampling parameters", 612)
+                return
+        # `"watermark" in` a number, a boolean or null is a TypeError (serving_hook.py:618; the fresh 2000-case run
+        # of issue 36: "1"); a string is searched for the word.
+        if added_in(ctx, "0.5.22") and not isinstance(preferred, (dict, list, str)):
+            report.refuse("preferred_sampling_params", "preferred_sampling_params must be a JSON object (SGLang's "
+                          f"watermark check fails with a TypeError on {raw}).",
+                          f"write {ctx.var('preferred_sampling_params')} as a mapping of sampling parameters", 618)
+            return
+    if added_in(ctx, "0.5.22") and isinstance(preferred, (dict, list, str)) and "watermark" in preferred:
         report.refuse("preferred_sampling_params", "preferred_sampling_params may not set watermark.",
                       f"remove watermark from {ctx.var('preferred_sampling_params')} (enable_watermark is the server's switch)", 619)
     sidecar_args = _json_arg(ctx, "sidecar_args")

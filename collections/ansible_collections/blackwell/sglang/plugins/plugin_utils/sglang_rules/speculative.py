@@ -31,6 +31,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     PAGE_TREE_SPEC_BACKENDS,
     _a2a_may_change,
     _fa3_everywhere,
+    adaptive_stays_on,
     attention_dp_on,
     attention_dp_width,
     auto_spec_triple,
@@ -84,7 +85,10 @@ def _spec_algorithm(ctx: Context, report: Report) -> None:
 ))
 def _spec_triple(ctx: Context, report: Report) -> None:
     algo = str(ctx.args.get("speculative_algorithm") or "").upper()
-    if algo not in EAGLE_FAMILY or ctx.is_set("speculative_adaptive") or capture_only(ctx):
+    # speculative_adaptive skips these checks only where SGLang keeps it on: EAGLE with eagle_topk 14 and adaptive
+    # on turns adaptive off first and then dies at the assert (speculative_hook.py:1159-1163; the fresh 2000-case
+    # run of issue 36, on DeepSeek-V3).
+    if algo not in EAGLE_FAMILY or adaptive_stays_on(ctx) or capture_only(ctx):
         return
     steps, topk, draft = _spec_values(ctx)
     auto = auto_spec_triple(ctx, algo)
@@ -538,15 +542,9 @@ ADAPTIVE_DEFAULT_STEPS = (0, 1, 3, 5, 7)  # sglang/srt/speculative/adaptive_spec
 def _adaptive_steps(ctx: Context, report: Report) -> None:
     """_init_adaptive_speculative_params (speculative_hook.py:1392-1421) with SGLang's default adaptive config, where
     _maybe_disable_adaptive (adaptive_spec_params.py:56-100) keeps speculative_adaptive on."""
-    raw = _choice(ctx, "speculative_algorithm", "").upper()
     steps = _num(ctx, "speculative_num_steps")
-    if not ctx.is_set("speculative_adaptive") or capture_only(ctx) or {"NEXTN": "EAGLE"}.get(raw, raw) not in ("EAGLE", "EAGLE3") \
-            or steps is None or _given(ctx, "speculative_adaptive_config"):
-        return
-    if _num(ctx, "speculative_eagle_topk") not in (None, 1) or attention_dp_on(ctx) or _choice(
-            ctx, "ep_join_mode", "") == "scale" or any(
-            ctx.is_set(d) for d in ("enable_multi_layer_eagle", "enable_two_batch_overlap", "enable_pdmux")):
-        return  # SGLang turns speculative_adaptive off (a warning)
+    if not adaptive_stays_on(ctx) or capture_only(ctx) or steps is None or _given(ctx, "speculative_adaptive_config"):
+        return  # off, or SGLang turns speculative_adaptive off (a warning)
     if steps not in ADAPTIVE_DEFAULT_STEPS:
         ctx.error("server.speculative", "speculative_num_steps", f"speculative_num_steps={steps} with speculative_adaptive "
                   f"is not one of the adaptive config's candidate steps {list(ADAPTIVE_DEFAULT_STEPS)}. SGLang refuses "
