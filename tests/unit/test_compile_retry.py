@@ -16,8 +16,14 @@ from test_restart_modules import Failed, FakeModule, load
 
 CACHE = {"root": "/var/cache/sglang/kernels", "key": "sglang-0.5.24_torch-2.14.1_cu13_sm100",
          "dir": "/var/cache/sglang/kernels/sglang-0.5.24_torch-2.14.1_cu13_sm100/sglang"}
-HUNG = {"status": 503, "unit_state": {"ActiveState": "active"},
-        "log": ["Load weight end.", "Entering DeepGEMM JIT Pre-Compile session. It may take a long time"]}
+# A start of 8 ranks hung in rank 0's compile: its last 20 lines are the other ranks' load lines, logged after the
+# compile line (what the molecule case met under load); the compile line is in the lines of this start that the failed
+# wait's last probe reads with the compile markers (server_probe's markers).
+TAIL = [f"[TP{rank}] {line}" for rank in range(1, 8) for line in ("Load weight begin.", "Load weight end.",
+                                                                 "KV Cache is allocated. #tokens: 1048576")][-20:]
+HUNG = {"status": 503, "unit_state": {"ActiveState": "active"}, "log": TAIL,
+        "marked": ["[TP0] Entering DeepGEMM JIT Pre-Compile session. It may take a long time",
+                   "[TP0] Try DeepGEMM JIT Compiling for <GEMM_NT_F8F8BF16> N=4096, K=7168, num_groups=1 with all Ms."]}
 
 
 @pytest.fixture(autouse=True)
@@ -57,6 +63,21 @@ def test_a_start_stuck_in_the_compile_is_retried_once_with_its_kernel_directory_
     assert "DeepGEMM" in retry["evidence"] and not result.get("failed") and result["ready"]["info"]
 
 
+def test_the_compile_is_judged_on_the_starts_marked_lines_not_the_tail() -> None:
+    assert not any("DeepGEMM" in line for line in HUNG["log"])  # the tail alone would say: never entered the compile
+    result, calls = run(ARGS, [RESTARTED, {**RESTARTED, "cleared": [CACHE["dir"]]}], [HUNG, HEALTHY])
+    asked = [a for name, a in calls if name == "blackwell.sglang.server_probe" and a.get("markers")]
+    assert asked and set(asked[0]["markers"]) == {*restart_plugin.COMPILE_LINES, *restart_plugin.AFTER_COMPILE_LINES}
+    assert result["compile_retry"]["retried"] and result["compile_retry"]["evidence"] == HUNG["marked"][-1]
+    # A start whose marked lines show a later phase after the compile is not retried.
+    past = {**HUNG, "marked": [*HUNG["marked"], "PP-parallel DeepGEMM warmup done"]}
+    result, calls = run(ARGS, [RESTARTED], [past])
+    assert result["failed"] and not result["compile_retry"]["stuck"]
+    # Without a kernel cache the failed wait asks for no marked lines.
+    result, calls = run({**ARGS, "kernel_cache": None}, [RESTARTED], [HUNG])
+    assert not any(a.get("markers") for name, a in calls if name == "blackwell.sglang.server_probe")
+
+
 def test_a_second_hang_fails_the_restart_naming_the_retry() -> None:
     result, calls = run(ARGS, [RESTARTED, RESTARTED], [HUNG, HUNG])
     assert sum(name == "blackwell.sglang.server_restart" for name, _ in calls) == 2
@@ -93,3 +114,23 @@ def test_the_module_clears_between_the_stop_and_the_start_and_refuses_unsafe_pat
             (tmp_path / "link").symlink_to(tmp_path)
         with pytest.raises(Failed, match=r"^clear\[0\]"):
             module_file.restart(FakeModule({}), {**params, "clear": [bad]})
+
+
+def test_the_probe_returns_the_marked_lines_of_the_units_current_start_only() -> None:
+    server_probe = load("server_probe")
+    invocation = "0123456789abcdef0123456789abcdef"
+    journal = "\n".join(["[TP0] Load weight begin.", HUNG["marked"][0], *TAIL, HUNG["marked"][1], *TAIL]) + "\n"
+    module = FakeModule({("systemctl", "show", "-p", "InvocationID"): (0, invocation + "\n", ""),
+                         ("journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}"): (0, journal, "")})
+    markers = [*restart_plugin.COMPILE_LINES, *restart_plugin.AFTER_COMPILE_LINES]
+    assert server_probe.marked_lines(module, "sglang.service", markers) == HUNG["marked"]
+    assert module.calls[-1] == ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "cat", "--no-pager"]
+    # Only the newest MARKED_LINES; a unit without an invocation (never started, or an odd answer) reads its last lines.
+    many = "\n".join(f"{HUNG['marked'][0]} {n}" for n in range(server_probe.MARKED_LINES + 5))
+    module = FakeModule({("systemctl", "show"): (0, "\n", ""), ("journalctl",): (0, many, "")})
+    lines = server_probe.marked_lines(module, "sglang.service", markers)
+    assert len(lines) == server_probe.MARKED_LINES and lines[-1].endswith(f" {server_probe.MARKED_LINES + 4}")
+    assert module.calls[-1][:3] == ["journalctl", "-u", "sglang.service"]
+    module = FakeModule({("systemctl", "show"): (0, "x; rm -rf /\n", ""), ("journalctl",): (1, "", "no journal")})
+    assert server_probe.marked_lines(module, "sglang.service", markers) == []
+    assert module.calls[-1][:3] == ["journalctl", "-u", "sglang.service"]

@@ -13,13 +13,16 @@ the wait's last probe read from ``/metrics`` in the same round trip. Neither is 
 restart's wall time beyond the stop and the start).
 
 With ``kernel_cache`` (issue 35 item 1), a start that failed is judged by module_utils/sglang_precompile.stuck_in_compile
-from the unit's last journal lines: one that hung in the kernel compile beyond its budget (the wait's timeout, or its
+from the lines of that start (its systemd invocation) that name the kernel compile or a phase after it, read by the
+failed wait's last probe (server_probe's ``markers``; not the last journal lines, where on an 8-rank host the other
+ranks' load lines soon push the compile line out): one that hung in the kernel compile beyond its budget (the wait's timeout, or its
 no-progress limit when that ended it) is restarted once by a second module run that clears the instance's kernel
 directory of that key between the stop and the start, then waited for again; ``compile_retry`` reports it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
@@ -27,7 +30,11 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible_collections.blackwell.sglang.plugins.action.wait_ready import WAIT_SPEC, prober, wait
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_precompile import stuck_in_compile
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_precompile import (
+    AFTER_COMPILE_LINES,
+    COMPILE_LINES,
+    stuck_in_compile,
+)
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_startup import (
     KEY_FIELDS,
     ready_timeout,
@@ -85,9 +92,12 @@ class ActionModule(ActionBase):
             budget = self._budget(startup.validated_parameters, wait_params, history)
             wait_params.update(timeout=budget["timeout"], metrics=bool(startup.validated_parameters["metrics"]))
         host = task_vars.get("inventory_hostname", "?")
-        ready = wait(wait_params, prober(self._execute_module, task_vars), host=host)
+        # With a kernel cache, a failed wait also reads this start's compile lines and the lines of the phases after it
+        # (every rank's, however many lines followed them): what _compile_retry judges.
+        markers = (*COMPILE_LINES, *AFTER_COMPILE_LINES) if kernel_cache else ()
+        ready = wait(wait_params, prober(self._execute_module, task_vars), host=host, markers=markers)
         if ready.get("failed") and kernel_cache:
-            ready = self._compile_retry(result, module_args, wait_params, ready, kernel_cache, host, task_vars)
+            ready = self._compile_retry(result, module_args, wait_params, ready, kernel_cache, host, task_vars, markers)
         result["ready"] = {key: ready[key] for key in READY_KEYS if key in ready}
         if startup is not None:
             result["startup"] = self._startup(startup.validated_parameters, ready, budget)
@@ -100,12 +110,12 @@ class ActionModule(ActionBase):
 
     def _compile_retry(self, result: dict[str, Any], module_args: dict[str, Any], wait_params: dict[str, Any],
                        ready: dict[str, Any], kernel_cache: dict[str, Any], host: str,
-                       task_vars: dict[str, Any]) -> dict[str, Any]:
+                       task_vars: dict[str, Any], markers: Sequence[str]) -> dict[str, Any]:
         """The failed start judged by stuck_in_compile; a start stuck in the kernel compile is started once more with
         its kernel directory cleared and waited for again. Returns the wait that counts (the second one after a retry)."""
         # A wait the no-progress limit ended ran out of its budget of progress: that limit is the budget it exceeded.
         budget = float(ready.get("elapsed") or 0) if ready.get("stalled") else float(wait_params["timeout"])
-        decision = stuck_in_compile(ready.get("log") or [], ready=False, waited=float(ready.get("elapsed") or 0),
+        decision = stuck_in_compile(ready.get("marked") or [], ready=False, waited=float(ready.get("elapsed") or 0),
                                     budget=budget, attempt=0, kernel_cache=kernel_cache)
         result["compile_retry"] = {**decision, "retried": False}
         if not decision["retry"]:
@@ -116,7 +126,7 @@ class ActionModule(ActionBase):
         if again.get("failed"):
             return {**ready, "msg": f"{ready['msg']}; the retry with the kernel cache cleared failed: {again.get('msg')}"}
         result["compile_retry"].update(retried=True, cleared=again.get("cleared", []))
-        second = wait(wait_params, prober(self._execute_module, task_vars), host=host)
+        second = wait(wait_params, prober(self._execute_module, task_vars), host=host, markers=markers)
         result["compile_retry"]["ready"] = {key: second[key] for key in READY_KEYS if key in second and key != "log"}
         if second.get("failed"):
             second = {**second, "msg": f"{second['msg']} (after one retry with the kernel cache cleared: {decision['why']})"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,11 +86,13 @@ def known_cause(lines: list[Any]) -> str | None:
 
 
 def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.monotonic,
-         show: Callable[[str], None] = display.display, host: str = "?") -> dict[str, Any]:
+         show: Callable[[str], None] = display.display, host: str = "?", markers: Sequence[str] = ()) -> dict[str, Any]:
     """Probe until healthy, failed, stalled or timed out; the action's result (``failed`` and ``msg`` on failure).
 
     ``probe`` runs server_probe with the given module arguments, ``clock`` is monotonic seconds: the loop
-    takes no time of its own, so tests drive it with recorded observations and a fake clock.
+    takes no time of its own, so tests drive it with recorded observations and a fake clock. With ``markers``, a
+    failed wait's result also holds ``marked``: the lines of this start that contain one of them (server_probe's
+    ``markers``, read in the failure's last round trip), however many lines followed them.
     """
     start = clock()
     last_progress_line = start
@@ -136,7 +138,8 @@ def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.m
         failed_unit = state.get("ActiveState") in ("failed", "inactive")
         stalled = progress.stalled(now, limit)
         if result.get("failed") or failed_unit or stalled or elapsed >= args["timeout"] - _SLACK:
-            tail = probe({"url": args["url"], "unit": args["unit"], "log_lines": 20, **tls})
+            tail = probe({"url": args["url"], "unit": args["unit"], "log_lines": 20, **tls,
+                          **({"markers": list(markers)} if markers else {})})
             if result.get("msg"):
                 why = result["msg"]
             elif failed_unit:
@@ -150,8 +153,9 @@ def wait(args: dict[str, Any], probe: Probe, clock: Callable[[], float] = time.m
             cause = known_cause(list(tail.get("log", [])))
             if cause:
                 why = f"{why}. {cause}"
-            return {"failed": True, "msg": why, "elapsed": round(elapsed, 1), "unit_state": state, "stalled": stalled,
-                    "log": tail.get("log", [])}
+            failed = {"failed": True, "msg": why, "elapsed": round(elapsed, 1), "unit_state": state, "stalled": stalled,
+                      "log": tail.get("log", [])}
+            return {**failed, "marked": list(tail.get("marked") or [])} if markers else failed
         if now - last_progress_line >= args["progress_every"]:
             last_progress_line = now
             memory = f", GPU memory {progress.memory_mib} MiB" if progress.memory_mib is not None else ""

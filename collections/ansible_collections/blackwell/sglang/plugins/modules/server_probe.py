@@ -70,6 +70,15 @@ options:
       breakdown as RV(startup_breakdown), in the same run (the server runs with C(--enable-metrics)).
     type: bool
     default: false
+  markers:
+    description: >-
+      Also return, as RV(marked), the journal lines of the unit's current start (its systemd invocation, not only
+      the last O(log_lines)) that contain any of these strings, oldest first. On a host with many ranks the lines a
+      start logged in one phase are soon pushed out of a short tail by the other ranks' lines; the phase a stalled
+      start stopped in (the server_restart action's kernel-compile retry) is judged on these. Empty: not read.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - blackwell.sglang.attributes
   - blackwell.sglang.attributes.read_only
@@ -136,6 +145,13 @@ metrics_error:
   description: Why C(/metrics) could not be read (null when it was, or was not asked for).
   type: str
   returned: always
+marked:
+  description: >-
+    With O(markers), the lines of the unit's current start that contain one of them, oldest first (at most the
+    last 200); an empty list otherwise.
+  type: list
+  elements: str
+  returned: always
 """
 
 import json
@@ -191,6 +207,27 @@ def getter(ca_path: str | None) -> Callable[[str, float], tuple[int, bytes]]:
     return get
 
 
+# The most lines of one start that markers returns (the newest): enough for every rank's lines of one phase.
+MARKED_LINES = 200
+# Without an invocation ID (a unit that never started), the unit's last lines this many.
+MARKED_FALLBACK_LINES = 5000
+
+
+def marked_lines(module: AnsibleModule, unit: str, markers: list[str]) -> list[str]:
+    """The journal lines of ``unit``'s current start (its InvocationID) that contain one of ``markers``, oldest
+    first, at most MARKED_LINES (the newest)."""
+    _, out, _ = module.run_command(["systemctl", "show", "-p", "InvocationID", "--value", unit])
+    invocation = out.strip()
+    if len(invocation) == 32 and all(c in "0123456789abcdef" for c in invocation):
+        argv = ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "cat", "--no-pager"]
+    else:
+        argv = ["journalctl", "-u", unit, "-n", str(MARKED_FALLBACK_LINES), "-o", "cat", "--no-pager"]
+    rc, log, _ = module.run_command(argv)
+    if rc != 0:
+        return []
+    return [line for line in log.splitlines() if any(marker in line for marker in markers)][-MARKED_LINES:]
+
+
 def unit_state(module: AnsibleModule, unit: str) -> dict[str, str]:
     """ActiveState, SubState, Result, NRestarts and MainPID of the unit."""
     _, out, _ = module.run_command(["systemctl", "show", "-p", "ActiveState,SubState,Result,NRestarts,MainPID", unit])
@@ -225,6 +262,7 @@ def main() -> None:
             "info_keys": {"type": "list", "elements": "str", "default": [], "no_log": False},  # key names, not keys
             "api_key": {"type": "str", "no_log": True},
             "metrics": {"type": "bool", "default": False},
+            "markers": {"type": "list", "elements": "str", "default": [], "no_log": False},
         },
         supports_check_mode=True,
     )
@@ -249,9 +287,10 @@ def main() -> None:
     breakdown, metrics_error = None, None
     if status == 200 and params["metrics"]:
         breakdown, metrics_error = read_breakdown(params["url"], getter(params["ca_path"]))
+    marked = marked_lines(module, params["unit"], params["markers"]) if params["markers"] else []
     module.exit_json(changed=False, status=status, error=error, unit_state=state, log=lines[-params["log_lines"]:],
                      cursor=cursor, gpu_memory_mib=memory, info=info, info_error=info_error,
-                     startup_breakdown=breakdown, metrics_error=metrics_error)
+                     startup_breakdown=breakdown, metrics_error=metrics_error, marked=marked)
 
 
 if __name__ == "__main__":
