@@ -1,4 +1,4 @@
-"""An SGLang upgrade of the simulated fleet builds each host's new kernels before its drain (issue 35).
+"""An SGLang upgrade of the simulated fleet builds the new kernels before each drain, once (issue 35).
 
 The fleet (two of the scenario's simulated Blackwell hosts behind the gateway: the canary and one host of the rest, so
 that the case costs the scenario minutes, not a quarter of an hour) is first taken to release A, the 0.5.22 stand-in,
@@ -6,17 +6,21 @@ with playbooks/deploy.yml, and a second run with ``sglang_keep_venvs: 1`` prunes
 0.5.23 kernel cache (roles/sglang, "Kernel caches" in docs/restarts-and-rollouts.md): the hosts have never compiled
 0.5.23. Then the upgrade to 0.5.23 goes through the project's normal entry, deploy.yml (roles/sglang installs the new
 release beside the old one, roles/sglang_rollout rolls it out canary first), with ``sglang_server_precompile: always``
-(the simulated GPUs are SM120, where ``auto`` builds nothing: SGLang 0.5.23 runs DeepGEMM on SM90/SM100 only).
+(the simulated GPUs are SM120, where ``auto`` builds nothing: SGLang 0.5.23 runs DeepGEMM on SM90/SM100 only) and
+``sglang_rollout_kernel_share: true`` (the canary's built kernels are copied to the later hosts of the same key and
+kernel inputs, as the model fan-out copies weights).
 
 What it proves, per host, from ansible-runner's events and the stand-in's own record of what each start found
 (``/var/lib/sglang/standin-kernels.jsonl``, tests/fixtures/sglang_standin/src/sglang/_standin/kernels.py):
 
-* the pre-compile (python -m sglang.compile_deep_gemm of the new virtualenv, with the instance's arguments) ran and
-  found the new key's cache cold while the old release still served: it ended before the host's drain began;
-* the first start of 0.5.23 found its kernels warm (no compile out of rotation);
-* the canary was built, drained, restarted and joined before any other host's pre-compile (each host of the rest
-  builds its own, before its own drain: caches are per host, nothing is copied between hosts);
-* a second run changes nothing, restarts nothing and compiles nothing.
+* on the canary, the pre-compile (python -m sglang.compile_deep_gemm of the new virtualenv, with the instance's
+  arguments) ran and found the new key's cache cold while the old release still served: it ended before the drain;
+* every other host copied the canary's kernel directory (from the canary's peer server, every file checked) after the
+  canary joined and before its own drain; its pre-compile then found the kernels built (the canary's marker: the same
+  key and kernel inputs) and compiled nothing: only the canary ran compile_deep_gemm for the key;
+* every host's first start of 0.5.23 found its kernels warm (no compile out of rotation), and the canary's kernel
+  server is gone afterwards;
+* a second run changes nothing, restarts nothing, copies and compiles nothing.
 
 Cases run in file order and leave the fleet on 0.5.23, as it was (the other hosts stay on it throughout).
 """
@@ -51,6 +55,8 @@ PRECOMPILE = "Build the instance's kernels into its new kernel cache before the 
 DRAIN = "Take the server out of the routers and let it finish its requests"
 RESTART = "Stop the server, release the GPUs it left behind, start it and wait for its health"
 JOIN = "Put the server back into the routers"
+COPY = "Copy the kernel directories from the canary (every file checked against its manifest)"
+MARKER = ".blackwell-precompiled.json"
 
 
 def sh(container: str, command: str) -> str:
@@ -127,13 +133,15 @@ def test_the_fleet_runs_the_old_release_and_has_never_compiled_the_new_one(fleet
         assert keys and all(k.startswith(f"sglang-{OLD}_") for k in keys), (host, keys)
 
 
-def test_an_upgrade_builds_each_hosts_kernels_before_its_drain_and_starts_warm(fleet: Path, tmp_path: Path) -> None:
+def test_an_upgrade_builds_the_kernels_once_on_the_canary_and_every_host_starts_warm(fleet: Path, tmp_path: Path) -> None:
     seen = {host: len(records(host)) for host in GPUS}
     pids = {host: sh(host, f"systemctl show -p MainPID --value {SERVICE}") for host in GPUS}
-    runner = deploy(fleet, tmp_path, sglang_version=NEW, sglang_server_precompile="always")
+    runner = deploy(fleet, tmp_path, sglang_version=NEW, sglang_server_precompile="always",
+                    sglang_rollout_kernel_share=True)
     assert runner.rc == 0, final_failure(runner)
 
     figures = []
+    canary_join, _ = first(runner, JOIN, CANARY)
     for host in GPUS:
         assert served_version(host) == NEW, host
         assert sh(host, f"systemctl show -p MainPID --value {SERVICE}") != pids[host], f"{host} was not restarted"
@@ -144,32 +152,51 @@ def test_an_upgrade_builds_each_hosts_kernels_before_its_drain_and_starts_warm(f
         restart_at, _ = first(runner, RESTART, host)
         join_at, _ = first(runner, JOIN, host)
         res = built["event_data"]["res"]
-        assert res["changed"] and res["built"] and res["compile"]["rc"] == 0, (host, res)
         assert built_at < drain_at < restart_at < join_at, (host, built_at, drain_at, restart_at, join_at)
-
-        # The stand-in's own record: the pre-compile of 0.5.23 found a cold cache of the new key, the first start of
-        # 0.5.23 found it warm; nothing else started in between.
         new = [(r["version"], r["by"], r["found"]) for r in records(host)[seen[host]:]]
-        assert new == [(NEW, "compile_deep_gemm", "cold"), (NEW, "server", "warm")], (host, new)
-        compiled, started = records(host)[seen[host]:]
-        assert compiled["dir"] == started["dir"] and compiled["dir"].startswith(f"{KERNELS}/sglang-{NEW}_"), host
-        # In time: the compile ended before the drain began; the warm start came after it.
-        assert compiled["at"] + compiled["seconds"] <= when(drain), (host, compiled, drain["created"])
+        started = records(host)[-1]
+        assert started["dir"].startswith(f"{KERNELS}/sglang-{NEW}_"), host
+        # In time: the first start of 0.5.23 came after the drain, and found its kernels warm.
         assert started["at"] > when(drain), (host, started, drain["created"])
-        figures.append(f"{host}: pre-compile {res['seconds']} s (stand-in compile {compiled['seconds']} s), ended "
-                       f"{when(drain) - compiled['at'] - compiled['seconds']:.1f} s before the drain; first start warm")
+        if host == CANARY:
+            # The stand-in's own record: the pre-compile of 0.5.23 found a cold cache of the new key while the old
+            # release served and ended before the drain; the first start found it warm.
+            assert res["changed"] and res["built"] and res["compile"]["rc"] == 0, (host, res)
+            assert new == [(NEW, "compile_deep_gemm", "cold"), (NEW, "server", "warm")], (host, new)
+            compiled = records(host)[seen[host]]
+            assert compiled["dir"] == started["dir"], host
+            assert compiled["at"] + compiled["seconds"] <= when(drain), (host, compiled, drain["created"])
+            figures.append(f"{host}: pre-compile {res['seconds']} s (stand-in compile {compiled['seconds']} s), ended "
+                           f"{when(drain) - compiled['at'] - compiled['seconds']:.1f} s before the drain; first start warm")
+            continue
+        # The rest: the canary's kernel directory copied after the canary joined and before this host's pre-compile,
+        # every file checked; the pre-compile found the canary's marker and compiled nothing; the start was warm.
+        copied_at, copied = first(runner, COPY, host)
+        [fetched] = copied["event_data"]["res"]["results"]  # one instance, one loop item
+        assert canary_join < copied_at < built_at, (host, canary_join, copied_at, built_at)
+        assert fetched["complete"] and fetched["fetched"] and fetched["error"] is None, (host, fetched)
+        assert not res["changed"] and not res["built"] and "are built" in res["skip_reason"], (host, res)
+        assert new == [(NEW, "server", "warm")], (host, new)
+        marker = json.loads(sh(host, f"cat {started['dir'].rsplit('/', 1)[0]}/{MARKER}"))
+        assert marker == json.loads(sh(CANARY, f"cat {started['dir'].rsplit('/', 1)[0]}/{MARKER}")), host
+        figures.append(f"{host}: copied {len(fetched['fetched'])} file(s), {fetched['bytes']} bytes from {CANARY}; "
+                       "pre-compile skipped; first start warm")
 
-    # The canary went first: built, drained, restarted and joined before any other host began its pre-compile.
-    canary_join, _ = first(runner, JOIN, CANARY)
-    assert all(first(runner, PRECOMPILE, host)[0] > canary_join for host in GPUS[1:])
+    # Only the canary compiled the new key; its kernel server is gone.
+    compiles = [(host, r["version"]) for host in GPUS for r in records(host)[seen[host]:] if r["by"] == "compile_deep_gemm"]
+    assert compiles == [(CANARY, NEW)], compiles
+    assert sh(CANARY, "systemctl is-active sglang-kernel-peer.service || true") in ("inactive", "unknown", "failed")
+    assert sh(CANARY, "test -e /run/sglang-kernel-peer && echo left || echo gone") == "gone"
     print("\n".join(figures))
 
 
 def test_a_second_run_of_the_upgrade_changes_nothing(fleet: Path, tmp_path: Path) -> None:
     seen = {host: len(records(host)) for host in GPUS}
-    runner = deploy(fleet, tmp_path, sglang_version=NEW, sglang_server_precompile="always")
+    runner = deploy(fleet, tmp_path, sglang_version=NEW, sglang_server_precompile="always",
+                    sglang_rollout_kernel_share=True)
     assert runner.rc == 0, final_failure(runner)
     assert runner.stats["changed"] == {}, runner.stats["changed"]
+    assert not [e for e in runner.events if e.get("event") == "runner_on_ok" and e["event_data"].get("task") == COPY]
     for host in GPUS:
         assert records(host)[seen[host]:] == [], host
         skipped = [e["event_data"]["res"] for e in runner.events if e.get("event") == "runner_on_ok"

@@ -956,6 +956,8 @@ CONTRACT: dict[str, Kind] = {
     "sglang_rollout_group": GROUP,
     "sglang_rollout_router_group": GROUP,
     "sglang_rollout_plan": _with_type(DATA, "dict"),
+    "sglang_rollout_kernel_share": BOOL,
+    "sglang_rollout_kernel_share_port": PORT,
     # sglang_router
     "sglang_router_gateway": _choices(WORD, *ROUTER_GATEWAYS),
     "sglang_router_version": WORD,

@@ -34,16 +34,18 @@ ROUTERS_GROUP = "sglang_routers"
 MONITORING_GROUP = "sglang_monitoring"
 
 # The ports each group's roles bind on a host, by the variable that sets them (the roles' plays: deploy.yml,
-# monitoring.yml). The model peer listens only while a fan-out copies weights, but on the same host.
+# monitoring.yml). The model peer listens only while a fan-out copies weights, the kernel peer only while a rollout
+# copies the canary's built kernels, but on the same host.
 GROUP_PORTS = {
-    SERVERS_GROUP: ("sglang_model_peer_port", "node_exporter_port", "dcgm_exporter_port"),
+    SERVERS_GROUP: ("sglang_model_peer_port", "sglang_rollout_kernel_share_port", "node_exporter_port",
+                    "dcgm_exporter_port"),
     # The handover ports are bound only while roles/sglang_router hands the gateway's port over, on the same host.
     ROUTERS_GROUP: ("sglang_router_port", "sglang_router_prometheus_port", "sglang_router_handover_port",
                     "sglang_router_handover_prometheus_port", "node_exporter_port"),
     MONITORING_GROUP: ("sglang_monitoring_port",),
 }
 # The roles whose defaults hold the default of each such port.
-PORT_ROLES = ("sglang", "node_exporter", "dcgm_exporter", "sglang_router", "sglang_monitoring")
+PORT_ROLES = ("sglang", "sglang_rollout", "node_exporter", "dcgm_exporter", "sglang_router", "sglang_monitoring")
 # The roles whose defaults hold the defaults of the plan's inputs (nvidia_driver: the driver the stack rules check), of
 # the contract's roots and project directories and of the gateway's settings, dependency first (a later role's default
 # wins, as a role's own over its dependency's).
