@@ -113,7 +113,9 @@ def test_language_model_only_is_refused_first() -> None:
 
 @pytest.mark.parametrize(("model", "version", "refused"), [
     ("/models/custom-dsa", "0.5.23", False),  # DeepseekV3ForCausalLM with maybe index_topk: DSA CP may keep it (preflight)
-    ("deepseek-ai/DeepSeek-V3", "0.5.22", False),  # the derived sizes are modelled for 0.5.23 only
+    ("deepseek-ai/DeepSeek-V3", "0.5.21", False),  # the derived sizes are modelled from 0.5.22 only
+    # 0.5.22's override derives the same sizes and its resolver refuses the case (make conformance-release)
+    ("deepseek-ai/DeepSeek-V3", "0.5.22", True),
     ("deepseek-ai/DeepSeek-V3", "0.5.23", True),  # MLA prefill CP: ep_size = tp_size, so moe_dp_size 8 breaks :175
 ])
 def test_deepseek_prefill_cp_sizes(model: str, version: str, refused: bool) -> None:

@@ -35,12 +35,13 @@ DEEPSEEK_CP_ARCHITECTURES = (
 def cp_sizes(ctx: Context) -> tuple[int, int, int] | None:
     """(attn_cp_size, attn_dp_size, ep_size) as handle_context_parallelism checks them; None where SGLang derives them
     from what only the checkpoint's config.json tells (cp_derived, but for the MLA prefill CP of the model table's
-    DeepSeek-V3 / R1 on 0.5.23: attn_dp_size x dp_size attention-DP groups, attn_cp_size = tp_size // that, ep_size =
-    tp_size, deepseek_v2.py:191-212, model_override_base.py:229-247)."""
+    DeepSeek-V3 / R1 on 0.5.22 and 0.5.23: attn_dp_size x dp_size attention-DP groups, attn_cp_size = tp_size // that,
+    ep_size = tp_size, deepseek_v2.py:191-212, model_override_base.py:229-247; 0.5.22's override derives the same,
+    and its resolver refuses catalog-deepseek-mla-prefill-cp-moe-dp as 0.5.23's does, make conformance-release)."""
     tp, cp, attn_dp, ep = (_int(ctx, d, 1) for d in ("tp_size", "attn_cp_size", "attn_dp_size", "ep_size"))
     if not cp_derived(ctx):
         return cp, attn_dp, ep
-    if not (added_in(ctx, "0.5.23") and table_deepseek_v3(ctx)) or _int(ctx, "dp_size", 1) < 1 or attn_dp < 1:
+    if not (added_in(ctx, "0.5.22") and table_deepseek_v3(ctx)) or _int(ctx, "dp_size", 1) < 1 or attn_dp < 1:
         return None
     width = attn_dp * _int(ctx, "dp_size", 1)
     return max(tp // width, 1), width, tp
