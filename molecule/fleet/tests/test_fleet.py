@@ -224,7 +224,7 @@ def test_every_hop_is_tls_and_refuses_a_request_without_its_key(router: str) -> 
     # The gateway's own requests pass the front (its --client-cert-path): it lists every worker healthy, and
     # answered above.
     assert healthy_workers(router) == worker_urls(GPUS)
-    assert "--client-cert-path /etc/ssl/sglang/client.pem" in sh(GATEWAY, "ps -eo args=")
+    assert "--client-cert-path /etc/ssl/sglang/client.pem" in sh(GATEWAY, "systemctl show -p ExecStart sglang-router")
     # No plain HTTP on either: the TLS handshake fails, nothing answers in clear.
     assert sh(GATEWAY, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health", check=False) == "000"
     assert sh(GPUS[0], "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health", check=False) == "000"
