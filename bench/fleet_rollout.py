@@ -46,8 +46,10 @@ CANARY = 1
 def write_group_vars(inv: Path, value: int, load: float, drain: float) -> None:
     """inventory/fleet-sim's GPU host variables with max_running_requests = ``value`` and the stand-in's timings."""
     group = yaml.safe_load((REPO / "inventory" / "fleet-sim" / "group_vars" / "sglang_servers.yml").read_text())
-    # Plain HTTP: the fleet scenario's TLS files come from its prepare (a throwaway CA), which the bench does not run.
+    # Plain HTTP, no TLS front (roles/sglang_worker_tls): the fleet scenario's TLS files come from its prepare (a
+    # throwaway CA), which the bench does not run.
     args = {k: v for k, v in group["sglang_args"].items() if k not in ("ssl_certfile", "ssl_keyfile")}
+    group = {k: v for k, v in group.items() if not k.startswith("sglang_worker_tls_")}
     group["sglang_args"] = {**args, "max_running_requests": value}
     group["sglang_env"] = {**group["sglang_env"], "SGLANG_STANDIN_LOAD_SECONDS": str(load),
                            "SGLANG_STANDIN_DRAIN_SECONDS": str(drain)}

@@ -20,6 +20,9 @@ SECTION = "## Example playbook"
 # The order the scenario runs them in. sglang_server comes before sglang, so it must create its own
 # service account (prepare.yml only puts a virtualenv in place); the router last, in front of the server.
 RUN_ORDER = ["nvidia_driver", "gpu_health", "cuda_toolkit", "sglang_server", "sglang", "sglang_router", "sglang_rollout",
+             # the verifying TLS front: the simulated host's inventory sets no client CA, so the role checks its
+             # inputs and changes nothing (the fleet scenario runs it with the front on)
+             "sglang_worker_tls",
              # read only (check mode): what the rollout left running against its plan
              "sglang_drift",
              # the benchmark of what the rollout left running (no candidates: nothing restarts)

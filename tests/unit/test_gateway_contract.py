@@ -329,7 +329,15 @@ def test_options_that_carry_a_secret_are_refused_without_echo(word: str, gateway
     assert all(CANARY not in line and "Zq9x" not in line for line in found)
 
 
-@pytest.mark.parametrize("args", [["--retry-jitter-factor", "0.1"], ["--client-key-path", "/etc/sglang-router/client.key"],
+@pytest.mark.parametrize("option", ["--client-cert-path", "--client-key-path"])
+@pytest.mark.parametrize("gateway", ga.GATEWAYS)
+def test_the_client_certificate_for_the_workers_is_the_roles(option: str, gateway: str) -> None:
+    """mTLS to the workers' TLS front: sglang_router_client_cert_file / _key_file, not an extra argument."""
+    [found] = gw.router_extra_args_problems([option, "/etc/sglang-router/client.pem"], gateway)
+    assert f"the role manages {option}" in found and "set sglang_router_client_" in found
+
+
+@pytest.mark.parametrize("args", [["--retry-jitter-factor", "0.1"],
                                   ["--tokenizer-path", "/srv/tok"], ["--max-payload-size", "1024"], ["--prefill-policy", "random"],
                                   ["--queue-timeout-secs", "-1"], ["--cors-allowed-origins", "https://a.example", "https://b.example"]])
 @pytest.mark.parametrize("gateway", ga.GATEWAYS)
@@ -628,3 +636,29 @@ def test_a_router_host_the_gpu_hosts_would_call_is_checked(host: str) -> None:
     defaults = {"host": "127.0.0.1", "port": 30000, "tls_cert_file": "", "tls_key_file": "", "ca_file": "", "api_key": "",
                 "control_plane_api_key": "", "allow_unauthenticated": False}
     assert router_endpoint({"sglang_router_host": host}, defaults)["problems"]
+
+
+# --- mTLS to the workers: the gateway's client certificate (the GPU hosts' TLS front, roles/sglang_worker_tls) -----
+def test_the_client_certificate_reaches_the_gateway_by_path_only() -> None:
+    unit, _ = render({"sglang_router_client_cert_file": "/etc/ssl/sglang/client.pem",
+                      "sglang_router_client_key_file": "/etc/ssl/sglang/client.key"})
+    words = argv(unit)
+    assert option(words, "--client-cert-path") == "/etc/ssl/sglang/client.pem"
+    assert option(words, "--client-key-path") == "/etc/ssl/sglang/client.key"
+    assert "--client-cert-path" not in argv(render()[0])
+
+
+@pytest.mark.parametrize("given_var", ["sglang_router_client_cert_file", "sglang_router_client_key_file"])
+def test_a_client_certificate_without_its_key_or_the_reverse_is_refused(given_var: str) -> None:
+    found = problems({given_var: "/etc/ssl/sglang/client.pem"})
+    other = ({"sglang_router_client_cert_file", "sglang_router_client_key_file"} - {given_var}).pop()
+    assert [(p.rule, p.variable) for p in found if p.rule == "gateway.tls"] == [("gateway.tls", other)]
+
+
+@given(st.text(max_size=60))
+def test_an_untrusted_client_certificate_path_renders_as_given_or_is_refused_naming_it(value: str) -> None:
+    overrides = {"sglang_router_client_cert_file": value, "sglang_router_client_key_file": "/etc/ssl/sglang/client.key"}
+    found = problems(overrides)
+    if not names(found, "sglang_router_client_cert_file"):
+        words = argv(render(overrides)[0])
+        assert option(words, "--client-cert-path") == (value or None)

@@ -502,3 +502,42 @@ def test_the_monitoring_role_reads_the_target_defaults_of_the_other_roles() -> N
     for role in ("node_exporter", "dcgm_exporter", "sglang_router"):
         found.update(yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text(encoding="utf-8")))
     assert {k: found[k] for k in keys} == DEFAULTS
+
+
+# --- workers behind their verifying TLS front (roles/sglang_worker_tls) ----------------------------------------
+FRONT = {"sglang_worker_tls_client_ca_file": "/etc/ssl/sglang/clients-ca.pem",
+         "sglang_worker_tls_cert_file": "/etc/ssl/sglang/server.pem", "sglang_worker_tls_key_file": "/etc/ssl/sglang/server.key",
+         "sglang_tls_ca_file": "/etc/ssl/sglang/ca.pem"}
+CLIENT = {"client_cert_file": "/etc/prometheus/client.pem", "client_key_file": "/etc/prometheus/client.key"}
+
+
+def test_a_worker_behind_its_front_is_scraped_with_prometheus_client_certificate() -> None:
+    hostvars, groups = fleet(**FRONT)
+    configs = scrape_configs("gw", hostvars, groups, {**SETTINGS, **CLIENT})
+    fronted = [c for c in configs if job_of(c) == "sglang" and c["scheme"] == "https"]
+    assert [c["static_configs"][0]["targets"] for c in fronted] == [["10.0.0.6:30000"]]  # the front's, not the backend
+    assert fronted[0]["tls_config"] == {"ca_file": "/etc/ssl/sglang/ca.pem", "cert_file": CLIENT["client_cert_file"],
+                                        "key_file": CLIENT["client_key_file"]}
+    plain = [c for c in configs if job_of(c) == "sglang" and c["scheme"] == "http"]
+    assert [c["static_configs"][0]["targets"] for c in plain] == [["10.0.0.5:30000"]] and "tls_config" not in plain[0]
+
+
+def test_a_worker_behind_its_front_without_a_client_certificate_is_refused_naming_it() -> None:
+    hostvars, groups = fleet(**FRONT)
+    with pytest.raises(AnsibleFilterError, match="sglang_monitoring_client_cert_file"):
+        scrape_configs("gw", hostvars, groups, SETTINGS)
+    with pytest.raises(AnsibleFilterError, match="sglang_monitoring_client_key_file"):
+        scrape_configs("gw", hostvars, groups, {**SETTINGS, "client_cert_file": CLIENT["client_cert_file"]})
+
+
+@given(st.text(max_size=40))
+def test_an_untrusted_client_certificate_path_is_kept_or_refused_naming_it(value: str) -> None:
+    hostvars, groups = fleet(**FRONT)
+    settings = {**SETTINGS, "client_cert_file": value, "client_key_file": CLIENT["client_key_file"]}
+    try:
+        configs = scrape_configs("gw", hostvars, groups, settings)
+    except AnsibleFilterError as exc:
+        assert "sglang_monitoring_client_" in str(exc)
+    else:
+        [fronted] = [c for c in configs if job_of(c) == "sglang" and c["scheme"] == "https"]
+        assert fronted["tls_config"]["cert_file"] == value

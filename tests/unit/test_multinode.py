@@ -248,3 +248,19 @@ def test_a_misdeclared_group_fails_its_host_with_the_fix() -> None:
     hostvars, groups = fleet(**{"gpu-01": {"sglang_multinode_group": "missing"}})
     result = run_action(hostvars, groups=groups)
     assert result["invalid_hosts"] == ["gpu-01"] and "[multinode.layout]" in report(result)
+
+
+def test_node_0_behind_its_tls_front_agrees_with_node_1_on_the_instances_port() -> None:
+    """roles/sglang_worker_tls: node 0 moves to loopback on its backend port, node 1 (no API, no front) keeps the
+    instance's port; they agree. A node 1 on another port still disagrees."""
+    front = {"sglang_worker_tls_client_ca_file": "/etc/ssl/sglang/clients-ca.pem", "sglang_listen_host": "0.0.0.0",
+             "sglang_worker_tls_cert_file": "/etc/ssl/sglang/server.pem", "sglang_api_key": "k3y-value",
+             "sglang_worker_tls_key_file": "/etc/ssl/sglang/server.key"}
+    hostvars, groups = fleet(**{"mn-1": front, "mn-2": front})
+    result = run_action(hostvars, groups=groups)
+    assert not result.get("failed"), result["msg"]
+    argvs = {h: result["hosts"][h]["argv"] for h in ("mn-1", "mn-2")}
+    assert argvs["mn-1"][argvs["mn-1"].index("--port") + 1] == "31000" and "--port" not in argvs["mn-2"]
+    hostvars["mn-2"]["sglang_args"] = {**hostvars["mn-2"]["sglang_args"], "port": 30001}
+    result = run_action(hostvars, groups=groups)
+    assert result["invalid_hosts"] == ["mn-2"] and "[multinode.mismatch]" in report(result)

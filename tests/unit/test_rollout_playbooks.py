@@ -64,7 +64,7 @@ def test_gpu_hosts_go_canary_then_serial_batches_through_the_rollout_role(name: 
 def test_deploy_provisions_inside_the_batches_after_the_routers() -> None:
     deploy = plays("deploy.yml")
     assert [roles_of(p) for p in deploy[1:]] == [
-        ["sglang_router"], *[["nvidia_driver", "cuda_toolkit", "sglang", "gpu_health", "sglang_rollout"]] * 2]
+        ["sglang_router"], *[["nvidia_driver", "cuda_toolkit", "sglang", "gpu_health", "sglang_worker_tls", "sglang_rollout"]] * 2]
     assert deploy[1]["hosts"] == "sglang_routers"
 
 
@@ -179,9 +179,10 @@ def test_rollout_instances_picks_instances(due: list[str], force: bool, only: An
 
 @pytest.mark.parametrize("name", ["deploy.yml", "restart.yml", "rollout.yml"])
 def test_the_gpu_health_gate_runs_right_before_every_rollout_of_a_server(name: str) -> None:
-    # A host joins the routers only through sglang_rollout, and only after its GPUs passed the gate.
+    # A host joins the routers only through sglang_rollout, and only after its GPUs passed the gate (and its verifying
+    # TLS front, roles/sglang_worker_tls, is up: the gateways reach it through the front).
     gpu = [p for p in plays(name)[1:] if "sglang_rollout" in roles_of(p)]
     assert gpu, name
     for play in gpu:
         names = roles_of(play)
-        assert names[-2:] == ["gpu_health", "sglang_rollout"], (name, names)
+        assert names[-3:] == ["gpu_health", "sglang_worker_tls", "sglang_rollout"], (name, names)

@@ -47,7 +47,9 @@ CONTROL_KEY: str = yaml.safe_load((GROUP_VARS / "sglang_routers.yml").read_text(
 CA = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent")) / "tls" / "ca.pem"
 # curl on a host, to its own server: verified against the CA, with the API key.
 CURL = f"curl --cacert /etc/ssl/sglang/ca.pem -H 'Authorization: Bearer {API_KEY}'"
-LOCAL = "https://127.0.0.1:30000"
+# A GPU host to its own server: behind the host's verifying TLS front (roles/sglang_worker_tls, which holds
+# 0.0.0.0:30000), SGLang listens on loopback on the backend port (30000 + sglang_worker_tls_backend_port_offset).
+LOCAL = "http://127.0.0.1:31000"
 FAST = {"sglang_server_ready_timeout": 60, "sglang_server_ready_poll_interval": 1,
         "sglang_server_ready_progress_every": 5, "rollout_confirm": "yes"}
 
@@ -203,20 +205,40 @@ def test_every_hop_is_tls_and_refuses_a_request_without_its_key(router: str) -> 
     assert request(router, "/v1/chat/completions", API_KEY, chat)[0] == 200
     assert request(router, "/workers", API_KEY)[0] == 401
     assert request(router, "/workers", None)[0] == 401
-    # A worker, from the gateway as the router reaches it: HTTPS verified for its name; 401 without the key.
+    # A worker, from the gateway as the router reaches it: HTTPS verified for its name, through the worker's TLS front,
+    # which takes only a client certificate of the gateways' CA (mTLS): without one, or with one of another CA (the
+    # gateway's own server certificate, from the hosts' CA), the TLS handshake fails and nothing reaches SGLang;
+    # with the gateway's client certificate, SGLang answers (401 without the key).
     worker = f"https://{GPUS[0]}:30000/v1/models"
     code = "-s -o /dev/null -w '%{http_code}' --cacert /etc/ssl/sglang/ca.pem"
-    assert sh(GATEWAY, f"curl {code} {worker}", check=False) == "401"
-    assert sh(GATEWAY, f"curl {code} -H 'Authorization: Bearer {API_KEY}' {worker}", check=False) == "200"
+    bearer = f"-H 'Authorization: Bearer {API_KEY}'"
+    client = "--cert /etc/ssl/sglang/client.pem --key /etc/ssl/sglang/client.key"
+    other_ca = "--cert /etc/ssl/sglang/server.pem --key /etc/ssl/sglang/server.key"
+    for refused in ("", other_ca):
+        assert sh(GATEWAY, f"curl {code} {refused} {bearer} {worker}", check=False) == "000"
+        # The front's TLS alert (certificate required / decrypt error), not an HTTP answer.
+        said = sh(GATEWAY, f"curl -sS -o /dev/null --cacert /etc/ssl/sglang/ca.pem {refused} {worker} 2>&1", check=False)
+        assert "alert" in said, said
+    assert sh(GATEWAY, f"curl {code} {client} {worker}", check=False) == "401"
+    assert sh(GATEWAY, f"curl {code} {client} {bearer} {worker}", check=False) == "200"
+    # The gateway's own requests pass the front (its --client-cert-path): it lists every worker healthy, and
+    # answered above.
+    assert healthy_workers(router) == worker_urls(GPUS)
+    assert "--client-cert-path /etc/ssl/sglang/client.pem" in sh(GATEWAY, "systemctl show -p ExecStart sglang-router")
     # No plain HTTP on either: the TLS handshake fails, nothing answers in clear.
     assert sh(GATEWAY, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health", check=False) == "000"
     assert sh(GPUS[0], "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health", check=False) == "000"
-    # The keys and the key password are on no command line, and their files are root's and the service's only.
-    password = yaml.safe_load((GROUP_VARS / "all.yml").read_text())["sglang_ssl_keyfile_password"]
+    # SGLang itself listens on loopback only, behind the front.
+    listening = sh(GPUS[0], "ss -Hltn")
+    assert "127.0.0.1:31000" in listening and "0.0.0.0:31000" not in listening
+    # The keys are on no command line, and their files are root's and the service's only; the front's certificate
+    # file (its key in it) is root's alone.
     for host in [GATEWAY, GPUS[0]]:
         processes = sh(host, "ps -eo args=")
-        assert not any(secret in processes for secret in (API_KEY, CONTROL_KEY, password)), f"a secret is in {host}'s ps"
+        assert not any(secret in processes for secret in (API_KEY, CONTROL_KEY)), f"a secret is in {host}'s ps"
     assert sh(GATEWAY, "stat -c '%a %U %G' /etc/sglang-router/sglang-router.secrets.json") == "640 root sglang-router"
+    assert sh(GATEWAY, "stat -c '%a %U %G' /etc/ssl/sglang/client.key") == "640 root sglang-router"
+    assert sh(GPUS[0], "stat -c '%a %U %G' /etc/haproxy/sglang-worker-tls.pem") == "600 root root"
 
 
 def test_a_second_deploy_changes_nothing_and_plans_each_host_twice(fleet: Path, tmp_path: Path) -> None:

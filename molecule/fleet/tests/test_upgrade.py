@@ -82,9 +82,9 @@ def kernel_keys(host: str) -> list[str]:
 
 
 def served_version(host: str) -> str:
-    """The release the host's server reports (/server_info, over verified TLS with the fleet's key)."""
-    info = sh(host, f"curl -fsS --cacert /etc/ssl/sglang/ca.pem -H 'Authorization: Bearer {API_KEY}' "
-                    "https://127.0.0.1:30000/server_info")
+    """The release the host's server reports (/server_info with the fleet's key, on loopback behind the host's TLS
+    front: SGLang's backend port, tests/test_fleet.py's LOCAL)."""
+    info = sh(host, f"curl -fsS -H 'Authorization: Bearer {API_KEY}' http://127.0.0.1:31000/server_info")
     return str(json.loads(info)["version"])
 
 

@@ -95,6 +95,12 @@ def check_instances(layouts: dict[str, Layout], outcomes: dict[str, Result], hos
                                        f"{host} runs SGLang {mine.version}, node 0 of {layout.group!r} ({leader}) {theirs.version}.",
                                        f"set sglang_version for the whole group {layout.group}"))
         keys = (set(mine.args) | set(theirs.args)) - _PER_NODE_ARGS
+        if theirs.endpoint.get("front"):
+            # Node 0 behind its host's TLS front (roles/sglang_worker_tls) listens on its backend port, the other nodes
+            # (no API, no front) on the instance's: compared as the instance's port, the endpoints'.
+            keys.discard("port")
+            if mine.endpoint.get("port") != theirs.endpoint.get("port"):
+                keys.add("port")
         differ = sorted(k for k in keys if mine.args.get(k) != theirs.args.get(k))
         if differ:
             shown = ", ".join(f"{k}={mine.args.get(k)!r} vs {theirs.args.get(k)!r}" for k in differ[:6])

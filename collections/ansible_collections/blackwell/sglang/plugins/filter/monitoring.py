@@ -128,14 +128,15 @@ def _unique_hosts(groups: Mapping[str, Any], names: Iterable[str]) -> list[str]:
 
 
 class _Jobs:
-    """Scrape configurations being built: one per (job, scheme, CA file); the job label stays the job's."""
+    """Scrape configurations being built: one per (job, scheme, CA file, client certificate); the job label stays
+    the job's."""
 
     def __init__(self) -> None:
-        self._configs: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._configs: dict[tuple[str, str, str, tuple[str, str]], dict[str, Any]] = {}
 
     def add(self, job: str, target: str, labels: dict[str, str], *, path: str = "/metrics", scheme: str = "http",
-            ca_file: str = "") -> None:
-        key = (job, scheme, ca_file)
+            ca_file: str = "", client: tuple[str, str] = ("", "")) -> None:
+        key = (job, scheme, ca_file, client)
         config = self._configs.get(key)
         if config is None:
             siblings = sum(1 for k in self._configs if k[0] == job)
@@ -145,6 +146,8 @@ class _Jobs:
                 config["relabel_configs"] = [{"target_label": "job", "replacement": job}]
             if ca_file:
                 config["tls_config"] = {"ca_file": ca_file}
+            if client[0]:  # a worker behind its verifying TLS front (roles/sglang_worker_tls): Prometheus's certificate
+                config["tls_config"] = {**config.get("tls_config", {}), "cert_file": client[0], "key_file": client[1]}
             self._configs[key] = config
         config["static_configs"].append({"targets": [target], "labels": labels})
 
@@ -184,6 +187,14 @@ def scrape_configs(monitor: str, hostvars: Any, groups: Mapping[str, Any], setti
     if ca_override and path_problem(ca_override):
         raise _fail(monitor, "sglang_monitoring_tls_ca_file", ca_override, str(path_problem(ca_override)),
                     "set it to the CA bundle's absolute path on the Prometheus host, or to \"\"")
+    client = (str(settings.get("client_cert_file") or ""), str(settings.get("client_key_file") or ""))
+    for var, value in zip(("sglang_monitoring_client_cert_file", "sglang_monitoring_client_key_file"), client, strict=True):
+        if value and path_problem(value):
+            raise _fail(monitor, var, value, str(path_problem(value)), "set it to the file's absolute path on the "
+                        "Prometheus host, or to \"\"")
+    if bool(client[0]) != bool(client[1]):
+        raise _fail(monitor, "sglang_monitoring_client_key_file" if client[0] else "sglang_monitoring_client_cert_file",
+                    "", "Prometheus's client certificate and its key go together", "set both, or neither")
     jobs = _Jobs()
 
     for host in _unique_hosts(groups, [settings.get("server_group") or "sglang_servers"]):
@@ -200,8 +211,18 @@ def scrape_configs(monitor: str, hostvars: Any, groups: Mapping[str, Any], setti
             labels = _labels(host, port, inst["service"], sglang_instance=inst["name"])
             scheme = str(inst.get("scheme") or "http")
             ca_file = (ca_override or str(inst.get("ca_file") or "")) if scheme == "https" else ""
-            jobs.add("sglang", target, labels, scheme=scheme, ca_file=ca_file)
-            jobs.add("sglang-ready", target, labels, path="/ready", scheme=scheme, ca_file=ca_file)
+            # Behind the host's verifying TLS front (sglang_worker_tls_client_ca_file) only a client certificate of
+            # the front's CA gets through: Prometheus's, sglang_monitoring_client_cert_file.
+            fronted = "front" in inst
+            if fronted and not client[0]:
+                raise _fail(monitor, "sglang_monitoring_client_cert_file", "",
+                            f"{host}'s SGLang instance {inst['name']} is behind its verifying TLS front "
+                            "(sglang_worker_tls_client_ca_file), which admits only a client certificate of its CA",
+                            "set sglang_monitoring_client_cert_file and sglang_monitoring_client_key_file to a client "
+                            "certificate of that CA and its key on the Prometheus host")
+            mine = client if fronted else ("", "")
+            jobs.add("sglang", target, labels, scheme=scheme, ca_file=ca_file, client=mine)
+            jobs.add("sglang-ready", target, labels, path="/ready", scheme=scheme, ca_file=ca_file, client=mine)
 
     for host in _unique_hosts(groups, [settings.get("router_group") or "sglang_routers"]):
         get = _setting(hostvars[host], defaults)

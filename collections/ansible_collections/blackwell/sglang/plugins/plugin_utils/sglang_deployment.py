@@ -49,7 +49,7 @@ PORT_ROLES = ("sglang", "sglang_rollout", "node_exporter", "dcgm_exporter", "sgl
 # The roles whose defaults hold the defaults of the plan's inputs (nvidia_driver: the driver the stack rules check), of
 # the contract's roots and project directories and of the gateway's settings, dependency first (a later role's default
 # wins, as a role's own over its dependency's).
-DEFAULTS_ROLES = ("nvidia_driver", "sglang_common", "sglang", "sglang_server", "sglang_router")
+DEFAULTS_ROLES = ("nvidia_driver", "sglang_common", "sglang", "sglang_server", "sglang_router", "sglang_worker_tls")
 # The gateway's group of workers where its inventory does not set one: roles/sglang_router's default.
 WORKER_GROUP_VAR = "sglang_router_worker_group"
 # Every role default the deployment's checks read: the gateway's (which include the contract's context) and its group.

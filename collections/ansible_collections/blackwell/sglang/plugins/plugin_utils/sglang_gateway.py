@@ -56,7 +56,7 @@ GATEWAY_VARS = (
     "sglang_router_host", "sglang_router_port", "sglang_router_prometheus_host", "sglang_router_prometheus_port",
     "sglang_router_api_key", "sglang_router_control_plane_api_key", "sglang_router_allow_unauthenticated",
     "sglang_router_tls_cert_file", "sglang_router_tls_key_file", "sglang_router_gateway", "sglang_router_smg_version",
-    "sglang_router_policy", "sglang_router_log_level",
+    "sglang_router_policy", "sglang_router_log_level", "sglang_router_client_cert_file", "sglang_router_client_key_file",
 )
 # The gateway's health checks, retries and circuit breaker as the role's variables: each maps onto one option of the
 # pinned gateway's parser (the same in smg 1.13.0 and sglang-router 0.3.2), a switch (a bool variable) onto the option
@@ -100,6 +100,8 @@ MANAGED_DESTS: dict[str, str] = {
     "tls_cert_path": "set sglang_router_tls_cert_file",
     "tls_key_path": "set sglang_router_tls_key_file",
     "ca_cert_paths": "set sglang_router_ca_file",
+    "client_cert_path": "set sglang_router_client_cert_file",
+    "client_key_path": "set sglang_router_client_key_file",
     "api_key": "set sglang_router_api_key (Ansible Vault); the launcher passes it off the command line",
     "control_plane_api_keys": "set sglang_router_control_plane_api_key (Ansible Vault)",
     "tenant_api_key": "set sglang_router_api_key (Ansible Vault); a key on the command line is readable by every user",
@@ -476,7 +478,8 @@ def _settings(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[st
 # host's drain and join read a router's settings.
 ENDPOINT_VARS = ("sglang_router_host", "sglang_router_port", "sglang_router_prometheus_host", "sglang_router_prometheus_port",
                  "sglang_router_tls_cert_file", "sglang_router_tls_key_file", "sglang_router_ca_file",
-                 "sglang_router_api_key", "sglang_router_control_plane_api_key", "sglang_router_allow_unauthenticated")
+                 "sglang_router_client_cert_file", "sglang_router_client_key_file", "sglang_router_api_key",
+                 "sglang_router_control_plane_api_key", "sglang_router_allow_unauthenticated")
 
 
 def _contract(cfg: Mapping[str, Any], names: Iterable[str], defaults: Mapping[str, Any]) -> list[Problem]:
@@ -495,6 +498,12 @@ def endpoint_problems(values: Mapping[str, Any], defaults: Mapping[str, Any]) ->
         missing = "sglang_router_tls_key_file" if cfg["sglang_router_tls_cert_file"] else "sglang_router_tls_cert_file"
         out.append(Problem("gateway.tls", missing, None,
                            "sglang_router_tls_cert_file and sglang_router_tls_key_file: set both (TLS) or neither",
+                           "set both files, or neither"))
+    if bool(cfg["sglang_router_client_cert_file"]) != bool(cfg["sglang_router_client_key_file"]):
+        missing = "sglang_router_client_key_file" if cfg["sglang_router_client_cert_file"] else "sglang_router_client_cert_file"
+        out.append(Problem("gateway.tls", missing, None,
+                           "sglang_router_client_cert_file and sglang_router_client_key_file (the gateway's client "
+                           "certificate for the workers' TLS front): set both (mTLS) or neither",
                            "set both files, or neither"))
     host = cfg["sglang_router_host"]
     allow = str(cfg["sglang_router_allow_unauthenticated"]).strip().lower() in _TRUTHY

@@ -49,6 +49,10 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema_dif
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import (
     CC_VAR,
     FACTS_VAR,
+    FRONT_CA_VAR,
+    FRONT_CERT_VAR,
+    FRONT_KEY_VAR,
+    FRONT_OFFSET_VAR,
     ROLE_VARS,
     SECRET_MARKER,
     VALIDATE_DEFAULTS,
@@ -89,6 +93,10 @@ HOST_VARS = (
     "sglang_allow_unauthenticated",
     "sglang_server_allow_skip_warmup",
     "sglang_tls_ca_file",
+    FRONT_CA_VAR,
+    FRONT_CERT_VAR,
+    FRONT_KEY_VAR,
+    FRONT_OFFSET_VAR,
     "sglang_metrics",
     "sglang_spec",
     "sglang_model_download",
@@ -1081,8 +1089,10 @@ def _check_across(plan: HostPlan, raw: Mapping[str, Any]) -> None:
             mine.setdefault(value, what)
             if value in ports and ports[value][0] != inst.name:
                 other, used = ports[value]
+                # A backend port of the TLS front on either side: its offset is what to change.
+                variable = FRONT_OFFSET_VAR if used.startswith(FRONT_OFFSET_VAR) else _port_variable(inst, what)
                 plan.problems.append(Problem(
-                    "instances.port", _port_variable(inst, what), value,
+                    "instances.port", variable, value,
                     f"instance {inst.name} opens port {value} for {what}, which instance {other} opens for {used}: "
                     "the second to start fails to bind it.",
                     "give each instance its own ports (port: 30001 ..., and its own grpc_port, nccl_port, "
@@ -1095,6 +1105,8 @@ def _port_variable(inst: Instance, what: str) -> str:
     where = INSTANCES_VAR if inst.index is None else f"{INSTANCES_VAR}[{inst.index}]"
     args_var = "sglang_args" if inst.index is None else f"{where}.args"
     dest = what.split(" ")[0].removesuffix("'s")
+    if dest == FRONT_OFFSET_VAR:
+        return dest
     if (dest in _PORT_ARGS[1:] and dest in inst.result.args) or dest == "dist_init_addr":
         return f"{args_var}.{dest}"
     return f"{where}.port"  # the port, or one SGLang derives from it
@@ -1129,6 +1141,12 @@ def instance_ports(result: Result) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     if port is not None:
         out.append((port, "port"))
+    front = result.endpoint.get("front")
+    if port is not None and isinstance(front, Mapping):
+        # Behind the host's TLS front (roles/sglang_worker_tls) the front binds the instance's port and SGLang its
+        # backend port, from which SGLang derives the others.
+        port = int(front["backend_port"])
+        out.append((port, f"{FRONT_OFFSET_VAR} (the TLS front's backend port: the port plus it)"))
     legacy_grpc = on("smg_grpc_mode") or on("grpc_mode")
     explicit = {dest: args[dest] for dest in _PORT_ARGS[1:] if isinstance(args.get(dest), int)
                 and not isinstance(args.get(dest), bool)}

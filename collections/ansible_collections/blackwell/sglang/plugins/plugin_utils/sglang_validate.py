@@ -171,6 +171,9 @@ class Context:
     allow_skip_warmup: bool = False
     # sglang_tls_ca_file: the CA bundle (on the hosts) that verifies the servers' certificates; "" = system store.
     tls_ca_file: str = ""
+    # The verifying TLS front of the host (roles/sglang_worker_tls), when sglang_worker_tls_client_ca_file is set:
+    # {listen_host, port, backend_port, client_ca_file, cert_file, key_file}; None without one.
+    front: dict[str, Any] | None = None
     problems: list[Problem] = field(default_factory=list)
     # nvidia-smi indexes (as the instance's CUDA numbers them) of the GPUs the ranks on this node use; set by
     # the host plan (sglang_hostplan); None: sglang_rules.gpu_ids(ctx) (base_gpu_id onwards).
@@ -634,7 +637,12 @@ def spec_triple(spec: Mapping[str, Any]) -> tuple[dict[str, int] | None, str | N
 # roles/nvidia_driver's nvidia_driver_version: the driver the host will run, which the stack rules check against the
 # release's CUDA stack (sglang_rules/stack.py).
 DRIVER_VERSION_VAR = "nvidia_driver_version"
-VALIDATE_DEFAULTS = ("sglang_version", DRIVER_VERSION_VAR, *contract.CONTEXT_DEFAULTS)
+# roles/sglang_worker_tls: the verifying TLS front of the host's instances (the gateway's mTLS to its workers).
+FRONT_CA_VAR = "sglang_worker_tls_client_ca_file"
+FRONT_CERT_VAR = "sglang_worker_tls_cert_file"
+FRONT_KEY_VAR = "sglang_worker_tls_key_file"
+FRONT_OFFSET_VAR = "sglang_worker_tls_backend_port_offset"
+VALIDATE_DEFAULTS = ("sglang_version", DRIVER_VERSION_VAR, FRONT_OFFSET_VAR, *contract.CONTEXT_DEFAULTS)
 
 
 def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | None = None,
@@ -745,6 +753,7 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | N
     ctx.allow_unauthenticated = str(hostvars.get("sglang_allow_unauthenticated", False)).strip().lower() in _TRUE
     ctx.allow_skip_warmup = str(hostvars.get("sglang_server_allow_skip_warmup", False)).strip().lower() in _TRUE
     _read_tls_ca(ctx, hostvars.get("sglang_tls_ca_file"))
+    _read_front(ctx, hostvars, defaults)
     if not model_path:
         ctx.error("host.model_path", "sglang_model_path", "sglang_model_path is required (the --model-path of the server).",
                   "set sglang_model_path to a Hugging Face id or a local directory")
@@ -768,6 +777,7 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | N
     if spec in SPEC_MODES:
         _apply_spec_mode(ctx)
     run_rules(ctx)
+    _apply_front(ctx)
     first_rules = min(r.since for r in RULES)
     if parsed_version < first_rules:  # a release with a schema but no rules: say so, never a silent pass
         ctx.warn("rules.unchecked", "sglang_version",
@@ -818,16 +828,23 @@ def endpoint(ctx: Context) -> dict[str, Any]:
     # Nodes 1..N-1 of a multi-node instance serve only health (and metrics) on plain HTTP, whatever the TLS
     # arguments: sglang/srt/utils/common.py:3624-3664 (launch_dummy_health_check_server, no ssl options),
     # started for node_rank > 0 at sglang/srt/entrypoints/engine.py:1281.
-    scheme = "https" if ctx.is_set("ssl_certfile") and node_rank == 0 else "http"
-    return {
-        "scheme": scheme,
+    local_scheme = "https" if ctx.is_set("ssl_certfile") and node_rank == 0 else "http"
+    local_url = f"{local_scheme}://{f'[{connect}]' if ':' in connect else connect}:{port}"
+    out = {
+        "scheme": local_scheme,
         # What every client of the plan (health waits, drains, reports, the routers) verifies TLS against.
-        "ca_file": ctx.tls_ca_file if scheme == "https" else "",
+        "ca_file": ctx.tls_ca_file if local_scheme == "https" else "",
         "listen_host": listen,
         "port": port,
-        "local_url": f"{scheme}://{f'[{connect}]' if ':' in connect else connect}:{port}",
+        "local_url": local_url,
         "node_rank": node_rank,
     }
+    if ctx.front is not None:
+        # Behind the host's TLS front: others (the gateways, Prometheus) reach the front on the instance's own
+        # address and port over HTTPS with a client certificate; the host's own checks reach SGLang on loopback.
+        out.update(scheme="https", ca_file=ctx.tls_ca_file, listen_host=ctx.front["listen_host"],
+                   port=ctx.front["port"], front=dict(ctx.front))
+    return out
 
 
 def _apply_metrics(ctx: Context, value: Any) -> None:
@@ -861,6 +878,64 @@ def _read_tls_ca(ctx: Context, value: Any) -> None:
                   "/etc/ssl/sglang/ca.pem, or remove it (the system's CA store)", value=value)
         return
     ctx.tls_ca_file = value
+
+
+def _read_front(ctx: Context, hostvars: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> None:
+    """``sglang_worker_tls_client_ca_file`` set: node 0 of each instance is behind the host's verifying TLS front
+    (roles/sglang_worker_tls), which alone serves the instance's address and port, with TLS, and admits only clients
+    with a certificate of that CA (the gateways). SGLang 0.5.23 cannot require one itself: its uvicorn Server gets no
+    ``ssl_cert_reqs`` (sglang/srt/entrypoints/http_server.py:2990-3005) and granian ``ssl_verify=False``, "No MTLS
+    supported for now" (http_server.py:2944).
+
+    The front's backend port (SGLang's own ``--port``, on loopback) is the instance's port plus
+    ``sglang_worker_tls_backend_port_offset``, computed here once; the front serves the certificate
+    ``sglang_worker_tls_cert_file`` / ``_key_file``, so SGLang's own TLS arguments are refused with it."""
+    ca = hostvars.get(FRONT_CA_VAR)
+    if ca in (None, "") or (ctx.args.get("node_rank") or 0) != 0:
+        return  # nodes 1..N-1 serve no API (endpoint()): nothing to front
+    ok = True
+    for var in (FRONT_CA_VAR, FRONT_CERT_VAR, FRONT_KEY_VAR):
+        value = hostvars.get(var)
+        problem = inputs.path_problem(value) if value not in (None, "") else "the TLS front needs it"
+        if problem:
+            ok = False
+            ctx.error("input.front", var, f"{var} {value!r}: {problem}.",
+                      f"set {var} to the absolute path of a PEM file on the GPU hosts (the front's "
+                      + ("client CA bundle" if var == FRONT_CA_VAR else "certificate" if var == FRONT_CERT_VAR
+                         else "unencrypted private key") + f"), or remove {FRONT_CA_VAR} (no front)", value=value)
+    for dest in ("ssl_certfile", "ssl_keyfile"):
+        if ctx.is_set(dest):
+            ok = False
+            ctx.error("input.front", ctx.var(dest), f"{ctx.var(dest)}: the instance is behind the TLS front "
+                      f"({FRONT_CA_VAR} is set), which serves TLS with {FRONT_CERT_VAR}; SGLang serves plain HTTP on "
+                      "loopback behind it.", f"remove {dest} (and sglang_ssl_keyfile_password) from the instance's "
+                      f"arguments, or remove {FRONT_CA_VAR}")
+    raw = hostvars.get(FRONT_OFFSET_VAR)
+    if raw in (None, ""):
+        raw = contract.role_defaults(defaults, [FRONT_OFFSET_VAR], "validate_host")[FRONT_OFFSET_VAR]
+    offset = raw if isinstance(raw, int) and not isinstance(raw, bool) else (
+        int(raw) if isinstance(raw, str) and raw.isascii() and raw.strip().isdigit() else None)
+    port = ctx.get("port", 30000)
+    if not isinstance(port, int) or isinstance(port, bool):
+        return  # the schema names a port that is not one
+    backend = None if offset is None else port + offset
+    if offset is None or offset < 1 or backend is None or backend > 65535:
+        ctx.error("input.front", FRONT_OFFSET_VAR, f"{FRONT_OFFSET_VAR} {raw!r}: the front's backend port is the "
+                  f"instance's port ({port}) plus it, a TCP port 1-65535.",
+                  f"set {FRONT_OFFSET_VAR} to a whole number from 1 to {65535 - port}", value=raw)
+        return
+    if ok:
+        ctx.front = {"listen_host": str(ctx.args.get("host") or "127.0.0.1"), "port": port, "backend_port": backend,
+                     "client_ca_file": ca, "cert_file": hostvars.get(FRONT_CERT_VAR),
+                     "key_file": hostvars.get(FRONT_KEY_VAR)}
+
+
+def _apply_front(ctx: Context) -> None:
+    """Behind the front, SGLang listens on loopback on the backend port (after the rules, which check the
+    instance's public address and port: its key, its port's collisions)."""
+    if ctx.front is not None and not any(p.level == "error" for p in ctx.problems):
+        ctx.args["host"] = "127.0.0.1"
+        ctx.args["port"] = ctx.front["backend_port"]
 
 
 def _read_secrets(ctx: Context, hostvars: Mapping[str, Any]) -> None:
