@@ -14,23 +14,9 @@ from typing import Any
 
 import pytest
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.serving import media_domain_problem
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import validate_host
+from test_sglang_rules_seed0_2000 import LLAMA, QWEN3_NEXT, host, sources
 
-LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 DEEPSEEK = "deepseek-ai/DeepSeek-V3"
-QWEN3_NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
-
-
-def host(args: dict[str, Any], version: str = "0.5.23", model: str = LLAMA, cc: str = "10.0", gpus: int = 8,
-         env: dict[str, str] | None = None) -> dict[str, Any]:
-    """``gpus`` GPUs of compute capability ``cc`` serving ``model``."""
-    return {"sglang_version": version, "sglang_model_path": model, "nvidia_gpu_count": gpus,
-            "nvidia_gpu_compute_capability": cc, "sglang_args": dict(args), "sglang_env": dict(env or {})}
-
-
-def sources(hostvars: dict[str, Any], rule: str) -> list[str]:
-    """The sources of ``rule``'s errors."""
-    return [p.source or "" for p in validate_host(hostvars).errors if p.rule == rule]
 
 
 @pytest.mark.parametrize("version", ["0.5.20", "0.5.23"])
