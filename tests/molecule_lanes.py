@@ -15,8 +15,8 @@ Scenarios go to the lanes longest first (the measured minutes below; an unlisted
 ``DEFAULT_MINUTES``), each to the lane with the least work so far. Each scenario's output goes to
 ``LOGS/NAME.log``; a line per scenario (and for pytest) says how it ended and how long it took; the last lines of
 each failed log are printed at the end, then (last, where a truncated CI log still shows them) the lines of each
-failed log that name what failed (pytest's FAILED/ERROR lines, Ansible's fatal task), and the exit status is 1 when any failed. ``--extended`` sets
-BSA_MOLECULE_EXTENDED=1: the verify cases marked ``extended`` run too (molecule/conftest.py).
+failed log that name what failed (pytest's FAILED/ERROR lines, Ansible's fatal task), and the exit status is 1 when
+any failed. ``--extended`` sets BSA_MOLECULE_EXTENDED=1: the verify cases marked ``extended`` run too (molecule/conftest.py).
 
     python tests/molecule_lanes.py [SCENARIO ...] [--jobs 2] [--logs build/molecule-logs] [--extended] [--lint]
                                    [--sanity] [--pytest PATH ...]
