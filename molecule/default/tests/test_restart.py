@@ -324,6 +324,8 @@ def test_a_restart_whose_answers_or_weights_differ_from_the_last_good_is_rolled_
     runner = play(inventory, tmp_path, "restart.yml", sglang_env=bad_env)
     assert runner.rc != 0
     message = final_failure(runner)
+    # The rollout stops at the canary (restart.yml's first host, max_fail_percentage 0): its last task says so.
+    assert message.startswith("Rollout stopped at bsa-mol-default (instance sglang): "), message
     assert f"quality gate failed ({what})" in message, message
     if what == "answer":
         assert json.dumps(next(iter(answers))) in message  # the prompt whose answer differs is named
