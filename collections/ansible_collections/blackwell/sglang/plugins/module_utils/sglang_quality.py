@@ -41,6 +41,17 @@ SHOWN = 60
 SHOWN_PROMPT = 160
 
 
+def checksum_of(answer: Any) -> tuple[str | None, str | None]:
+    """(``per_engine_checksum``, None) of SGLang's ``/weights_checker`` answer, or (None, why there is none): what the
+    quality gate (chat_probe) and the drift report (drift_probe) read."""
+    if not isinstance(answer, Mapping):
+        return None, "not a JSON object"
+    checksum = answer.get("per_engine_checksum")
+    if answer.get("success") is not True or not isinstance(checksum, str) or not checksum:
+        return None, f"no checksum: {str(answer.get('message') or 'no per_engine_checksum')[:200]}"
+    return checksum, None
+
+
 def layout(args: Mapping[str, Any]) -> str:
     """The weight layout of launch arguments, as text (``tp_size=8,quantization=modelopt_fp4``; unset ones left out)."""
     return ",".join(f"{name}={args[name]}" for name in LAYOUT_ARGS if args.get(name) not in (None, "", False))

@@ -211,7 +211,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import SSLValidationError, open_url
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_quality import compare, layout, load
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_quality import checksum_of, compare, layout, load
 
 
 class ProbeError(Exception):
@@ -414,8 +414,8 @@ def weights_checksum(params: dict[str, Any]) -> str:
         raise ProbeError(f"{url}: not JSON: {exc}") from None
     except (urllib.error.URLError, OSError, SSLValidationError) as exc:
         raise _explain(exc, url, params["ca_path"], bool(key)) from None
-    checksum = answer.get("per_engine_checksum") if isinstance(answer, dict) else None
-    if not isinstance(answer, dict) or answer.get("success") is not True or not isinstance(checksum, str) or not checksum:
+    checksum, _ = checksum_of(answer)
+    if checksum is None:
         message = answer.get("message") if isinstance(answer, dict) else answer
         raise ProbeError(f"{url}: no weights checksum ({message}); turn the weights check off where the server cannot "
                          "compute it (sglang_server_quality_weights_checksum: false)")

@@ -112,6 +112,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_quality import checksum_of
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_startup import KEY_FIELDS, read_record, usable_records
 
 # The largest JSON answer read (/server_info is some KiB; /weights_checker a few hundred bytes per rank).
@@ -141,16 +142,6 @@ def get_json(url: str, key: str | None, timeout: float, ca_path: str | None) -> 
         return status, json.loads(data), None
     except ValueError as exc:
         return status, None, f"not JSON: {exc}"
-
-
-def checksum_of(answer: Any) -> tuple[str | None, str | None]:
-    """(``per_engine_checksum``, None) of a ``/weights_checker`` answer, or (None, why there is none)."""
-    if not isinstance(answer, Mapping):
-        return None, "not a JSON object"
-    checksum = answer.get("per_engine_checksum")
-    if answer.get("success") is not True or not isinstance(checksum, str) or not checksum:
-        return None, f"no checksum: {str(answer.get('message') or 'no per_engine_checksum')[:200]}"
-    return checksum, None
 
 
 def last_start(history: Any, key: Mapping[str, Any]) -> dict[str, Any] | None:
