@@ -65,10 +65,27 @@ def failures(runner: ansible_runner.Runner) -> list[dict[str, Any]]:
 VALIDATE_TASK = "Validate every host's SGLang arguments against the pinned release"
 
 
+def unreachable(runner: ansible_runner.Runner) -> list[str]:
+    """'host: message' of each host the run lost (a connection that failed), which no failed task reports."""
+    return [f"{e['event_data'].get('host')}: {e['event_data'].get('res', {}).get('msg', '')}"
+            for e in runner.events if e.get("event") == "runner_on_unreachable"]
+
+
+def stdout_tail(runner: ansible_runner.Runner, lines: int = 40) -> str:
+    """The run's last lines of output: what ended a run that neither failed a task nor lost a host."""
+    return "\n".join(runner.stdout.read().splitlines()[-lines:]) if runner.stdout else ""
+
+
 def final_failure(runner: ansible_runner.Runner) -> str:
-    """The message of the last failed task; for the validation's stop, with the validation report it refers to."""
+    """The message of the last failed task; for the validation's stop, with the validation report it refers to.
+
+    Without a failed task: the unreachable hosts, or else the tail of the output, so that an assertion on a run names
+    why it ended (rc and stats alone do not)."""
     found = failures(runner)
-    assert found, "expected a failure"
+    if not found:
+        lost = unreachable(runner)
+        return f"rc {runner.rc}, no failed task; " + ("unreachable: " + "; ".join(lost) if lost
+                                                      else "the output ends:\n" + stdout_tail(runner))
     msg = str(found[-1]["res"].get("msg", ""))
     if found[-1].get("task") == "Stop when any host is invalid":
         msg += "\n" + str(task_result(runner, VALIDATE_TASK).get("report", ""))

@@ -74,7 +74,7 @@ def assert_clean_and_healthy(host, persistenced: int) -> None:
 def test_deploy_without_changes_does_not_restart(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
     pid = main_pid(host)
     runner = play(inventory, tmp_path, "deploy.yml")
-    assert runner.rc == 0
+    assert runner.rc == 0, final_failure(runner)
     assert runner.stats["changed"] == {}
     assert main_pid(host) == pid
     assert_clean_and_healthy(host, persistenced)

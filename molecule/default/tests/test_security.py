@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from simrun import play
+from simrun import final_failure, play
 
 CANARY = "canary-4f1d9e7b2c"
 HF_CANARY = "hf_canary_8a6c3e1f"
@@ -64,4 +64,5 @@ def test_canary_secret_appears_only_in_the_secret_files(host, inventory: Path, t
             secret_file = host.file(path)
             assert (secret_file.user, secret_file.group, secret_file.mode) in SECRET_MODES, path
     finally:
-        assert play(inventory, tmp_path, "deploy.yml", skip_tags=SKIP).rc == 0
+        restored = play(inventory, tmp_path, "deploy.yml", skip_tags=SKIP)
+        assert restored.rc == 0, final_failure(restored)

@@ -91,11 +91,18 @@ class Run:
         return self.runner.rc != 0
 
     def failures(self) -> list[str]:
-        return [
+        """Why the run ended: its failed tasks, else its unreachable hosts, else the tail of its output."""
+        failed = [
             f"{e['event_data'].get('task')}: {e['event_data'].get('res', {}).get('msg', '')}"
             for e in self.runner.events
             if e.get("event") == "runner_on_failed" and not e["event_data"].get("ignore_errors")
         ]
+        lost = [
+            f"unreachable {e['event_data'].get('host')} at {e['event_data'].get('task')}: "
+            f"{e['event_data'].get('res', {}).get('msg', '')}"
+            for e in self.runner.events if e.get("event") == "runner_on_unreachable"
+        ]
+        return failed + lost or [f"rc {self.runner.rc}, the output ends:", *self.stdout.splitlines()[-40:]]
 
     def changed_tasks(self) -> list[str]:
         return [e["event_data"].get("task", "") for e in self.runner.events
