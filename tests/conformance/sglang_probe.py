@@ -692,11 +692,30 @@ def _warm_up() -> tuple[_Collector, dict, list[str]]:
         "sglang.srt.configs.model_config",
         "sglang.srt.speculative.spec_info",
         "sglang.srt.sampling.watermarking.core",
+        # Imported by the resolution of every case (0.5.23's expert_pack_hook imports the model loader, about half a
+        # second each time a fork did it; the layer boundaries, the muse-spark defaults and the hub's file system
+        # with them): the profile of a 10-case run, `cProfile` in the child.
+        "sglang.srt.arg_groups.expert_pack_hook",
+        "sglang.srt.arg_groups.muse_spark_hook",
+        "sglang.srt.model_loader",
+        "sglang.srt.layers.layer_boundary",
+        "sglang.srt.layers.layer_boundary.adapters.attention",
+        "sglang.srt.utils.hf_transformers.config",
     ):
         try:
             __import__(mod)
         except Exception:  # noqa: BLE001 - the case itself will report it
             pass
+    # The per-class caches of the dataclass metadata (functools.cache, pure functions of the class: type hints and
+    # field declarations), which every fork otherwise recomputed from typing.get_type_hints (a fifth of a second).
+    try:
+        from sglang.srt.arg_groups import arg_utils
+
+        for fn in ("field_names", "resolvable_fields", "fallbacks_of"):
+            if hasattr(arg_utils, fn):
+                getattr(arg_utils, fn)(sa.ServerArgs)
+    except Exception:  # noqa: BLE001 - an older release without them: the forks compute what they need
+        pass
     parser = argparse.ArgumentParser(prog="probe")
     sa.ServerArgs.add_cli_args(parser)
     return collector, _option_strings(parser), stubbed
