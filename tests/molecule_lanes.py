@@ -124,6 +124,22 @@ def lanes(names: list[str], jobs: int, minutes: dict[str, float] | None = None) 
     return [lane for lane in out if lane]
 
 
+def lane_times(plan: list[list[str]], side: list[str], results: list[Result]) -> str:
+    """One line: each lane's runs with their seconds and the lane's sum, e.g. 'lane 1: fleet 2237s + profiles 458s =
+    2695s; side: lint 61s + pytest 1926s = 1987s' (a run that did not end shows '?')."""
+    took = {(r.kind, r.scenario): r.seconds for r in results}
+
+    def one(label: str, kind: str, names: list[str]) -> str:
+        parts = [(n, took.get((kind, n))) for n in names]
+        total = sum(t for _, t in parts if t is not None)
+        return f"{label}: " + " + ".join(f"{n} {t:.0f}s" if t is not None else f"{n} ?" for n, t in parts) + f" = {total:.0f}s"
+
+    lines = [one(f"lane {i}", "molecule ", lane) for i, lane in enumerate(plan, 1)]
+    if side:
+        lines.append(one("side", "", side))
+    return "; ".join(lines)
+
+
 def run_one(name: str, argv: list[str], log: Path, env: dict[str, str], results: list[Result],
             lock: threading.Lock, side: bool = False) -> None:
     """Run ``argv`` with its output in ``log``, then record and print how it ended (``side``: lint or pytest)."""
@@ -205,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         lines = failure_lines(r.log.read_text(encoding="utf-8", errors="replace"))
         print(f"\n===== what failed in {r.kind}{r.scenario} =====", flush=True)
         print("\n".join(lines) if lines else "(no FAILED, ERROR or fatal line in its log: see its tail above)", flush=True)
+    # And each lane's times, which CI's truncated log would otherwise lose: where the budget goes.
+    print(f"molecule_lanes times: {lane_times(plan, [name for name, _ in side], results)}", flush=True)
     print(f"molecule_lanes: {len(results) - len(failed)} of {len(results)} passed in "
           f"{time.monotonic() - start:.0f}s with {len(plan)} molecule lane(s)"
           f"{' and ' + ', '.join(name for name, _ in side) if side else ''}",

@@ -140,4 +140,13 @@ def test_the_summary_of_what_failed_is_printed_last(tmp_path: Path, monkeypatch:
     out = capsys.readouterr().out.splitlines()
     summary = out.index("===== what failed in molecule default =====")
     assert out[summary + 1].startswith("FAILED tests/test_restart.py::test_a_start_stuck")
-    assert out[-1].startswith("molecule_lanes: 0 of 1 passed") and len(out) - summary < 9
+    assert out[-2] == "molecule_lanes times: lane 1: default 0s = 0s"
+    assert out[-1].startswith("molecule_lanes: 0 of 1 passed") and len(out) - summary < 10
+
+
+def test_the_last_lines_give_each_lanes_times() -> None:
+    results = [molecule_lanes.Result("fleet", 0, 2237.4, Path("f.log")), molecule_lanes.Result("profiles", 1, 458.0,
+               Path("p.log")), molecule_lanes.Result("pytest", 0, 1926.2, Path("t.log"), "")]
+    line = molecule_lanes.lane_times([["fleet", "profiles"], ["default"]], ["lint", "pytest"], results)
+    assert line == ("lane 1: fleet 2237s + profiles 458s = 2695s; lane 2: default ? = 0s; "
+                    "side: lint ? + pytest 1926s = 1926s")
