@@ -71,6 +71,7 @@ def assert_clean_and_healthy(host, persistenced: int) -> None:
     assert int(host.check_output("systemctl show -p MainPID --value nvidia-persistenced")) == persistenced
 
 
+@pytest.mark.extended  # a deploy that changes nothing: molecule's idempotence step and test_instances' second deploy
 def test_deploy_without_changes_does_not_restart(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
     pid = main_pid(host)
     runner = play(inventory, tmp_path, "deploy.yml")
@@ -80,6 +81,7 @@ def test_deploy_without_changes_does_not_restart(host, inventory: Path, tmp_path
     assert_clean_and_healthy(host, persistenced)
 
 
+@pytest.mark.extended  # restart.yml's whole chain: the spec cases; only the floor out of rotation: test_fleet's restart
 def test_restart_of_an_unchanged_config_runs_the_whole_chain(host, inventory: Path, tmp_path: Path, persistenced: int) -> None:
     pid = main_pid(host)
     runner = play(inventory, tmp_path, "restart.yml")

@@ -259,6 +259,7 @@ def test_the_gateway_moves_to_smg_under_requests_with_no_failed_request(inventor
     assert sh(GATEWAY, f"ss -Hltn 'sport = :{HANDOVER_PORT}'") == ""
 
 
+@pytest.mark.extended  # a second deploy of the smg gateway changes nothing: test_fleet's second-deploy case
 def test_a_second_run_of_the_migration_changes_nothing(inventory: Path, router: str, tmp_path: Path) -> None:
     runner = deploy(inventory, tmp_path, **TO_SMG)
     assert runner.rc == 0, final_failure(runner)

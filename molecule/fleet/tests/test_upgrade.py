@@ -190,6 +190,7 @@ def test_an_upgrade_builds_the_kernels_once_on_the_canary_and_every_host_starts_
     print("\n".join(figures))
 
 
+@pytest.mark.extended  # a second deploy changes nothing: test_fleet's; built kernels not rebuilt: the marker check above
 def test_a_second_run_of_the_upgrade_changes_nothing(fleet: Path, tmp_path: Path) -> None:
     seen = {host: len(records(host)) for host in GPUS}
     runner = deploy(fleet, tmp_path, sglang_version=NEW, sglang_server_precompile="always",

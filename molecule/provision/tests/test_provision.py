@@ -322,6 +322,7 @@ def _built(run: Run) -> dict[str, Any]:
                 and e["event_data"].get("task") == "Build the kernels before the stop")
 
 
+@pytest.mark.extended  # kernels built before the stop, then warm: test_upgrade (fleet) and test_restart's kernel case
 def test_an_upgrade_builds_the_new_releases_kernels_before_the_stop(inventory: Path, tmp_path: Path) -> None:
     try:
         # The instance serves 0.5.23; its first start compiled 0.5.23's kernels (a cold cache).
