@@ -368,3 +368,27 @@ def test_a_decode_server_chunk_size_is_not_checked_against_the_page_size() -> No
     assert "numeric.chunked_prefill_size" not in rules(validate_host(llama_host({**args, "disaggregation_mode": "decode"})))
     assert "numeric.chunked_prefill_size" in rules(validate_host(llama_host({**args, "disaggregation_mode": "prefill"})))
     assert "numeric.chunked_prefill_size" in rules(validate_host(llama_host(args)))
+
+
+# --- MXFP8 replaces a MoE runner it does not run (issue 36; overrides.py:1484-1509) --------------------------
+
+
+_MXFP8_A2A = {"moe_a2a_backend": "flashinfer", "tp_size": 2, "attn_dp_size": 2, "flashinfer_a2a_dispatch_type": "mxfp8",
+              "quantization": "mxfp8"}
+
+
+@pytest.mark.parametrize("runner", ["triton", "flashinfer_cutlass"])
+def test_mxfp8_replaces_a_runner_it_does_not_run_before_the_a2a_checks(runner: str) -> None:
+    """SGLang 0.5.23 turns triton / flashinfer_cutlass under quantization mxfp8 into flashinfer_trtllm (then
+    flashinfer_trtllm_routed under FlashInfer A2A) and accepts: no server.moe refusal (conformance probe, 12.0 and 10.0)."""
+    host = llama_host({**_MXFP8_A2A, "moe_runner_backend": runner}, sglang_model_path=QWEN_NEXT, nvidia_gpu_count=2)
+    result = validate_host(host)
+    assert "server.moe" not in rules(result), format_report("host", result)
+
+
+@pytest.mark.parametrize("runner", ["deep_gemm", "cutlass"])
+def test_mxfp8_keeps_the_runners_it_runs_and_the_dispatch_check_refuses_them(runner: str) -> None:
+    """deep_gemm and cutlass are MXFP8 runners SGLang keeps, so the MXFP8 dispatch refuses them (moe_hook.py:197)."""
+    host = llama_host({**_MXFP8_A2A, "moe_runner_backend": runner}, sglang_model_path=QWEN_NEXT, nvidia_gpu_count=2)
+    problem = find(validate_host(host).errors, "server.moe")
+    assert problem.variable == "sglang_args.moe_runner_backend" and "moe_hook.py:197" in problem.source

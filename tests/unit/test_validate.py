@@ -1118,12 +1118,18 @@ def test_metrics_are_on_by_default_and_the_host_can_turn_them_off() -> None:
 # --- SGLang's own launch checks on the arguments (rules server.*; conformance cases srv-*) -----------------
 
 
+_QWEN4_EXP = '{"architectures": ["Qwen4ExpForConditionalGeneration"]}'
+
+
 @pytest.mark.parametrize(("args", "rule", "variable"), [
     ({"tokenizer_worker_num": 0}, "server.minimum", "sglang_args.tokenizer_worker_num"),
     ({"mamba_max_states_per_path": -2}, "server.minimum", "sglang_args.mamba_max_states_per_path"),
     ({"gc_threshold": [1, 2, 3, 4]}, "server.minimum", "sglang_args.gc_threshold"),
     ({"retraction_policy": "priority"}, "server.combination", "sglang_args.retraction_policy"),
     ({"ple_offload_backend": "file", "ple_offload_embedding": False}, "server.combination", "sglang_args.ple_offload_backend"),
+    # Qwen4-Exp resolves an unset embedding to False off bfloat16 (model_overrides/qwen4_exp.py:42-47)
+    ({"ple_offload_backend": "file", "dtype": "float16", "json_model_override_args": _QWEN4_EXP},
+     "server.combination", "sglang_args.ple_offload_backend"),
     ({"min_free_slots_delay": 0, "pp_size": 2, "tp_size": 4}, "server.combination", "sglang_args.min_free_slots_delay"),
     ({"prompt_tokens_buckets": ["tse", "x", 2, 8]}, "server.buckets", "sglang_args.prompt_tokens_buckets"),
     ({"prompt_tokens_buckets": ["custom", "a"]}, "server.buckets", "sglang_args.prompt_tokens_buckets"),
@@ -1142,6 +1148,9 @@ def test_sglang_launch_checks_refuse(args: dict[str, Any], rule: str, variable: 
 
 @pytest.mark.parametrize("args", [
     {"ple_offload_backend": "file"},  # unset embedding: SGLang's default, accepted
+    {"ple_offload_backend": "file", "dtype": "float16"},  # only Qwen4-Exp's override turns the embedding off
+    {"ple_offload_backend": "file", "dtype": "bfloat16", "json_model_override_args": _QWEN4_EXP},
+    {"ple_offload_backend": "file", "json_model_override_args": _QWEN4_EXP},  # auto: the checkpoint's dtype decides
     {"weight_cache_mode": False, "speculative_algorithm": None},
     {"enable_watermark": True, "speculative_algorithm": "NGRAM"},
     {"enable_return_aux_hidden_states": True, "speculative_algorithm": "EAGLE3", "return_aux_hidden_state_layer_ids": [1, 5]},

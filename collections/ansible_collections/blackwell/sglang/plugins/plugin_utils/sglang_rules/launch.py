@@ -125,6 +125,19 @@ def _pdmux(ctx: Context, report: Report) -> None:
             return
 
 
+# --dtype values SGLang maps to a torch dtype other than bfloat16 (sglang/srt/configs/model_config.py:2274-2280).
+_NOT_BFLOAT16 = ("half", "float16", "float", "float32")
+
+
+def _architecture(ctx: Context) -> str | None:
+    """The architecture SGLang keys its model overrides on: ``architectures[0]`` of config.json after
+    json_model_override_args is merged into it (sglang/srt/arg_groups/model_hook.py:167, configs/model_config.py:612)."""
+    override = _json_arg(ctx, "json_model_override_args")
+    if isinstance(override, dict) and isinstance(override.get("architectures"), list) and override["architectures"]:
+        return str(override["architectures"][0])
+    return str(ctx.model.architecture) if ctx.model.architecture else None
+
+
 @rule("server.combination", sources=(
     "sglang/srt/arg_groups/validation_hook.py:188",
     "sglang/srt/arg_groups/validation_hook.py:282",
@@ -138,6 +151,7 @@ def _pdmux(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/mamba_hook.py:45",
     "sglang/srt/arg_groups/memory_hook.py:34",
     "sglang/srt/arg_groups/memory_hook.py:41",
+    "sglang/srt/arg_groups/model_overrides/qwen4_exp.py:42-47",
     "sglang/srt/arg_groups/kv_shard_hook.py:99-104",
     "sglang/srt/arg_groups/model_path_hook.py:271",
     "sglang/srt/arg_groups/model_path_hook.py:282",
@@ -206,6 +220,17 @@ def _combinations(ctx: Context, report: Report) -> None:
                       "(--no-ple-offload-embedding): the file-backed table is the offloaded table.",
                       f"set {ctx.var('ple_offload_embedding')}: true (or leave it unset), or ple_offload_backend: pinned",
                       "sglang/srt/arg_groups/memory_hook.py:41")
+    elif ctx.args.get("ple_offload_backend") == "file" and ple is None and \
+            _architecture(ctx) == "Qwen4ExpForConditionalGeneration" and \
+            _choice(ctx, "dtype", "auto") in _NOT_BFLOAT16:
+        # Qwen4-Exp's override resolves an unset ple_offload_embedding to "CUDA and the model dtype is bfloat16"
+        # (model_overrides/qwen4_exp.py:42-47); any other --dtype leaves it False, which memory_hook.py:41 refuses.
+        report.refuse("ple_offload_backend", f"ple_offload_backend file on Qwen4-Exp with dtype "
+                      f"{_choice(ctx, 'dtype', 'auto')!r}: SGLang turns ple_offload_embedding off for any dtype but "
+                      "bfloat16, and the file-backed table is the offloaded table.",
+                      f"set {ctx.var('dtype')}: bfloat16 (or leave it unset for a bfloat16 checkpoint), or "
+                      "ple_offload_backend: pinned", "sglang/srt/arg_groups/memory_hook.py:41, "
+                      "sglang/srt/arg_groups/model_overrides/qwen4_exp.py:42-47")
     if added_in(ctx, "0.5.22") and ctx.is_set("enable_kv_cache_sharding") and \
             _choice(ctx, "disaggregation_mode", "null") != "prefill":
         report.refuse("enable_kv_cache_sharding", "enable_kv_cache_sharding works on PD prefill workers only (a rank's pool "

@@ -408,8 +408,13 @@ def _eplb(ctx: Context, report: Report) -> None:
                       f"{ctx.var('enable_eplb')}", "sglang/srt/arg_groups/parallel_hook.py:791")
 
 
+# The MoE runners MXFP8 runs on CUDA (sglang/srt/arg_groups/choices.py:161-167, MXFP8_MOE_RUNNER_BACKEND_CHOICES).
+MXFP8_RUNNERS = ("cutlass", "deep_gemm", "flashinfer_megamoe", "flashinfer_trtllm", "flashinfer_trtllm_routed")
+
+
 @rule("server.moe", shared=True, sources=(
     "sglang/srt/arg_groups/overrides.py:1471",
+    "sglang/srt/arg_groups/overrides.py:1484-1509",
     "sglang/srt/arg_groups/moe_hook.py:635",
     "sglang/srt/arg_groups/parallel_hook.py:783",
     "sglang/srt/arg_groups/moe_hook.py:756",
@@ -427,6 +432,10 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
     quant = _choice(ctx, "quantization", "")
     w4a16 = env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16")
     cc = ctx.compute_capability
+    if quant == "mxfp8" and runner not in ("auto", *MXFP8_RUNNERS):
+        # MXFP8 replaces a runner it does not run with its default, warning (overrides.py:1484-1509; 0.5.20-0.5.22
+        # the same), before handle_moe_kernel_config and handle_a2a_moe read it: triton there is flashinfer_trtllm.
+        runner = "flashinfer_megamoe" if a2a == "flashinfer_megamoe" else "flashinfer_trtllm"
     if quant == "nvfp4_online" and (cc is None or cc[0] == 10) and runner not in ("auto", *NVFP4_ONLINE_RUNNERS) and not (
             added_in(ctx, "0.5.23") and runner == "flashinfer_megamoe" and a2a == "flashinfer_megamoe" and w4a16):
         report.refuse("moe_runner_backend", f"quantization nvfp4_online runs the MoE with flashinfer_trtllm, "
