@@ -101,3 +101,22 @@ def test_gates_name_catalogued_handlers_and_schema_arguments() -> None:
     for handler, opening in differential.GATES.items():
         assert handler in handlers, handler
         assert opening and all(dest in schema and values for dest, values in opening.items()), handler
+
+
+def test_each_unreachable_entry_is_a_rule_entry_no_corpus_case_reaches() -> None:
+    """unreachable-entries.yaml names catalog entries mapped `rule`, each with its reason, and no case of cases.yaml
+    refuses at one of them (a case that does shows the entry reachable: drop it from the file); the committed table
+    of unreached entries gives each of its entries without a corpus case a reason."""
+    entries, kinds = differential.load_catalog()
+    unreachable = differential.unreachable_entries()
+    corpus = differential.corpus_sites(entries)
+    for eid, reason in unreachable.items():
+        assert kinds.get(eid) == "rule", eid
+        assert isinstance(reason, str) and len(reason.split()) >= 5, eid
+        assert not corpus.get(eid), (eid, corpus.get(eid))
+    table = (Path(differential.HERE) / "unreached-rule-entries.md").read_text(encoding="utf-8")
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert rows and not [row for row in rows if row.endswith("| none yet |")], "an entry with no case and no reason"
+    for row in rows:
+        if row.endswith("| none: unreachable |"):
+            assert row.split("`")[1] in unreachable, row
