@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ARCHITECTURES, ArchFacts, ModelFacts
 
 if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
@@ -109,3 +112,28 @@ def _json_arg(ctx: Context, dest: str) -> Any:
         return json.loads(raw)
     except ValueError:
         return None
+
+
+# The facts that follow from the architecture alone, for one SGLang does not know from the model table (the
+# defaults of ModelFacts: moe None, not in the table).
+_UNTABLED = ArchFacts("unknown")
+
+
+def model_after_overrides(ctx: Context) -> ModelFacts:
+    """The model as SGLang sees it: the declared facts with ``architectures[0]`` taken from json_model_override_args
+    when it names one. SGLang merges the override into the checkpoint's config (utils/hf_transformers/config.py:
+    405-415, called from configs/model_config.py:612-627) before every check keyed on the architecture reads
+    ``hf_config.architectures[0]`` (arg_groups/model_hook.py:167, the model overrides, the DeepEP v2 and CP tables),
+    so an override of ``architectures`` changes the model those checks see. The facts that follow from the
+    architecture (family, MLA, hybrid linear attention, MoE, the speculative defaults) follow it; the checkpoint's
+    own (quantization, context, text_config layout, weights) and ``known`` stay as declared. run_rules publishes the
+    result as ``ctx.model`` once, before any rule reads it: no rule computes the architecture again."""
+    override = _json_arg(ctx, "json_model_override_args")
+    names = override.get("architectures") if isinstance(override, dict) else None
+    if not isinstance(names, list) or not names or not isinstance(names[0], str) or names[0] == ctx.model.architecture:
+        return ctx.model
+    arch = names[0]
+    facts = ARCHITECTURES.get(arch)
+    return replace(ctx.model, architecture=arch, family=(facts or _UNTABLED).family,
+                   mla=(facts or _UNTABLED).mla, hybrid_linear_attention=(facts or _UNTABLED).hybrid_linear_attention,
+                   spec_auto=(facts or _UNTABLED).spec_auto, moe=None if facts is None else facts.moe)

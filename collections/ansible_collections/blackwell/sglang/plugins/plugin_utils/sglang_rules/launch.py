@@ -129,15 +129,6 @@ def _pdmux(ctx: Context, report: Report) -> None:
 _NOT_BFLOAT16 = ("half", "float16", "float", "float32")
 
 
-def _architecture(ctx: Context) -> str | None:
-    """The architecture SGLang keys its model overrides on: ``architectures[0]`` of config.json after
-    json_model_override_args is merged into it (sglang/srt/arg_groups/model_hook.py:167, configs/model_config.py:612)."""
-    override = _json_arg(ctx, "json_model_override_args")
-    if isinstance(override, dict) and isinstance(override.get("architectures"), list) and override["architectures"]:
-        return str(override["architectures"][0])
-    return str(ctx.model.architecture) if ctx.model.architecture else None
-
-
 @rule("server.combination", sources=(
     "sglang/srt/arg_groups/validation_hook.py:188",
     "sglang/srt/arg_groups/validation_hook.py:282",
@@ -221,7 +212,7 @@ def _combinations(ctx: Context, report: Report) -> None:
                       f"set {ctx.var('ple_offload_embedding')}: true (or leave it unset), or ple_offload_backend: pinned",
                       "sglang/srt/arg_groups/memory_hook.py:41")
     elif ctx.args.get("ple_offload_backend") == "file" and ple is None and \
-            _architecture(ctx) == "Qwen4ExpForConditionalGeneration" and \
+            ctx.model.architecture == "Qwen4ExpForConditionalGeneration" and \
             _choice(ctx, "dtype", "auto") in _NOT_BFLOAT16:
         # Qwen4-Exp's override resolves an unset ple_offload_embedding to "CUDA and the model dtype is bfloat16"
         # (model_overrides/qwen4_exp.py:42-47); any other --dtype leaves it False, which memory_hook.py:41 refuses.

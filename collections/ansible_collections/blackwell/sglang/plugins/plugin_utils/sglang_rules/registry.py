@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import model_after_overrides
 from packaging.version import Version
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -115,7 +116,9 @@ class Report:
 
 
 def run_rules(ctx: Context) -> None:
-    """Apply every rule that holds for the context's SGLang version, in registration order."""
+    """Apply every rule that holds for the context's SGLang version, in registration order, to the model as SGLang
+    sees it (base.model_after_overrides: the architecture after json_model_override_args, published once here)."""
+    ctx.model = model_after_overrides(ctx)
     for item in RULES:
         if item.applies(ctx.version):
             item.fn(ctx, Report(ctx, item))
