@@ -30,6 +30,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     CUTEDSL_MOE_QUANT,
     CUTLASS_MOE_QUANT,
     FLASHINFER_A2A_RUNNERS,
+    MXFP8_RUNNERS,
     NVFP4_ONLINE_RUNNERS,
     TRTLLM_MOE_QUANT,
     UNCERTAIN,
@@ -41,6 +42,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     gpu_memory_mib,
     moe_backends,
     moe_kernel_quantization,
+    mxfp8_moe_runner,
     possible_default_chunked_prefill_sizes,
     trtllm_routed_quant,
 )
@@ -53,6 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
     "sglang/srt/model_loader/loader.py:254-265",
     "sglang/srt/arg_groups/moe_hook.py:335-339",
     "sglang/srt/arg_groups/overrides.py:1513-1522",
+    "sglang/srt/arg_groups/overrides.py:1484-1512",
 ))
 def _arch_moe(ctx: Context, report: Report) -> None:
     profile = arch_profile(ctx)
@@ -66,6 +69,7 @@ def _arch_moe(ctx: Context, report: Report) -> None:
             ctx.error(f"{fam}.moe", dest, f"MoE runner {runner!r} does not work on compute capability {cc}: {refusal.why}.",
                       ("use flashinfer_cutlass (NVFP4 on SM120), triton, or leave it unset (auto)" if fam == "sm12x"
                        else "use triton, flashinfer_cutlass, or leave it unset (auto)"), refusal.source)
+    _arch_mxfp8_runner(ctx, profile)
     if not profile.sm100 and ctx.args.get("moe_a2a_backend") == "flashinfer_megamoe":
         ctx.error(f"{fam}.moe", "moe_a2a_backend",
                   f"moe_a2a_backend 'flashinfer_megamoe' needs an SM100-family GPU; compute capability {cc} has none of its "
@@ -82,6 +86,27 @@ def _arch_moe(ctx: Context, report: Report) -> None:
                   "on SM110/SM120 only for quantization modelopt_fp4).",
                   "set sglang_args.quantization: modelopt_fp4 (or moe_runner_backend: flashinfer_cutlass)",
                   "sglang/srt/arg_groups/overrides.py:1513-1522")
+
+
+def _arch_mxfp8_runner(ctx: Context, profile: ArchProfile) -> None:
+    """The runner quantization mxfp8 makes SGLang run (resolve.mxfp8_moe_runner, overrides.py:1484-1512), against
+    the profile, where it is not the one written: SGLang replaces triton or flashinfer_cutlass, and picks for auto,
+    flashinfer_trtllm, whose kernels are SM100-only. Stricter than SGLang, which accepts it on SM120 and fails at run
+    time (differential.STRICTER: the profile's ids). An unset runner is refused for MoE models only (a dense model
+    runs no MoE runner), an explicit one unless the model is known dense."""
+    written, runner = _choice(ctx, "moe_runner_backend", "auto"), mxfp8_moe_runner(ctx)
+    refusal = profile.moe_runners.get(runner) if runner is not None and runner != written else None
+    if refusal is None or not (ctx.model.moe if written == "auto" else ctx.model.moe is not False):
+        return
+    cc, fam = _cc(ctx), profile.family
+    others = ", ".join(r for r in MXFP8_RUNNERS if r not in profile.moe_runners and r != "flashinfer_megamoe")
+    picks = "picks" if written == "auto" else f"replaces moe_runner_backend {written!r} (a runner MXFP8 does not run) with"
+    dest = "quantization" if written == "auto" else "moe_runner_backend"
+    ctx.error(f"{fam}.moe", dest, f"quantization mxfp8 {picks} MoE runner {runner!r}, which does not work on compute "
+              f"capability {cc}: {refusal.why}. Stricter than SGLang, which accepts the launch: the kernel fails at run "
+              "time.", f"use a quantization other than mxfp8 on compute capability {cc}, or set "
+              f"{ctx.var('moe_runner_backend')} to an MXFP8 runner not refused here ({others})",
+              "sglang/srt/arg_groups/overrides.py:1484-1512 (the replacement; stricter: the kernel fails at run time)")
 
 
 def _arch_quantization(ctx: Context, profile: ArchProfile) -> None:
@@ -408,13 +433,9 @@ def _eplb(ctx: Context, report: Report) -> None:
                       f"{ctx.var('enable_eplb')}", "sglang/srt/arg_groups/parallel_hook.py:791")
 
 
-# The MoE runners MXFP8 runs on CUDA (sglang/srt/arg_groups/choices.py:161-167, MXFP8_MOE_RUNNER_BACKEND_CHOICES).
-MXFP8_RUNNERS = ("cutlass", "deep_gemm", "flashinfer_megamoe", "flashinfer_trtllm", "flashinfer_trtllm_routed")
-
-
 @rule("server.moe", shared=True, sources=(
     "sglang/srt/arg_groups/overrides.py:1471",
-    "sglang/srt/arg_groups/overrides.py:1484-1509",
+    "sglang/srt/arg_groups/overrides.py:1484-1512",
     "sglang/srt/arg_groups/moe_hook.py:635",
     "sglang/srt/arg_groups/parallel_hook.py:783",
     "sglang/srt/arg_groups/moe_hook.py:756",
@@ -432,10 +453,11 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
     quant = _choice(ctx, "quantization", "")
     w4a16 = env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16")
     cc = ctx.compute_capability
-    if quant == "mxfp8" and runner not in ("auto", *MXFP8_RUNNERS):
-        # MXFP8 replaces a runner it does not run with its default, warning (overrides.py:1484-1509; 0.5.20-0.5.22
-        # the same), before handle_moe_kernel_config and handle_a2a_moe read it: triton there is flashinfer_trtllm.
-        runner = "flashinfer_megamoe" if a2a == "flashinfer_megamoe" else "flashinfer_trtllm"
+    if runner != "auto":
+        # MXFP8 replaces a runner it does not run with its default (resolve.mxfp8_moe_runner), before
+        # handle_moe_kernel_config and handle_a2a_moe read it: triton there is flashinfer_trtllm. An unset runner
+        # stays auto here, as for every other quantization: the checks below judge explicit runners.
+        runner = mxfp8_moe_runner(ctx) or runner
     if quant == "nvfp4_online" and (cc is None or cc[0] == 10) and runner not in ("auto", *NVFP4_ONLINE_RUNNERS) and not (
             added_in(ctx, "0.5.23") and runner == "flashinfer_megamoe" and a2a == "flashinfer_megamoe" and w4a16):
         report.refuse("moe_runner_backend", f"quantization nvfp4_online runs the MoE with flashinfer_trtllm, "

@@ -478,6 +478,25 @@ def moe_backends(ctx: Context) -> tuple[str, str]:
     return ("megamoe", "auto") if runner == "megamoe" else (a2a, runner)
 
 
+# The MoE runners MXFP8 runs on CUDA (sglang/srt/arg_groups/choices.py:161-167, MXFP8_MOE_RUNNER_BACKEND_CHOICES).
+MXFP8_RUNNERS = ("cutlass", "deep_gemm", "flashinfer_megamoe", "flashinfer_trtllm", "flashinfer_trtllm_routed")
+
+
+def mxfp8_moe_runner(ctx: Context) -> str | None:
+    """The MoE runner SGLang runs under quantization mxfp8 (_moe_runner_backend_quant_constraints,
+    sglang/srt/arg_groups/overrides.py:1484-1512; 0.5.20-0.5.22 the same), before handle_moe_kernel_config,
+    handle_a2a_moe and the hardware profiles read it: the runner as written where MXFP8 runs it (MXFP8_RUNNERS), else,
+    auto included, MXFP8's default, flashinfer_megamoe under moe_a2a_backend flashinfer_megamoe and flashinfer_trtllm
+    otherwise (SGLang warns "Overriding" for an explicit one). None without quantization mxfp8. The one place the
+    replacement is computed: server.moe and arch.moe both read it."""
+    if _choice(ctx, "quantization", "") != "mxfp8":
+        return None
+    a2a, runner = moe_backends(ctx)
+    if runner in MXFP8_RUNNERS:
+        return runner
+    return "flashinfer_megamoe" if a2a == "flashinfer_megamoe" else "flashinfer_trtllm"
+
+
 FLASHINFER_A2A_RUNNERS = ("flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm", "flashinfer_trtllm_routed",
                           "deep_gemm")  # moe_hook.py:531-537
 
