@@ -12,7 +12,8 @@ that lane first (``LOGS/lint.log``), ``--sanity`` then ``make sanity`` (``LOGS/s
 ansible-test installing its test requirements).
 
 Scenarios go to the lanes longest first (the measured minutes below; an unlisted scenario counts as
-``DEFAULT_MINUTES``), each to the lane with the least work so far. Each scenario's output goes to
+``DEFAULT_MINUTES``), each to the lane with the least work so far; with a side lane, that lane counts as one more,
+starting with its commands' minutes (``SIDE_MINUTES``), and runs the scenarios it gets after them. Each scenario's output goes to
 ``LOGS/NAME.log``; a line per scenario (and for pytest) says how it ended and how long it took; the last lines of
 each failed log are printed at the end, then (last, where a truncated CI log still shows them) the lines of each
 failed log that name what failed (pytest's FAILED/ERROR lines, Ansible's fatal task), and the exit status is 1 when
@@ -47,10 +48,17 @@ BIN = Path(sys.executable).parent
 # stay whole.
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "COLUMNS": "240"}
 # Minutes each scenario took in make test's two lanes, pytest beside them, on the 2-core machine (without the
-# extended cases), in the run of 2026-12-05 with the fleet over mTLS: fleet 2237 s, default 1249 s, standalone 653 s,
-# provision 650 s, profiles 458 s, monitoring 235 s. Longest first to the least loaded lane, they give fleet and
-# profiles in one lane (45) and the rest in the other (47), instead of fleet, profiles and monitoring (49).
-MINUTES = {"fleet": 37, "default": 21, "profiles": 8, "standalone": 11, "monitoring": 4, "provision": 11}
+# extended cases), in the run of 2026-12-05 with the fleet over mTLS (fleet 2237 s, default 1249 s, standalone 653 s,
+# provision 650 s, profiles 458 s, monitoring 235 s), less the verify cases that run only with --extended since
+# (fleet 121 s, default 60 s, provision 33 s).
+MINUTES = {"fleet": 35, "default": 20, "profiles": 8, "standalone": 11, "monitoring": 4, "provision": 10}
+# Minutes of the side lane's commands in that run (lint 131 s, sanity 99 s, pytest 1926 s; the conformance probe is
+# faster since). With a side lane, it is one more lane for the scenarios, starting at these minutes: a single molecule
+# scenario keeps about one core busy (one host, one task at a time), so a molecule lane left alone at the end leaves
+# the other idle; the side lane, which ends some minutes before the molecule lanes, takes the shortest scenarios.
+# With the figures above: fleet and profiles (43), default, standalone and provision (41), the side lane then
+# monitoring (39), instead of 45 and 47 with monitoring in the second molecule lane.
+SIDE_MINUTES = {"lint": 2, "sanity": 2, "pytest": 31}
 DEFAULT_MINUTES = 5
 TAIL_LINES = 60
 # pytest prints its failures' tracebacks and the summary last; pre-commit its hooks' findings and the diff.
@@ -112,31 +120,40 @@ def scenarios(root: Path = REPO / "molecule") -> list[str]:
     return sorted(p.parent.name for p in root.glob("*/molecule.yml"))
 
 
-def lanes(names: list[str], jobs: int, minutes: dict[str, float] | None = None) -> list[list[str]]:
-    """``names`` in ``jobs`` lanes: longest first, each to the lane with the least work so far (ties: lowest lane)."""
+def lanes(names: list[str], jobs: int, minutes: dict[str, float] | None = None,
+          side: float | None = None) -> list[list[str]]:
+    """``names`` in ``jobs`` lanes: longest first, each to the lane with the least work so far (ties: lowest lane).
+
+    With ``side`` (the minutes of the side lane's own commands), the side lane is one more lane that starts that
+    loaded, and its scenarios come last in the result, as a list of their own (empty when it gets none)."""
     weights = minutes if minutes is not None else MINUTES
-    out: list[list[str]] = [[] for _ in range(max(1, jobs))]
+    out: list[list[str]] = [[] for _ in range(max(1, jobs) + (side is not None))]
     load = [0.0] * len(out)
+    if side is not None:
+        load[-1] = side
     for name in sorted(names, key=lambda n: (-weights.get(n, DEFAULT_MINUTES), n)):
         lane = load.index(min(load))
         out[lane].append(name)
         load[lane] += weights.get(name, DEFAULT_MINUTES)
+    if side is not None:
+        return [lane for lane in out[:-1] if lane] + [out[-1]]
     return [lane for lane in out if lane]
 
 
 def lane_times(plan: list[list[str]], side: list[str], results: list[Result]) -> str:
     """One line: each lane's runs with their seconds and the lane's sum, e.g. 'lane 1: fleet 2237s + profiles 458s =
-    2695s; side: lint 61s + pytest 1926s = 1987s' (a run that did not end shows '?')."""
-    took = {(r.kind, r.scenario): r.seconds for r in results}
+    2695s; side: lint 61s + pytest 1926s + monitoring 235s = 2222s' (a run that did not end shows '?'; ``side``: the
+    side lane's commands, then its scenarios)."""
+    took = {r.scenario: r.seconds for r in results}
 
-    def one(label: str, kind: str, names: list[str]) -> str:
-        parts = [(n, took.get((kind, n))) for n in names]
+    def one(label: str, names: list[str]) -> str:
+        parts = [(n, took.get(n)) for n in names]
         total = sum(t for _, t in parts if t is not None)
         return f"{label}: " + " + ".join(f"{n} {t:.0f}s" if t is not None else f"{n} ?" for n, t in parts) + f" = {total:.0f}s"
 
-    lines = [one(f"lane {i}", "molecule ", lane) for i, lane in enumerate(plan, 1)]
+    lines = [one(f"lane {i}", lane) for i, lane in enumerate(plan, 1)]
     if side:
-        lines.append(one("side", "", side))
+        lines.append(one("side", side))
     return "; ".join(lines)
 
 
@@ -154,10 +171,14 @@ def run_one(name: str, argv: list[str], log: Path, env: dict[str, str], results:
               f"(log: {log.relative_to(REPO) if log.is_relative_to(REPO) else log})", flush=True)
 
 
-def run_side(commands: list[tuple[str, list[str]]], logs: Path, results: list[Result], lock: threading.Lock) -> None:
-    """The lane beside the molecule lanes: lint, sanity, then pytest (each runs whatever the one before it did)."""
+def run_side(commands: list[tuple[str, list[str]]], logs: Path, results: list[Result], lock: threading.Lock,
+             scenarios: list[str] | None = None, env: dict[str, str] | None = None) -> None:
+    """The lane beside the molecule lanes: lint, sanity, then pytest (each runs whatever the one before it did), then
+    the molecule ``scenarios`` the plan gave it."""
     for name, argv in commands:
         run_one(name, argv, logs / f"{name}.log", ENV, results, lock, side=True)
+    if scenarios:
+        run_lane(scenarios, logs, env if env is not None else ENV, results, lock)
 
 
 def run_lane(names: list[str], logs: Path, env: dict[str, str], results: list[Result], lock: threading.Lock) -> None:
@@ -188,7 +209,19 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.scenario) - set(known))
     if unknown:
         parser.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    plan = lanes(args.scenario or known, args.jobs)
+    side: list[tuple[str, list[str]]] = []
+    if args.lint:
+        side.append(("lint", [str(BIN / "pre-commit"), "run", "--all-files", "--show-diff-on-failure"]))
+    if args.sanity:
+        side.append(("sanity", [os.environ.get("MAKE", "make"), "--no-print-directory", "sanity"]))
+    if args.pytest:
+        side.append(("pytest", [str(BIN / "pytest"), "-q", *args.pytest]))
+    side_scenarios: list[str] = []
+    if side:
+        *plan, side_scenarios = lanes(args.scenario or known, args.jobs,
+                                      side=sum(SIDE_MINUTES.get(name, DEFAULT_MINUTES) for name, _ in side))
+    else:
+        plan = lanes(args.scenario or known, args.jobs)
     args.logs.mkdir(parents=True, exist_ok=True)
     env = {**ENV, EXTENDED_ENV: "1"} if args.extended else ENV
     for i, lane in enumerate(plan, 1):
@@ -197,16 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     lock = threading.Lock()
     start = time.monotonic()
     threads = [threading.Thread(target=run_lane, args=(lane, args.logs, env, results, lock)) for lane in plan]
-    side: list[tuple[str, list[str]]] = []
-    if args.lint:
-        side.append(("lint", [str(BIN / "pre-commit"), "run", "--all-files", "--show-diff-on-failure"]))
-    if args.sanity:
-        side.append(("sanity", [os.environ.get("MAKE", "make"), "--no-print-directory", "sanity"]))
-    if args.pytest:
-        side.append(("pytest", [str(BIN / "pytest"), "-q", *args.pytest]))
     if side:
-        print(f"side lane: {', then '.join(' '.join([Path(cmd[0]).name, *cmd[1:]]) for _, cmd in side)}", flush=True)
-        threads.insert(0, threading.Thread(target=run_side, args=(side, args.logs, results, lock)))
+        print(f"side lane: {', then '.join(' '.join([Path(cmd[0]).name, *cmd[1:]]) for _, cmd in side)}"
+              f"{', then molecule ' + ' '.join(side_scenarios) if side_scenarios else ''}", flush=True)
+        threads.insert(0, threading.Thread(target=run_side,
+                                           args=(side, args.logs, results, lock, side_scenarios, env)))
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -222,9 +250,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n===== what failed in {r.kind}{r.scenario} =====", flush=True)
         print("\n".join(lines) if lines else "(no FAILED, ERROR or fatal line in its log: see its tail above)", flush=True)
     # And each lane's times, which CI's truncated log would otherwise lose: where the budget goes.
-    print(f"molecule_lanes times: {lane_times(plan, [name for name, _ in side], results)}", flush=True)
+    print(f"molecule_lanes times: {lane_times(plan, [name for name, _ in side] + side_scenarios, results)}",
+          flush=True)
     print(f"molecule_lanes: {len(results) - len(failed)} of {len(results)} passed in "
-          f"{time.monotonic() - start:.0f}s with {len(plan)} molecule lane(s)"
+          f"{time.monotonic() - start:.0f}s with {len(plan) + bool(side_scenarios)} molecule lane(s)"
           f"{' and ' + ', '.join(name for name, _ in side) if side else ''}",
           flush=True)
     return 1 if failed else 0

@@ -27,6 +27,31 @@ def test_each_scenario_runs_once_in_at_most_jobs_lanes(jobs: int) -> None:
     assert sorted(n for lane in plan for n in lane) == sorted(names)
 
 
+def test_the_side_lane_takes_scenarios_after_its_own_minutes() -> None:
+    minutes = {"a": 30, "b": 10, "c": 10, "d": 8, "e": 5}
+    # The side lane starts 25 minutes loaded: it takes the scenarios that fit best after its commands.
+    assert molecule_lanes.lanes(list(minutes), 2, minutes, side=25) == [["a"], ["b", "c", "d"], ["e"]]
+    assert molecule_lanes.lanes(["a"], 2, minutes, side=25) == [["a"], []]  # none for it: an empty list last
+    # make test's plan: every scenario once; the side lane gets the shortest.
+    *plan, side = molecule_lanes.lanes(molecule_lanes.scenarios(), 2, side=sum(molecule_lanes.SIDE_MINUTES.values()))
+    assert len(plan) == 2 and sorted(n for lane in [*plan, side] for n in lane) == sorted(molecule_lanes.scenarios())
+    assert side and all(molecule_lanes.MINUTES[n] <= min(molecule_lanes.MINUTES[m] for lane in plan for m in lane)
+                        for n in side)
+
+
+def test_the_side_lanes_scenarios_run_after_its_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+
+    def fake(name, argv, log, env, results, lock, side=False):  # noqa: ANN001, ANN202 - run_one's signature
+        ran.append(name)
+        results.append(molecule_lanes.Result(name, 0, 1.0, log, "" if side else "molecule "))
+
+    monkeypatch.setattr(molecule_lanes, "run_one", fake)
+    monkeypatch.setattr(molecule_lanes, "lanes", lambda names, jobs, side=None: [[], ["monitoring"]])
+    assert molecule_lanes.main(["--logs", str(tmp_path), "--lint", "monitoring"]) == 0
+    assert ran == ["lint", "monitoring"]
+
+
 def test_longest_first_to_the_least_loaded_lane() -> None:
     minutes = {"a": 30, "b": 10, "c": 10, "d": 8, "e": 5}
     assert molecule_lanes.lanes(list(minutes), 2, minutes) == [["a"], ["b", "c", "d", "e"]]
@@ -86,7 +111,7 @@ def test_lint_sanity_then_pytest_run_in_the_side_lane(tmp_path: Path, monkeypatc
         log.write_text(f"{name} output\n")
 
     monkeypatch.setattr(molecule_lanes, "run_one", fake)
-    monkeypatch.setattr(molecule_lanes, "lanes", lambda names, jobs: [])  # no molecule scenario
+    monkeypatch.setattr(molecule_lanes, "lanes", lambda names, jobs, side=None: [[]])  # no molecule scenario
     rc = molecule_lanes.main(["--logs", str(tmp_path), "--lint", "--sanity", "--pytest", "tests/unit", "tests/conformance"])
     assert [name for name, _ in ran] == ["lint", "sanity", "pytest"]
     assert dict(ran)["sanity"][-1] == "sanity"
