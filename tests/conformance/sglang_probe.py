@@ -311,6 +311,71 @@ def _install_stubs() -> list[str]:
     return roots
 
 
+# What 0.5.23's DSpark handler imports (speculative_hook.py:791: dspark_config -> dflash_utils -> the sampler and
+# spec_utils) that .venv-conformance lacks: the OpenAI-compatible request models' `openai` (reached through the
+# grammar backends' reasoning parser, sglang/srt/entrypoints/openai/protocol.py:41-60), the function-call detectors'
+# partial_json_parser and the expert-distribution recorder's einops. All are imported at module level only; no
+# argument check calls them. OPENAI_NAMES: the names protocol.py imports from `openai`, by module, as (name, kind):
+# kind "model" a pydantic model, "dict" a TypedDict (protocol.py subclasses two with total=False, :1901-1908).
+OPENAI_NAMES = {
+    "openai.types.responses": (("ResponseFunctionToolCall", "model"), ("ResponseInputItemParam", "dict"),
+                               ("ResponseOutputItem", "model"), ("ResponseOutputMessage", "model"),
+                               ("ResponseOutputText", "model"), ("ResponseReasoningItem", "model"),
+                               ("ResponseTextConfig", "model")),
+    "openai.types.responses.easy_input_message_param": (("EasyInputMessageParam", "dict"),),
+    "openai.types.responses.response": (("ToolChoice", "model"),),
+    "openai.types.responses.response_format_text_json_schema_config": (("ResponseFormatTextJSONSchemaConfig", "model"),),
+    "openai.types.responses.response_function_tool_call_param": (("ResponseFunctionToolCallParam", "dict"),),
+    "openai.types.shared.response_format_json_object": (("ResponseFormatJSONObject", "model"),),
+}
+IMPORT_ONLY = ("partial_json_parser", "einops")  # stubbed as the GPU-only packages are (_install_stubs)
+
+
+def _install_dspark_stubs() -> list[str]:
+    """Stand in for what DSpark's handler imports and the venv lacks, where the release's server_args imported
+    without stand-ins (0.5.23; the older releases that import `openai` with server_args keep sglang_parser_dump's
+    generic ones and get none of these). `openai`: real modules holding exactly OPENAI_NAMES, as empty pydantic
+    models and TypedDicts, so protocol.py's own models build; an import of any other `openai` name fails as before,
+    naming it. IMPORT_ONLY: the generic stand-ins of _install_stubs. Returns the stubbed roots."""
+    import importlib.util
+    import types
+
+    def absent(root: str) -> bool:
+        return root not in sys.modules and importlib.util.find_spec(root) is None
+
+    roots = [root for root in IMPORT_ONLY if absent(root)]
+    _Stub, _ = _stub_types()
+    for root in roots:
+        sys.modules[root] = _Stub(root)
+    if roots:
+        sys.meta_path.insert(0, _StubFinder(roots))
+    if not absent("openai"):
+        return roots
+    import pydantic
+    from typing_extensions import TypedDict
+
+    modules: dict[str, types.ModuleType] = {}
+    for full in sorted({m for name in OPENAI_NAMES for m in _parents(name)}):
+        module = modules[full] = types.ModuleType(full)
+        module.__path__ = []  # a package: its submodules are imported by name
+        sys.modules[full] = module
+        parent, _, child = full.rpartition(".")
+        if parent:
+            setattr(modules[parent], child, module)
+    for full, names in OPENAI_NAMES.items():
+        for name, kind in names:
+            base = (pydantic.BaseModel,) if kind == "model" else (TypedDict,)
+            setattr(modules[full], name, types.new_class(name, base, {} if kind == "model" else {"total": False},
+                                                         lambda ns, m=full: ns.update(__module__=m)))
+    return [*roots, "openai"]
+
+
+def _parents(name: str) -> list[str]:
+    """``a.b.c`` -> [``a``, ``a.b``, ``a.b.c``]."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
 # --------------------------------------------------------------------------
 # torch.cuda: pretend to be the reference host.
 # --------------------------------------------------------------------------
@@ -675,6 +740,8 @@ def _warm_up() -> tuple[_Collector, dict, list[str]]:
 
         sa, more = import_server_args()
         stubbed += more
+    else:
+        stubbed += _install_dspark_stubs()
 
     # Import what resolution imports lazily, so every fork starts warm.
     for mod in (

@@ -1172,7 +1172,8 @@ def test_sglang_launch_checks_accept(args: dict[str, Any]) -> None:
       "enable_dp_lm_head": True, "attn_cp_size": 2}, "sglang_args.attn_cp_size"),
 ])
 def test_speculative_launch_checks_without_a_conformance_case(args: dict[str, Any], variable: str) -> None:
-    """DSPARK needs the openai package the conformance venv lacks; STANDALONE needs a real draft checkpoint."""
+    """STANDALONE needs a real draft checkpoint, which the conformance fixtures lack; the DSPARK ones have conformance
+    cases since the probe stands in for `openai` (catalog-dspark-block-size-zero, catalog-dspark-dp-attn-cp)."""
     assert find(validate_host(llama_host(args)).errors, "server.speculative").variable == variable
 
 
@@ -1213,7 +1214,22 @@ def test_mori_dispatch_buffer_against_chunked_prefill() -> None:
     assert "sm12x.moe" in rules(validate_host(ref_host({**args, "chunked_prefill_size": 4096})))
 
 
-# --- Rules of the launch-check catalog that the conformance probe cannot run (DSPARK imports openai) ----------
+# --- DSPARK's launch checks (SGLang's cases: catalog-dspark-* in tests/conformance/cases.yaml) -------------------
+
+DSPARK = {"speculative_algorithm": "DSPARK", "speculative_draft_model_path": "org/draft"}
+
+
+def test_dspark_needs_a_draft_path_on_a_table_checkpoint() -> None:
+    """speculative_hook.py:752: without a draft path DSpark takes a draft the target bundles (dspark_* keys in its
+    config.json) or ships as dspark/; the model table's checkpoints have neither (the CI sample's fuzz-0-00094). A model
+    outside the table: its config decides (the preflight); the rule stays silent."""
+    problem = the_error(validate_host(llama_host({"speculative_algorithm": "DSPARK"})), "server.speculative")
+    assert problem.variable == "sglang_args.speculative_draft_model_path" and problem.source.endswith(":752")
+    assert "server.speculative" not in rules(validate_host(llama_host(DSPARK)))
+    unknown = llama_host({"speculative_algorithm": "DSPARK"}, sglang_model_path="/srv/models/in-house",
+                         sglang_model_architecture="LlamaForCausalLM")
+    assert "server.speculative" not in rules(validate_host(unknown))
+
 
 @pytest.mark.parametrize(("args", "dest", "where"), [
     ({"speculative_dspark_block_size": 4, "speculative_num_draft_tokens": 4}, "speculative_num_draft_tokens", ":830"),
@@ -1223,13 +1239,13 @@ def test_mori_dispatch_buffer_against_chunked_prefill() -> None:
      "speculative_moe_a2a_backend", ":707"),
 ])
 def test_dspark_draft_shapes(args: dict, dest: str, where: str) -> None:
-    host = llama_host({"speculative_algorithm": "DSPARK", **args})
+    host = llama_host({**DSPARK, **args})
     problem = the_error(validate_host(host), "server.speculative")
     assert problem.variable == f"sglang_args.{dest}" and problem.source.endswith(where)
 
 
 def test_dspark_ragged_verify_with_an_a2a_moe() -> None:
-    host = llama_host({"speculative_algorithm": "DSPARK", "tp_size": 2, "attn_dp_size": 2, "enable_dp_lm_head": True,
+    host = llama_host({**DSPARK, "tp_size": 2, "attn_dp_size": 2, "enable_dp_lm_head": True,
                        "moe_a2a_backend": "megamoe"}, nvidia_gpu_compute_capability="10.0",
                       sglang_env={"SGLANG_RAGGED_VERIFY_MODE": "compact"})
     problem = find(validate_host(host).errors, "server.speculative")
@@ -1242,7 +1258,7 @@ def test_dspark_ragged_verify_with_an_a2a_moe() -> None:
     {"tp_size": 2, "attn_dp_size": 2, "enable_dp_lm_head": True},
 ])
 def test_dspark_shapes_sglang_takes(args: dict) -> None:
-    host = llama_host({"speculative_algorithm": "DSPARK", **args})
+    host = llama_host({**DSPARK, **args})
     assert not [p for p in validate_host(host).errors if p.rule == "server.speculative"]
 
 

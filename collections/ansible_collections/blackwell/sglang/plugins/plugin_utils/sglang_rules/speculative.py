@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import lookup_model
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
     _SPH,
     _VH,
@@ -283,6 +284,7 @@ def _aux_hidden_states(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/speculative_hook.py:1235",
     "sglang/srt/arg_groups/speculative_hook.py:314",
     "sglang/srt/arg_groups/speculative_hook.py:325",
+    "sglang/srt/arg_groups/speculative_hook.py:752",
     "sglang/srt/speculative/ragged_verify.py:24",
 ))
 def _speculative_launch(ctx: Context, report: Report) -> None:
@@ -363,6 +365,16 @@ def _speculative_launch(ctx: Context, report: Report) -> None:
         report.refuse("speculative_draft_model_path", "DFLASH speculative decoding needs speculative_draft_model_path "
                       "(its draft model).", f"set {ctx.var('speculative_draft_model_path')} to the DFLASH draft "
                       "checkpoint, or use another speculative algorithm", 325)
+    # _handle_dspark (speculative_hook.py:720-755, 0.5.23): without a draft path DSpark takes a draft bundled in the
+    # target's config.json (its dspark_* keys, speculative/dspark_components/dspark_config.py:162-174) or shipped as
+    # its dspark/ subfolder; the model table's checkpoints (sglang_models.CHECKPOINTS) have neither. Any other
+    # model: its config decides, which only the preflight reads.
+    if algo == "DSPARK" and added_in(ctx, "0.5.23") and not _given(ctx, "speculative_draft_model_path") and \
+            lookup_model(ctx.model.path).known:
+        report.refuse("speculative_draft_model_path", f"DSPARK needs speculative_draft_model_path: {ctx.model.path} "
+                      "bundles no DSpark draft (no dspark_* keys in its config.json, no dspark/ subfolder).",
+                      f"set {ctx.var('speculative_draft_model_path')} to the DSpark draft checkpoint, or use another "
+                      "speculative algorithm", 752)
     for dest, line in (("speculative_dflash_block_size", 370), ("speculative_dspark_block_size", 809)):
         size = _num(ctx, dest)
         if algo == dest.split("_")[1].upper() and size is not None and size <= 0:
