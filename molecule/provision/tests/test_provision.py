@@ -24,6 +24,7 @@ from typing import Any
 
 import ansible_runner
 import pytest
+from simrun import unreachable
 
 SCENARIO = Path(__file__).resolve().parents[1]
 REPO = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", SCENARIO.parents[1]))
@@ -97,11 +98,7 @@ class Run:
             for e in self.runner.events
             if e.get("event") == "runner_on_failed" and not e["event_data"].get("ignore_errors")
         ]
-        lost = [
-            f"unreachable {e['event_data'].get('host')} at {e['event_data'].get('task')}: "
-            f"{e['event_data'].get('res', {}).get('msg', '')}"
-            for e in self.runner.events if e.get("event") == "runner_on_unreachable"
-        ]
+        lost = [f"unreachable {host}" for host in unreachable(self.runner)]
         return failed + lost or [f"rc {self.runner.rc}, the output ends:", *self.stdout.splitlines()[-40:]]
 
     def changed_tasks(self) -> list[str]:
