@@ -132,8 +132,8 @@ def model_after_overrides(ctx: Context) -> ModelFacts:
     names = override.get("architectures") if isinstance(override, dict) else None
     if not isinstance(names, list) or not names or not isinstance(names[0], str) or names[0] == ctx.model.architecture:
         return ctx.model
-    arch = names[0]
-    facts = ARCHITECTURES.get(arch)
-    return replace(ctx.model, architecture=arch, family=(facts or _UNTABLED).family,
-                   mla=(facts or _UNTABLED).mla, hybrid_linear_attention=(facts or _UNTABLED).hybrid_linear_attention,
-                   spec_auto=(facts or _UNTABLED).spec_auto, moe=None if facts is None else facts.moe)
+    tabled = ARCHITECTURES.get(names[0])
+    facts = tabled or _UNTABLED
+    return replace(ctx.model, architecture=names[0], family=facts.family, mla=facts.mla,
+                   hybrid_linear_attention=facts.hybrid_linear_attention, spec_auto=facts.spec_auto,
+                   moe=None if tabled is None else facts.moe)
