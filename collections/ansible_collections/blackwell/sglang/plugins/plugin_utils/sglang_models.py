@@ -50,6 +50,9 @@ class ModelFacts:
     # The checkpoint's quant_method as SGLang's ModelConfig reads it ("fp8", "modelopt_fp4", "modelopt_fp8"; ""
     # for an unquantized checkpoint); None when not known for certain (see QUANT_METHODS).
     quant_method: str | None = None
+    # The checkpoint's own architecture where json_model_override_args names another (sglang_rules.base.
+    # model_after_overrides); None when no override changes it (``architecture`` is the checkpoint's).
+    checkpoint_architecture: str | None = None
 
 
 # sglang/srt/arg_groups/speculative_hook.py _auto_choose_speculative_params (0.5.23):

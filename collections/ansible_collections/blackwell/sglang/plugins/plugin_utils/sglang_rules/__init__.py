@@ -74,6 +74,7 @@ ORDER: tuple[str, ...] = (
     "stack._driver_floor",
     "model._numeric",
     "model._model",
+    "model._override_architecture",
     "serving._security",
     "launch._minimums",
     "launch._combinations",

@@ -136,4 +136,4 @@ def model_after_overrides(ctx: Context) -> ModelFacts:
     facts = tabled or _UNTABLED
     return replace(ctx.model, architecture=names[0], family=facts.family, mla=facts.mla,
                    hybrid_linear_attention=facts.hybrid_linear_attention, spec_auto=facts.spec_auto,
-                   moe=None if tabled is None else facts.moe)
+                   moe=None if tabled is None else facts.moe, checkpoint_architecture=ctx.model.architecture)

@@ -32,6 +32,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     radix_cache_off,
     resolved_attention_backends,
     resolved_page_size,
+    unified_memory_target,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -266,6 +267,7 @@ def _chunked_page(ctx: Context, report: Report) -> None:
 
 @rule("server.unified_memory", file=_KVH, sources=(
     "sglang/srt/arg_groups/kv_cache_hook.py:783",
+    "sglang/srt/arg_groups/kv_cache_hook.py:610",
 ))
 def _unified_memory(ctx: Context, report: Report) -> None:
     """handle_page_major_kv_layout and handle_unified_memory_pool (kv_cache_hook.py:528-861) on the flags."""
@@ -301,6 +303,11 @@ def _unified_memory(ctx: Context, report: Report) -> None:
         ((algo in ("EAGLE", "EAGLE3") or (algo == "" and added_in(ctx, "0.5.22"))) and topk is not None and topk != 1,
          "speculative_eagle_topk",
          f"enable_unified_memory supports a linear draft chain only (speculative_eagle_topk 1), not {topk}", 601),
+        # The target must hold the draft's KV in its own sub-pools (kv_cache_hook.py:608-614, 0.5.22 :606-612).
+        (added_in(ctx, "0.5.22") and algo in ("EAGLE", "EAGLE3") and unified_memory_target(ctx) is False,
+         "speculative_algorithm", f"enable_unified_memory with {raw} needs a unified target model (hybrid sliding-window "
+         f"or Mamba-like hybrid attention, where the draft's KV lives inside the target's sub-pools); "
+         f"{ctx.model.architecture} is neither", "610 (0.5.22 :608)"),
         (ctx.is_set("enable_two_batch_overlap"), "enable_two_batch_overlap",
          "enable_unified_memory does not support enable_two_batch_overlap", 653),
         (added_in(ctx, "0.5.21") and ctx.is_set("enable_lmcache"), "enable_lmcache",

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import _given, env_true
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ARCHITECTURES
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import _given, _json_arg, env_true
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     CONTEXT_SOURCE,
@@ -120,6 +121,50 @@ def _model(ctx: Context, report: Report) -> None:
              "declare the model's facts: sglang_model_architecture (config.json architectures[0]), "
              "sglang_model_quantization (nvfp4, fp8 or none) and sglang_model_max_context (its max_position_embeddings)",
              value=ctx.model.path)
+
+
+# ModelConfig's MLA branch (sglang/srt/configs/model_config.py:1366-1398 in 0.5.23; 0.5.22 :1289, 0.5.21 :1210,
+# 0.5.20 :1122): for these architectures it reads kv_lora_rank (and the MLA head sizes) from the text config without a
+# fallback. GigaChat 3.5 joined the list in 0.5.21.
+MLA_CONFIG_ARCHITECTURES = (
+    "DeepseekV2ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN",
+    "Glm4MoeLiteForCausalLM", "Glm4MoeLiteForCausalLMNextN", "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN",
+    "Glm5NextForConditionalGeneration", "Glm5NextForConditionalGenerationNextN", "LongcatFlashForCausalLM",
+    "LongcatFlashForCausalLMNextN", "HYV4ForCausalLM", "HYV4ForCausalLMNextN", "DotsVLMForCausalLM",
+    "Dots3NoteForCausalLM", "Dots3NoteForCausalLMNextN", "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle",
+    "KimiK25ForConditionalGeneration", "Eagle3DeepseekV2ForCausalLM",
+)
+MLA_CONFIG_ARCHITECTURES_0521 = ("GigaChat35ForCausalLM", "GigaChat35ForCausalLMNextN")
+MLA_CONFIG_SOURCE = "sglang/srt/configs/model_config.py:1398 (0.5.22 :1289, 0.5.21 :1210, 0.5.20 :1122)"
+
+
+@rule("model.override_architecture", sources=(
+    "sglang/srt/configs/model_config.py:1398",
+))
+def _override_architecture(ctx: Context, report: Report) -> None:
+    """json_model_override_args renaming the architecture to an MLA one on a checkpoint without MLA: SGLang merges the
+    override into the checkpoint's config (utils/hf_transformers/config.py:405-415), and ModelConfig's MLA branch then
+    reads kv_lora_rank, which the checkpoint's config does not have: AttributeError when the launch builds its model
+    config (the conformance probe: Llama-3.1-8B as GlmMoeDsaForCausalLM or DeepseekV3ForCausalLM). Decided for a
+    checkpoint whose own architecture is in the model table without MLA, and an override that does not bring
+    kv_lora_rank itself; anything else is the preflight's."""
+    override = _json_arg(ctx, "json_model_override_args")
+    names = override.get("architectures") if isinstance(override, dict) else None
+    own = ARCHITECTURES.get(str(ctx.model.checkpoint_architecture or ctx.model.architecture or ""))
+    if not isinstance(names, list) or own is None or own.mla:
+        return
+    text = override.get("text_config")
+    if "kv_lora_rank" in override or (isinstance(text, dict) and "kv_lora_rank" in text):
+        return
+    mla = MLA_CONFIG_ARCHITECTURES + (MLA_CONFIG_ARCHITECTURES_0521 if added_in(ctx, "0.5.21") else ())
+    renamed = next((name for name in names if name in mla), None)
+    if renamed is not None:
+        own_name = ctx.model.checkpoint_architecture or ctx.model.architecture
+        report.refuse("json_model_override_args", f"json_model_override_args names the MLA architecture {renamed}, but "
+                      f"the checkpoint ({own_name}) has no kv_lora_rank: SGLang's model config reads it for {renamed} "
+                      "and the launch fails (AttributeError).",
+                      f"remove \"architectures\" from {ctx.var('json_model_override_args')}, or serve a checkpoint of "
+                      f"{renamed}", MLA_CONFIG_SOURCE)
 
 
 # is_deepseek_dsa (sglang/srt/configs/model_config.py:191-212, the same list in 0.5.20-0.5.22): these architectures

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import lookup_model
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ARCHITECTURES, lookup_model
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
     MAMBA_EXTRA_BUFFER,
     _choice,
@@ -196,6 +196,57 @@ def _fa3_everywhere(ctx: Context) -> bool:
     """fa3 chosen for prefill and decode: then the profile's attention rule refuses it, for the reason it fails."""
     base = _choice(ctx, "attention_backend", "")
     return all(_choice(ctx, d, base) == "fa3" for d in ("prefill_attention_backend", "decode_attention_backend"))
+
+
+# _handle_dflash's block size when neither speculative_num_draft_tokens nor speculative_dflash_block_size is set
+# (speculative_hook.py:389-424; 0.5.22 :364-400, 0.5.21 :342-378, 0.5.20 :286-321): the draft's config.json,
+# json_model_override_args merged in, is read for dflash_config.block_size or a top-level block_size
+# (speculative/dflash_utils.py:588-617); without one, or when reading it fails, 16.
+DFLASH_DEFAULT_BLOCK = 16
+_DFLASH_CONFIG_KEYS = ("dflash_config", "block_size", "num_target_layers", "num_hidden_layers", "text_config")
+
+
+def dflash_draft_block_size(ctx: Context) -> int | None:
+    """The DFLASH block size SGLang infers from the draft model, where it is known without the draft's files: the
+    draft is one of the model table's checkpoints (sglang_models.CHECKPOINTS, target models whose config.json has no
+    DFLASH block size) and json_model_override_args, which SGLang merges into the draft's config too, names none of
+    the keys the parse reads. None (only the on-host preflight can tell) for any other draft."""
+    if not lookup_model(ctx.args.get("speculative_draft_model_path")).known:
+        return None
+    raw = ctx.args.get("json_model_override_args")
+    try:
+        override = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
+    except ValueError:
+        return None  # SGLang's own json.loads fails first (speculative_hook.py:389)
+    if not isinstance(override, dict) or any(key in override for key in _DFLASH_CONFIG_KEYS):
+        return None
+    return DFLASH_DEFAULT_BLOCK
+
+
+# The model table's architectures that is_hybrid_swa_model names (sglang/srt/configs/model_config.py:2651-2697: its
+# SWA_SINK_ARCHS, :88-96); the table's others have no sliding-window layers.
+HYBRID_SWA_ARCHITECTURES = ("GptOssForCausalLM",)
+
+
+def unified_memory_target(ctx: Context) -> bool | None:
+    """Whether the target is what handle_unified_memory_pool calls a unified target for EAGLE / EAGLE3
+    (kv_cache_hook.py:608-614; 0.5.22 :606-612): hybrid SWA (ModelConfig.is_hybrid_swa, off with
+    disable_hybrid_swa_memory, model_config.py:1213-1217) or a Mamba-like hybrid (mambaish_config,
+    configs/hybrid_arch.py:145-155: the table's hybrid linear attention). None when only the checkpoint's config.json
+    can tell: an architecture outside the model table (sglang_models.ARCHITECTURES), or json_model_override_args
+    setting is_hybrid_swa, which is_hybrid_swa_model reads too (:2693-2696)."""
+    if ctx.model.architecture not in ARCHITECTURES:
+        return None
+    raw = ctx.args.get("json_model_override_args")
+    try:
+        override = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
+    except ValueError:
+        return None
+    if not isinstance(override, dict) or "is_hybrid_swa" in override or \
+            "is_hybrid_swa" in (override.get("text_config") if isinstance(override.get("text_config"), dict) else {}):
+        return None
+    swa = ctx.model.architecture in HYBRID_SWA_ARCHITECTURES and not ctx.is_set("disable_hybrid_swa_memory")
+    return swa or ctx.model.hybrid_linear_attention
 
 
 # The architectures SGLang 0.5.23 runs DeepEP v2 MoE for (sglang/srt/configs/moe_model_registry.py:20-28).

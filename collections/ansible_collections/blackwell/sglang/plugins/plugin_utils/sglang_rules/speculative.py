@@ -36,6 +36,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     attention_dp_on,
     attention_dp_width,
     auto_spec_triple,
+    dflash_draft_block_size,
     effective_eagle_topk,
     moe_backends,
     nvfp4_kv_decodes_with_trtllm_mha,
@@ -472,10 +473,16 @@ def _speculative_shapes(ctx: Context, report: Report) -> None:
     draft, window = _num(ctx, "speculative_num_draft_tokens"), _num(ctx, "speculative_draft_window_size")
     if algo == "DFLASH" and window is not None and window > 0:
         width = draft if draft is not None else _num(ctx, "speculative_dflash_block_size")
+        inferred = width is None
+        if inferred:
+            width = dflash_draft_block_size(ctx)  # what SGLang reads from the draft's config.json (:389-424)
         if width is not None and width > 0 and window < width:
             report.refuse("speculative_draft_window_size", f"speculative_draft_window_size={window} is below the DFLASH block "
-                          f"size (speculative_num_draft_tokens {width}).", f"set {ctx.var('speculative_draft_window_size')} >= "
-                          f"{width}", 430)
+                          f"size (speculative_num_draft_tokens {width}" + (", which SGLang takes from the draft model's "
+                          "config.json: it names no block size" if inferred else "") + ").",
+                          f"set {ctx.var('speculative_draft_window_size')} >= {width}" + (
+                              f", or set {ctx.var('speculative_num_draft_tokens')} to the draft's block size" if inferred
+                              else ""), 430)
     if algo == "DSPARK":
         _dspark_shapes(ctx, report, draft)
     if algo == "NGRAM":
