@@ -102,6 +102,10 @@ STRICTER = {
     "parallel.elastic_ep": "an elastic-EP runtime scale-up with the mooncake backend: the project installs no Mooncake "
                            "transfer engine and does not deploy elastic expert parallelism (the rule's reason; SGLang's "
                            "own scale-up checks, parallel_hook.py:594-747, refuse most such configurations too)",
+    "parallel.node_rank": "a node_rank outside 0..nnodes-1 (node_rank >= 1 with one node): SGLang's argument handling "
+                          "lets it through, then a node_rank >= 1 runs as a follower node, with no tokenizer and no "
+                          "HTTP server (sglang/srt/entrypoints/engine.py:1234, http_server.py:3163), and waits for a "
+                          "rank-0 node that never comes: the server never answers /health",
     "server.warmup": "--skip-server-warmup without sglang_server_allow_skip_warmup: SGLang accepts it, then marks itself "
                      "ready before any request ran (http_server.py:2589-2593, /ready at :714-718) and the first requests "
                      "pay the kernel JIT; the operator allows it explicitly",

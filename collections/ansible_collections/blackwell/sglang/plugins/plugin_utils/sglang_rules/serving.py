@@ -147,6 +147,8 @@ def _watermark(ctx: Context, report: Report) -> None:
         (device != "cuda", "device", f"device {device!r} (watermarking needs device cuda)", 43),
         (ctx.is_set("enable_custom_logit_processor"), "enable_custom_logit_processor", "enable_custom_logit_processor", 75),
         (_given(ctx, "dllm_algorithm"), "dllm_algorithm", "a diffusion LLM (dllm_algorithm)", 87),
+        # A disaggregation mode the host sets (the project deploys none itself; the 10,000-case fuzz run's MISSED).
+        (_choice(ctx, "disaggregation_mode", "null") != "null", "disaggregation_mode", "PD disaggregation", 89),
         (algo is not None and algo not in WATERMARK_SPEC, "speculative_algorithm",
          f"speculative_algorithm {algo} (only NGRAM, EAGLE/NEXTN and EAGLE3)", 91),
         (algo is not None and _int(ctx, "pp_size", 1) > 1, "pp_size", "pipeline-parallel speculative decoding", 96),

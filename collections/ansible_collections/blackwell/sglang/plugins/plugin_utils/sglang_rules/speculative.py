@@ -40,6 +40,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     effective_eagle_topk,
     moe_backends,
     nvfp4_kv_decodes_with_trtllm_mha,
+    resolved_attention_backends,
     resolved_base_attention_backend,
     resolved_page_size,
 )
@@ -234,6 +235,7 @@ AUX_CAPTURE = ("EAGLE3", "DFLASH", "DSPARK")
 @rule("server.aux_hidden_states", since="0.5.23", file=_VH, sources=(
     "sglang/srt/arg_groups/validation_hook.py:697-750",
     "sglang/srt/arg_groups/validation_hook.py:714",
+    "sglang/srt/arg_groups/validation_hook.py:720",
     "sglang/srt/arg_groups/validation_hook.py:725",
     "sglang/srt/arg_groups/validation_hook.py:731",
     "sglang/srt/arg_groups/validation_hook.py:739",
@@ -255,6 +257,11 @@ def _aux_hidden_states(ctx: Context, report: Report) -> None:
         report.refuse("speculative_algorithm", "enable_return_aux_hidden_states needs speculative_algorithm EAGLE3, DFLASH or "
                       f"DSPARK to name the capture convention, got {ctx.args.get('speculative_algorithm')!r}.",
                       f"set {ctx.var('speculative_algorithm')}: EAGLE3 (or DFLASH / DSPARK)", 714)
+        return
+    if _given(ctx, "speculative_draft_model_path"):  # the 10,000-case fuzz run's MISSED (issue 36)
+        report.refuse("speculative_draft_model_path", "enable_return_aux_hidden_states captures the target's hidden states "
+                      "without a draft model (speculative_algorithm only names the capture convention).",
+                      f"remove {ctx.var('speculative_draft_model_path')}", 720)
         return
     if _int(ctx, "pp_size", 1) != 1:
         report.refuse("pp_size", "enable_return_aux_hidden_states needs pp_size 1 (the capture hooks see only the last "
@@ -345,6 +352,13 @@ def _speculative_launch(ctx: Context, report: Report) -> None:
         report.refuse("speculative_use_rejection_sampling", "speculative_use_rejection_sampling ignores the accept thresholds; "
                       "SGLang refuses them together.", "remove speculative_accept_threshold_single / _acc (or the rejection "
                       "sampling)", 1235)
+    # _handle_dflash's first check (speculative_hook.py:291-301; 0.5.22 :284-293, 0.5.21 :260-271, 0.5.20 :202-207):
+    # DFLASH on cuda, npu or xpu only (the 10,000-case fuzz run's MISSED with device cpu, issue 36).
+    device = _choice(ctx, "device", "cuda")
+    if algo == "DFLASH" and not (device.startswith("cuda") or device in ("npu", "xpu")):
+        report.refuse("device", f"DFLASH speculative decoding runs on CUDA, NPU or XPU devices, not device {device!r}.",
+                      f"remove {ctx.var('device')} (SGLang detects cuda on an NVIDIA host), or use another speculative "
+                      "algorithm", "298 (0.5.22 :291, 0.5.21 :268, 0.5.20 :205)")
     if algo == "DFLASH" and not added_in(ctx, "0.5.23") and attention_dp_on(ctx):
         report.refuse("attn_dp_size", "DFLASH does not support attention DP on CUDA in this release.", "serve DFLASH without "
                       "attention DP (or use SGLang 0.5.23)", "296-300 (0.5.22; 0.5.21 :273-277, 0.5.20 :210-214)")
@@ -413,6 +427,12 @@ def _uno(ctx: Context, report: Report) -> None:
          "UNO does its own verification, without speculative_use_rejection_sampling", 592),
         (profile is not None and "fa3" in profile.attention and not _fa3_everywhere(ctx), "speculative_algorithm",
          f"UNO needs FlashAttention 3 for prefill and decode, which compute capability {_cc(ctx)} does not run", "606-611"),
+        # The backends as SGLang resolves them (written, or its default for the model and GPU): the fuzz run's MISSED
+        # on 8.0 / 8.7, where the profile allows fa3 for MLA models only and SGLang picks flashinfer (issue 36).
+        (None not in (backends := resolved_attention_backends(ctx)) and backends != ("fa3", "fa3"), "attention_backend",
+         f"UNO needs FlashAttention 3 for prefill and decode, not prefill {backends[0]} / decode {backends[1]}"
+         + ("" if any(ctx.args.get(d) for d in ("attention_backend", "prefill_attention_backend", "decode_attention_backend"))
+            else " (SGLang's default for this model and GPU)"), "606-611"),
     ):
         if bad:
             report.refuse(dest, why + ".", "fix that, or use another speculative algorithm (NEXTN, EAGLE3...)", line)
