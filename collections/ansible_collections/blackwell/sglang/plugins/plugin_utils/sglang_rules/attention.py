@@ -264,10 +264,21 @@ def _linear_attn(ctx: Context, report: Report) -> None:
     replay, spec = ctx.is_set("enable_linear_replayssm"), ctx.is_set("enable_linear_replayssm_spec")
     if replay:
         length = _num(ctx, "linear_replayssm_cache_len")
+        # Where SGLang's SM100 default may apply (decode None: mamba_ssm_dtype unset, or the GPU unknown), the decode
+        # backend is flashinfer (refused here) or the base one as SGLang falls back to it (flashkda decodes on
+        # triton): refused when that is neither triton nor helion. The 10,000-case fuzz run's MISSED, ptx_kda on a
+        # B300 (issue 36).
+        base = _choice(ctx, "linear_attn_backend", "triton")
+        fallback = "triton" if base == "flashkda" else base
         if decode is not None and decode not in ("triton", "helion"):
             report.refuse("linear_attn_decode_backend", f"enable_linear_replayssm needs the triton (or, for KDA, helion) "
                           f"linear-attention decode backend, not {decode}.", f"set {ctx.var('linear_attn_decode_backend')}: "
                           "triton, or remove enable_linear_replayssm", 411)
+        elif decode is None and fallback not in ("triton", "helion"):
+            report.refuse("linear_attn_backend", f"enable_linear_replayssm needs the triton (or, for KDA, helion) "
+                          f"linear-attention decode backend; here it is {fallback} (linear_attn_backend), or flashinfer "
+                          "where SGLang's SM100 default applies (mamba_ssm_dtype bfloat16).",
+                          f"set {ctx.var('linear_attn_decode_backend')}: triton, or remove enable_linear_replayssm", 411)
         elif resolved_mamba_strategy(ctx) in MAMBA_EXTRA_BUFFER:
             # The resolved strategy (mamba_extra_buffer_of(resolved_view)): auto resolves to extra_buffer on the hybrid
             # models with the overlap scheduler on; the seed-0 fuzzer's MISSED on Qwen3-Next (issue 36).

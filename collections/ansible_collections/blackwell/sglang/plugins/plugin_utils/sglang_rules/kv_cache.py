@@ -64,6 +64,9 @@ def _mamba_no_buffer(ctx: Context, report: Report) -> None:
 
 @rule("server.kv_cache", shared=True, file=_KVH, sources=(
     "sglang/srt/arg_groups/kv_cache_hook.py:394",
+    "sglang/srt/arg_groups/kv_cache_hook.py:401 (0.5.20 :174)",
+    "sglang/srt/arg_groups/kv_cache_hook.py:405 (0.5.20 :178)",
+    "sglang/srt/arg_groups/kv_cache_hook.py:409 (0.5.20 :182)",
     "sglang/srt/arg_groups/kv_cache_hook.py:431",
     "sglang/srt/arg_groups/kv_cache_hook.py:380-391",
     "sglang/srt/arg_groups/kv_cache_hook.py:880",
@@ -86,6 +89,30 @@ def _kv_cache(ctx: Context, report: Report) -> None:
     if ctx.is_set("enable_hierarchical_cache") and radix_off:
         report.refuse("disable_radix_cache", "enable_hierarchical_cache and disable_radix_cache are mutually exclusive.",
                       f"remove {ctx.var('disable_radix_cache')} or {ctx.var('enable_hierarchical_cache')}", 394)
+    if ctx.is_set("disaggregation_decode_enable_offload_kvcache"):
+        # handle_cache_compatibility (kv_cache_hook.py:399-413; 0.5.20 :172-186): the decode-side KV offload needs a PD
+        # decode server with a HiCache storage backend, and no host-pool retraction backup: the 10,000-case fuzz run's
+        # MISSED, the flag on a colocated server (issue 36).
+        old = not added_in(ctx, "0.5.21")
+        mode = _choice(ctx, "disaggregation_mode", "null")
+        for bad, dest, why, fix, line in (
+            (mode != "decode", "disaggregation_decode_enable_offload_kvcache",
+             "disaggregation_decode_enable_offload_kvcache is only supported on a PD decode server "
+             f"(disaggregation_mode decode, not {mode})", f"remove {ctx.var('disaggregation_decode_enable_offload_kvcache')}",
+             "174 (0.5.20)" if old else 401),
+            (ctx.args.get("hicache_storage_backend") is None, "hicache_storage_backend",
+             "disaggregation_decode_enable_offload_kvcache needs hicache_storage_backend",
+             f"set {ctx.var('hicache_storage_backend')}, or remove "
+             f"{ctx.var('disaggregation_decode_enable_offload_kvcache')}", "178 (0.5.20)" if old else 405),
+            (_choice(ctx, "disaggregation_decode_retraction_backup", "") == "host_pool",
+             "disaggregation_decode_retraction_backup", "disaggregation_decode_enable_offload_kvcache and "
+             "disaggregation_decode_retraction_backup host_pool are mutually exclusive (both build a decode host pool)",
+             f"remove {ctx.var('disaggregation_decode_retraction_backup')} or "
+             f"{ctx.var('disaggregation_decode_enable_offload_kvcache')}", "182 (0.5.20)" if old else 409),
+        ):
+            if bad:
+                report.refuse(dest, why + ".", fix, line)
+                break
     tails = _num(ctx, "swa_prefix_tails")
     if added_in(ctx, "0.5.21") and tails is not None and tails < 0:
         report.refuse("swa_prefix_tails", f"swa_prefix_tails={tails} is negative.", f"set {ctx.var('swa_prefix_tails')} >= 0", 431)
@@ -265,7 +292,36 @@ def _chunked_page(ctx: Context, report: Report) -> None:
                   f"of {page}", "sglang/srt/arg_groups/validation_hook.py:244")
 
 
+# handle_page_major_kv_layout's allow-list of resolved attention backends under enable_unified_memory
+# (kv_cache_hook.py:805-827; 0.5.20-0.5.22 the same two sets, the MLA one with tokenspeed_mla, a backend of its own
+# until 0.5.23): MLA models, MHA models; MHA models with asymmetric K/V rows get a subset of the MHA set (0.5.23;
+# earlier releases refuse those models with unified memory outright).
+PAGE_MAJOR_MLA = ("triton", "fa3", "trtllm_mla", "flashinfer", "cutedsl_mla", "flashmla")
+PAGE_MAJOR_MHA = ("triton", "fa3", "fa4", "flashinfer", "trtllm_mha")
+
+
+def _page_major_allowed(ctx: Context) -> tuple[str, ...]:
+    """The backends the page-major layout may allow here: the model's set when the table knows whether it is MLA
+    (use_mla_backend, model_override_base.py:185-189), else both sets together."""
+    mla = PAGE_MAJOR_MLA + (() if added_in(ctx, "0.5.23") else ("tokenspeed_mla",))
+    if ctx.model.known:
+        return mla if ctx.model.mla else PAGE_MAJOR_MHA
+    return tuple(dict.fromkeys(mla + PAGE_MAJOR_MHA))
+
+
+def _page_major_backends_outside(ctx: Context) -> list[str]:
+    """The attention backends the host names (attention_backend, or the prefill / decode one; attention_backends_of,
+    model_override_base.py:138-152) that the page-major allow-list certainly lacks. Only explicit ones: SGLang's
+    default depends on more than the table knows. The 10,000-case fuzz run's MISSED, nsa with unified memory
+    (issue 36)."""
+    base = _choice(ctx, "attention_backend", "")
+    used = {_choice(ctx, "prefill_attention_backend", "") or base, _choice(ctx, "decode_attention_backend", "") or base}
+    allowed = _page_major_allowed(ctx)
+    return sorted(b for b in used if b and b not in allowed)
+
+
 @rule("server.unified_memory", file=_KVH, sources=(
+    "sglang/srt/arg_groups/kv_cache_hook.py:822 (0.5.22 :834, 0.5.21 :726, 0.5.20 :408)",
     "sglang/srt/arg_groups/kv_cache_hook.py:783",
     "sglang/srt/arg_groups/kv_cache_hook.py:610",
 ))
@@ -285,7 +341,16 @@ def _unified_memory(ctx: Context, report: Report) -> None:
     if topk is None and algo in ("EAGLE", "EAGLE3") and ctx.model.known and not adaptive_stays_on(ctx) \
             and all(v is None for v in _spec_values(ctx)):
         topk = ctx.model.spec_auto[1]  # _auto_choose_speculative_params (spec.triple)
+    outside = _page_major_backends_outside(ctx)
     for bad, dest, why, line in (
+        (bool(outside), "attention_backend" if _given(ctx, "attention_backend") else
+         "prefill_attention_backend" if _given(ctx, "prefill_attention_backend") else "decode_attention_backend",
+         f"enable_unified_memory (page-major layout) reads the KV cache through per-layer views that attention backend "
+         f"{' / '.join(outside)} does not address ({'MLA' if ctx.model.mla else 'MHA'} model: "
+         f"{', '.join(_page_major_allowed(ctx))} only)" if ctx.model.known else
+         f"enable_unified_memory (page-major layout) reads the KV cache through per-layer views that attention backend "
+         f"{' / '.join(outside)} does not address (any model: {', '.join(_page_major_allowed(ctx))} only)",
+         "822 (0.5.22 :834, 0.5.21 :726, 0.5.20 :408)"),
         (mamba != "triton", "mamba_backend", f"enable_unified_memory (page-major layout) needs the Triton Mamba kernels, "
          f"not mamba_backend {mamba}", 858),
         (added_in(ctx, "0.5.22") and algo not in ("", "DSPARK", "EAGLE", "EAGLE3", "DFLASH"), "speculative_algorithm",
@@ -358,7 +423,17 @@ def _sm100_native_nvfp4(ctx: Context, report: Report) -> None:
             return
 
 
+def _fp4_unified(ctx: Context, report: Report, kv: str) -> None:
+    """handle_kv4_compatibility (kv_cache_hook.py:133, the same line 0.5.21-0.5.23; 0.5.20 has no such check): an FP4 KV
+    cache in the unified memory pool, which allocates neither the FP4 block scales nor the prefill dequant workspace.
+    The 10,000-case fuzz run's MISSED on Qwen3-Next (issue 36)."""
+    report.refuse("enable_unified_memory", f"kv_cache_dtype {kv} (an FP4 KV cache) does not support enable_unified_memory "
+                  "yet: the unified pool allocates no FP4 block scales or prefill dequant workspace.",
+                  f"remove {ctx.var('enable_unified_memory')}, or use kv_cache_dtype fp8_e4m3 (or auto)", 133)
+
+
 @rule("server.kv_cache", shared=True, file=_KVH, sources=(
+    "sglang/srt/arg_groups/kv_cache_hook.py:133 (0.5.21-0.5.23)",
     "sglang/srt/arg_groups/kv_cache_hook.py:428",
     "sglang/srt/arg_groups/kv_cache_hook.py:41",
     "sglang/srt/arg_groups/kv_cache_hook.py:60",
@@ -373,8 +448,8 @@ def _sm100_native_nvfp4(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/kv_cache_hook.py:80",
 ))
 def _kv_cache_resolved(ctx: Context, report: Report) -> None:
-    """handle_nvfp4_prefill_kv_dequant_dtype, handle_prefill_only_disable_kv_cache and handle_cache_compatibility's
-    SWA ratio (kv_cache_hook.py:35-92, 335-349, 427)."""
+    """handle_nvfp4_prefill_kv_dequant_dtype, handle_kv4_compatibility, handle_prefill_only_disable_kv_cache and
+    handle_cache_compatibility's SWA ratio (kv_cache_hook.py:35-92, 112-265, 335-349, 427)."""
     kv, requested = _choice(ctx, "kv_cache_dtype", "auto"), _choice(ctx, "prefill_kv_cache_dequant_dtype", "auto")
     prefill, base = _choice(ctx, "prefill_attention_backend", ""), _choice(ctx, "attention_backend", "")
     decode = _choice(ctx, "decode_attention_backend", "")
@@ -421,8 +496,12 @@ def _kv_cache_resolved(ctx: Context, report: Report) -> None:
         elif decode not in ("", "trtllm_mha"):
             report.refuse("decode_attention_backend", f"kv_cache_dtype nvfp4 decodes with trtllm_mha, not {decode}.",
                           f"remove {ctx.var('decode_attention_backend')} (NVFP4 selects its decode backend)", 80)
+        elif ctx.is_set("enable_unified_memory"):
+            _fp4_unified(ctx, report, kv)
         elif cc is not None and cc[0] == 10:
             _sm100_native_nvfp4(ctx, report)
+    elif kv == "fp4_mx_block16" and ctx.is_set("enable_unified_memory"):
+        _fp4_unified(ctx, report, kv)
     if ctx.is_set("prefill_only_disable_kv_cache"):
         resolved, _ = resolved_attention_backends(ctx)
         if resolved is not None and resolved not in ("fa3", "fa4"):
