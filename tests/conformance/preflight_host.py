@@ -129,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     probe._install_stubs()
     probe._patch_torch()
     import sglang.srt.server_args  # noqa: F401, PLC0415 - warm: every child starts with SGLang imported
+
+    # What DFLASH's and DSpark's handlers import that the venv lacks (openai's request models, einops ...), as the
+    # probe stands in for them: a real host has SGLang's dependencies installed (requirements of the release).
+    probe._install_dspark_stubs()
     for module in ("sglang.srt.arg_groups.pipeline", "sglang.srt.arg_groups.validation_hook",
                    "sglang.srt.configs.model_config"):
         __import__(module)

@@ -331,6 +331,20 @@ OPENAI_NAMES = {
 IMPORT_ONLY = ("partial_json_parser", "einops")  # stubbed as the GPU-only packages are (_install_stubs)
 
 
+def _install_import_only_stubs() -> list[str]:
+    """IMPORT_ONLY's roots the venv lacks, as the generic stand-ins of _install_stubs (every release: 0.5.20's DFLASH
+    handler imports dflash_utils, whose module level imports einops, as 0.5.23's does). Returns the stubbed roots."""
+    import importlib.util
+
+    roots = [root for root in IMPORT_ONLY if root not in sys.modules and importlib.util.find_spec(root) is None]
+    _Stub, _ = _stub_types()
+    for root in roots:
+        sys.modules[root] = _Stub(root)
+    if roots:
+        sys.meta_path.insert(0, _StubFinder(roots))
+    return roots
+
+
 def _install_dspark_stubs() -> list[str]:
     """Stand in for what DSpark's handler imports and the venv lacks, where the release's server_args imported
     without stand-ins (0.5.23; the older releases that import `openai` with server_args keep sglang_parser_dump's
@@ -343,12 +357,7 @@ def _install_dspark_stubs() -> list[str]:
     def absent(root: str) -> bool:
         return root not in sys.modules and importlib.util.find_spec(root) is None
 
-    roots = [root for root in IMPORT_ONLY if absent(root)]
-    _Stub, _ = _stub_types()
-    for root in roots:
-        sys.modules[root] = _Stub(root)
-    if roots:
-        sys.meta_path.insert(0, _StubFinder(roots))
+    roots = _install_import_only_stubs()
     if not absent("openai"):
         return roots
     import pydantic
@@ -739,7 +748,7 @@ def _warm_up() -> tuple[_Collector, dict, list[str]]:
         from sglang_parser_dump import import_server_args
 
         sa, more = import_server_args()
-        stubbed += more
+        stubbed += more + _install_import_only_stubs()
     else:
         stubbed += _install_dspark_stubs()
 

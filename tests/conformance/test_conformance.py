@@ -10,7 +10,11 @@ Per case (tests/conformance/cases.yaml):
                            down SGLang 0.5.23's behaviour, which our rules are built on.
   test_agreement           one-directional: SGLang rejects => our validator rejects; and
                            when our validator accepts, SGLang accepts the very argv our
-                           renderer produced (res.argv).
+                           renderer produced (res.argv). A case marked ``ours: preflight``
+                           is a refusal only the checkpoint's config.json decides: our
+                           validator must accept it (it cannot tell), and
+                           test_preflight_real.py proves the role's preflight refuses it
+                           with the real SGLang at the same file:line.
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ def test_cases_file_is_sound():
         assert c.get("why"), f"{c['id']}: missing why"
         assert c.get("sglang") in ("accept", "reject"), f"{c['id']}: sglang must be accept|reject"
         assert c["model"] in _MODELS, f"{c['id']}: unknown model {c['model']}"
+        if c.get("ours") == "preflight":
+            assert c["sglang"] == "reject" and c.get("sglang_where"), (
+                f"{c['id']}: ours: preflight is for a refusal at a recorded file:line (sglang_where)")
     assert sum(1 for c in CASES if c["family"] == "valid") >= 8
 
 
@@ -98,6 +105,11 @@ def test_agreement(conformance, case):
     if isinstance(res, Exception):
         pytest.fail(f"our validator crashed on {cid}: {type(res).__name__}: {res}", pytrace=False)
     sglang_accepts = r["status"] == "accepted"
+    if case.get("ours") == "preflight":
+        assert not sglang_accepts, f"{cid}: ours: preflight on a case SGLang accepts ({_fmt(r)})"
+        assert res.ok, (f"{cid}: our validator refuses ({[p.rule for p in res.errors]}): mark it `ours: reject <rule>`, "
+                        "ours: preflight is for what only the checkpoint's config.json decides")
+        return
     if not sglang_accepts:
         assert not res.ok, (
             f"{cid}: SGLang {case['sglang']}s ({_fmt(r)}) but our validator accepts "

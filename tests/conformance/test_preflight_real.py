@@ -110,6 +110,14 @@ def test_the_incident_is_refused_with_sglangs_own_assertion_and_its_file_line(co
     assert "Traceback" in run.stderr and "speculative_hook.py" in run.stderr
 
 
+def test_every_preflight_only_case_is_run_by_the_real_preflight(corpus: Any) -> None:
+    """A corpus case marked ``ours: preflight`` (our validator cannot decide it) refuses at a ``preflight`` entry with
+    an argv the role renders, so the test below runs the preflight on it and requires the refusal."""
+    by_id, _models, at_preflight = corpus
+    only = sorted(case_id for case_id, case in by_id.items() if case.get("ours") == "preflight")
+    assert [case_id for case_id in only if case_id not in at_preflight] == []
+
+
 def test_preflight_entries_are_confirmed_by_the_real_preflight_and_recorded(corpus: Any, runs: dict[str, Any]) -> None:
     by_id, _models, at_preflight = corpus
     confirmed: dict[str, list[str]] = {}
@@ -123,3 +131,16 @@ def test_preflight_entries_are_confirmed_by_the_real_preflight_and_recorded(corp
     assert not wrong, wrong
     record = yaml.safe_load(CONFIRMED.read_text())["confirmed"]
     assert {entry: sorted(ids) for entry, ids in record.items()} == {entry: sorted(ids) for entry, ids in confirmed.items()}
+
+
+def test_every_preflight_family_is_confirmed_or_says_why_not() -> None:
+    """Each file ("family") of `preflight`-mapped entries has a confirmed entry in the record, or is listed under
+    ``unconfirmed_files`` with why no corpus case reaches it; never both, and no stale file."""
+    mapping = yaml.safe_load(MAPPING.read_text())["entries"]
+    record = yaml.safe_load(CONFIRMED.read_text())
+    families = {entry.rpartition(":")[0].rpartition(":")[0] for entry, kinds in mapping.items() if "preflight" in kinds}
+    confirmed = {entry.rpartition(":")[0].rpartition(":")[0] for entry in record["confirmed"]}
+    explained = set(record.get("unconfirmed_files") or {})
+    assert not confirmed & explained, confirmed & explained
+    assert families == confirmed | explained, (sorted(families - confirmed - explained), sorted(explained - families))
+    assert all(str(why).strip() for why in record["unconfirmed_files"].values())

@@ -77,3 +77,30 @@ def test_watermark_and_disaggregation_mode(mode: str | None, refused: bool) -> N
     assert bool(found) is refused
     if refused:
         assert found[0].rule == "server.watermark" and "validation_hook.py:89" in (found[0].source or "")
+
+
+# --- block verification turns rejection sampling on for EAGLE (speculative_hook.py:185-194; the second 10,000-case
+# run of seed 0, drawn after the mapping grew) ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("version", "refused"), [("0.5.22", True), ("0.5.23", True)])
+def test_block_verification_with_llamas_automatic_tree_is_refused(version: str, refused: bool) -> None:
+    host = llama_host({"speculative_algorithm": "EAGLE", "speculative_draft_model_path": LLAMA,
+                       "speculative_use_block_verification": True}, sglang_spec="keep", sglang_version=version)
+    problem = find(validate_host(host).errors, "server.speculative")
+    assert problem.variable == "sglang_args.speculative_eagle_topk"
+    assert "speculative_use_block_verification turns on" in problem.message
+    assert "remove sglang_args.speculative_use_block_verification" in problem.fix
+
+
+def test_block_verification_with_a_linear_draft_is_accepted() -> None:
+    host = llama_host({"speculative_algorithm": "EAGLE", "speculative_draft_model_path": LLAMA,
+                       "speculative_use_block_verification": True, "speculative_num_steps": 3,
+                       "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}, sglang_spec="keep")
+    assert "server.speculative" not in rules(validate_host(host))
+
+
+def test_block_verification_does_not_turn_rejection_on_for_dflash() -> None:
+    host = llama_host({"speculative_algorithm": "DFLASH", "speculative_draft_model_path": LLAMA,
+                       "speculative_use_block_verification": True}, sglang_spec="keep")
+    assert "server.speculative" not in rules(validate_host(host))

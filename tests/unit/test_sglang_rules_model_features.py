@@ -113,7 +113,9 @@ def test_language_model_only_is_refused_first() -> None:
 
 @pytest.mark.parametrize(("model", "version", "refused"), [
     ("/models/custom-dsa", "0.5.23", False),  # DeepseekV3ForCausalLM with maybe index_topk: DSA CP may keep it (preflight)
-    ("deepseek-ai/DeepSeek-V3", "0.5.21", False),  # the derived sizes are modelled from 0.5.22 only
+    # 0.5.20 / 0.5.21 derive attn_cp_size = tp_size // dp_size and ep_size = tp_size (deepseek_v2.py:156-179 in
+    # 0.5.21), and their resolvers refuse the case too (make conformance-all, issue 36)
+    ("deepseek-ai/DeepSeek-V3", "0.5.21", True),
     # 0.5.22's override derives the same sizes and its resolver refuses the case (make conformance-release)
     ("deepseek-ai/DeepSeek-V3", "0.5.22", True),
     ("deepseek-ai/DeepSeek-V3", "0.5.23", True),  # MLA prefill CP: ep_size = tp_size, so moe_dp_size 8 breaks :175

@@ -30,6 +30,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     NVFP4_PREFILL_BACKEND,
     default_attention_backend,
     linear_decode_backend,
+    linear_decode_backend_settled,
     resolved_mamba_strategy,
 )
 
@@ -298,6 +299,7 @@ def _linear_attn(ctx: Context, report: Report) -> None:
     ragged = ctx.env.get(RAGGED_ENV, "static")
     algo = _choice(ctx, "speculative_algorithm", "").upper()
     verify = _choice(ctx, "linear_attn_verify_backend", "")
+    settled = linear_decode_backend_settled(ctx)
     if topk is not None and topk != 1:
         report.refuse("speculative_eagle_topk", f"enable_linear_replayssm_spec needs a linear draft chain (speculative_eagle_topk "
                       f"1), not speculative_eagle_topk={topk}.", f"set {ctx.var('speculative_eagle_topk')}: 1, or remove "
@@ -305,6 +307,14 @@ def _linear_attn(ctx: Context, report: Report) -> None:
     elif decode is not None and decode not in ("triton", "flashinfer"):
         report.refuse("linear_attn_decode_backend", f"enable_linear_replayssm_spec needs the triton or flashinfer linear-attention "
                       f"decode backend, not {decode}.", f"set {ctx.var('linear_attn_decode_backend')}: triton", 460)
+    elif decode is None and settled is not None and settled not in ("triton", "flashinfer"):
+        # decode unset, mamba_ssm_dtype unset: SGLang's SM100 flashinfer default does not apply, the base backend decodes
+        # (linear_decode_backend_settled). The 10,000-case fuzz run's MISSED, ptx_kda / nvidia_kda on SM100 (issue 36);
+        # the check is in every release (0.5.22 :459, 0.5.21 :371, 0.5.20 :374).
+        report.refuse("linear_attn_backend", f"enable_linear_replayssm_spec needs the triton or flashinfer linear-attention "
+                      f"decode backend; here it is {settled} (linear_attn_backend, with linear_attn_decode_backend unset: "
+                      "SGLang's SM100 flashinfer default needs mamba_ssm_dtype bfloat16, which is unset).",
+                      f"set {ctx.var('linear_attn_decode_backend')}: triton, or remove enable_linear_replayssm_spec", 460)
     elif ragged != "static" and (algo not in ("DSPARK", "DFLASH") or verify not in ("triton", "nv_cutedsl")):
         report.refuse(f"sglang_env.{RAGGED_ENV}", f"enable_linear_replayssm_spec with {RAGGED_ENV}={ragged} needs DSPARK or "
                       "DFLASH and linear_attn_verify_backend triton or nv_cutedsl.",
@@ -316,3 +326,22 @@ def _linear_attn(ctx: Context, report: Report) -> None:
         report.refuse("enable_linear_replayssm_spec", "enable_linear_replayssm_spec and enable_linear_replayssm are mutually "
                       "exclusive (they drive the same ring with different cursors).",
                       f"remove {ctx.var('enable_linear_replayssm')} or {ctx.var('enable_linear_replayssm_spec')}", 500)
+
+
+@rule("server.cutedsl_mla_prefill", file="sglang/srt/arg_groups/overrides.py", sources=(
+    "sglang/srt/arg_groups/overrides.py:1241 (0.5.22 :1205, 0.5.21 :1186, 0.5.20 :1303)",
+))
+def _cutedsl_mla_prefill(ctx: Context, report: Report) -> None:
+    """_cutedsl_prefill_backend_fill's decode-only assert (overrides.py:1233-1243) on a non-MLA model the table knows:
+    SGLang asserts prefill_attention_backend is not cutedsl_mla whatever the model. server.combination (launch.py)
+    refuses it for MLA and unknown models on SM100 and the hardware profiles elsewhere; a known hybrid model on a known
+    SM100 GPU is refused by sm10x.hybrid_attention first. The 10,000-case fuzz run's MISSED, Llama with prefill
+    cutedsl_mla on a B300 (issue 36)."""
+    cc = ctx.compute_capability
+    if _choice(ctx, "prefill_attention_backend", "") != "cutedsl_mla" or not ctx.model.known or ctx.model.mla:
+        return
+    if cc is not None and (cc[0] != 10 or ctx.model.hybrid_linear_attention):
+        return
+    report.refuse("prefill_attention_backend", "the CuTe DSL MLA backend decodes only; prefill_attention_backend cutedsl_mla "
+                  "is refused whatever the model.", f"remove {ctx.var('prefill_attention_backend')}, or set it to another "
+                  "backend (e.g. the one attention_backend names)", 1241)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ARCHITECTURES
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
     _KVH,
     MAMBA_EXTRA_BUFFER,
@@ -26,6 +27,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     adaptive_stays_on,
     attention_dp_on,
     attention_dp_width,
+    linear_decode_backend_settled,
     possible_default_chunked_prefill_sizes,
     qwen35_sm100_backend,
     qwen35_sm100_picks_triton,
@@ -320,10 +322,42 @@ def _page_major_backends_outside(ctx: Context) -> list[str]:
     return sorted(b for b in used if b and b not in allowed)
 
 
+# handle_page_major_kv_layout's linear-attention backends for the strided conv/SSM state (kv_cache_hook.py:841-857;
+# 0.5.20-0.5.22 the same, prefill without flashinfer): decode triton / flashinfer, prefill triton / flashkda (/
+# flashinfer from 0.5.23); MLA models (use_mla_backend) cutedsl and helion too.
+PAGE_MAJOR_LINEAR_DECODE = ("triton", "flashinfer")
+PAGE_MAJOR_LINEAR_MLA = ("cutedsl", "helion")
+
+
+def _page_major_linear_outside(ctx: Context) -> tuple[str, str, str, tuple[str, ...], str]:
+    """(backend, dest, phase, allowed, line) of the first resolved linear-attention backend (decode as
+    handle_linear_attn_backend settled it, which runs first; prefill linear_attn_prefill_backend or linear_attn_backend)
+    the page-major allow-list certainly lacks; backend "" when none. use_mla_backend is decided for the model table's
+    architectures (DeepSeek MLA, the others not); any other model is refused only outside both sets. The 10,000-case
+    fuzz run's MISSED, ptx_kda decode on Qwen3-Next with unified memory (issue 36)."""
+    prefill_base = ("triton", "flashkda") + (("flashinfer",) if added_in(ctx, "0.5.23") else ())
+    mla = ctx.model.mla if ctx.model.architecture in ARCHITECTURES else True  # unknown: the wider (MLA) sets
+    extra = PAGE_MAJOR_LINEAR_MLA if mla else ()
+    decode = linear_decode_backend_settled(ctx)
+    decode_dest = "linear_attn_decode_backend" if _choice(ctx, "linear_attn_decode_backend", "") else "linear_attn_backend"
+    prefill = _choice(ctx, "linear_attn_prefill_backend", "") or _choice(ctx, "linear_attn_backend", "triton")
+    prefill_dest = "linear_attn_prefill_backend" if _choice(ctx, "linear_attn_prefill_backend", "") else "linear_attn_backend"
+    for backend, dest, phase, allowed, line in (
+        (decode, decode_dest, "decode", PAGE_MAJOR_LINEAR_DECODE + extra, "848 (0.5.22 :860, 0.5.21 :753, 0.5.20 :435)"),
+        (prefill, prefill_dest, "prefill", prefill_base + extra, "853 (0.5.22 :865, 0.5.21 :758, 0.5.20 :440)"),
+    ):
+        if backend and backend not in allowed:
+            return backend, dest, phase, allowed, line
+    return "", "", "", (), ""
+
+
 @rule("server.unified_memory", file=_KVH, sources=(
     "sglang/srt/arg_groups/kv_cache_hook.py:822 (0.5.22 :834, 0.5.21 :726, 0.5.20 :408)",
     "sglang/srt/arg_groups/kv_cache_hook.py:783",
     "sglang/srt/arg_groups/kv_cache_hook.py:610",
+    "sglang/srt/arg_groups/kv_cache_hook.py:727",
+    "sglang/srt/arg_groups/kv_cache_hook.py:848 (0.5.22 :860, 0.5.21 :753, 0.5.20 :435)",
+    "sglang/srt/arg_groups/kv_cache_hook.py:853 (0.5.22 :865, 0.5.21 :758, 0.5.20 :440)",
 ))
 def _unified_memory(ctx: Context, report: Report) -> None:
     """handle_page_major_kv_layout and handle_unified_memory_pool (kv_cache_hook.py:528-861) on the flags."""
@@ -342,6 +376,9 @@ def _unified_memory(ctx: Context, report: Report) -> None:
             and all(v is None for v in _spec_values(ctx)):
         topk = ctx.model.spec_auto[1]  # _auto_choose_speculative_params (spec.triple)
     outside = _page_major_backends_outside(ctx)
+    linear_bad, linear_dest, linear_phase, linear_allowed, linear_line = _page_major_linear_outside(ctx)
+    linear_model = (("MLA" if ctx.model.mla else "non-MLA") + f" model {ctx.model.architecture}"
+                    if ctx.model.architecture in ARCHITECTURES else "any model")
     for bad, dest, why, line in (
         (bool(outside), "attention_backend" if _given(ctx, "attention_backend") else
          "prefill_attention_backend" if _given(ctx, "prefill_attention_backend") else "decode_attention_backend",
@@ -351,6 +388,10 @@ def _unified_memory(ctx: Context, report: Report) -> None:
          f"enable_unified_memory (page-major layout) reads the KV cache through per-layer views that attention backend "
          f"{' / '.join(outside)} does not address (any model: {', '.join(_page_major_allowed(ctx))} only)",
          "822 (0.5.22 :834, 0.5.21 :726, 0.5.20 :408)"),
+        # The strided conv/SSM state's linear-attention backends, in every launch (linear-attention model or not).
+        (bool(linear_bad), linear_dest, f"enable_unified_memory (page-major layout) keeps the conv/SSM state in strided "
+         f"views that the linear-attention {linear_phase} backend {linear_bad} does not read ({linear_model}: "
+         f"{', '.join(linear_allowed)} only)", linear_line),
         (mamba != "triton", "mamba_backend", f"enable_unified_memory (page-major layout) needs the Triton Mamba kernels, "
          f"not mamba_backend {mamba}", 858),
         (added_in(ctx, "0.5.22") and algo not in ("", "DSPARK", "EAGLE", "EAGLE3", "DFLASH"), "speculative_algorithm",
@@ -386,6 +427,10 @@ def _unified_memory(ctx: Context, report: Report) -> None:
          "enable_unified_memory does not support enable_unified_cache_external_linker", 663),
         (added_in(ctx, "0.5.22") and algo in ("EAGLE", "EAGLE3") and ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache",
          "enable_unified_memory with EAGLE / EAGLE3 does not support enable_hierarchical_cache", 678),
+        # _validate_unified_memory_dcp's first assert (use_mla_backend), decided for the model table's architectures.
+        (_int(ctx, "dcp_size", 1) > 1 and ctx.model.architecture in ARCHITECTURES and not ctx.model.mla, "dcp_size",
+         f"enable_unified_memory with dcp_size > 1 (decode context parallelism) runs MLA models only, not "
+         f"{ctx.model.architecture}", "727 (0.5.22 :732, 0.5.21 :621, 0.5.20 :303)"),
     ):
         if bad:
             report.refuse(dest, why + ".", f"fix {ctx.var(dest)}, or remove {ctx.var('enable_unified_memory')}", line)

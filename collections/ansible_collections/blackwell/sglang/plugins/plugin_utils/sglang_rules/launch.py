@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
+    _AH,
     _SH,
     _VH,
     _below,
@@ -26,7 +27,9 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.regi
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     attention_dp_on,
     attention_dp_width,
+    derived_context_length,
     resolved_mamba_strategy,
+    resolved_page_size,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -294,6 +297,8 @@ DETERMINISTIC_ATTENTION = ("ascend", "fa3", "fa4", "flashinfer", "intel_xpu", "t
     "sglang/srt/arg_groups/overrides.py",
     "sglang/srt/arg_groups/validation_hook.py:680",
     "sglang/srt/arg_groups/attention_hook.py:161",
+    "sglang/srt/arg_groups/attention_hook.py:645",
+    "sglang/srt/arg_groups/attention_hook.py:649",
     "sglang/srt/arg_groups/serving_hook.py:895",
     "sglang/srt/arg_groups/serving_hook.py:915",
     "sglang/srt/arg_groups/model_hook.py:1094",
@@ -378,6 +383,29 @@ def _features(ctx: Context, report: Report) -> None:
             "attention_backend", f"enable_deterministic_inference supports the attention "
             f"backends {', '.join(DETERMINISTIC_ATTENTION)}, not {backend}.",
             f"set {ctx.var('attention_backend')}: triton or flashinfer (or leave it unset)", f"{lm}:1119")
+    # handle_deterministic_inference on an absorbed-MLA DeepSeek model (attention_hook.py:622-653; 0.5.22 :644-652,
+    # 0.5.21 :556-564, 0.5.20 :559-567): a written backend outside RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND
+    # (choices.py:249), or fa4 off SM100 / SM110; unset, SGLang picks triton (Blackwell) or fa3 (overrides.py:1098-1116).
+    elif ctx.is_set("enable_deterministic_inference") and backend and \
+            str(ctx.model.architecture or "") in DETERMINISTIC_MLA_ARCHITECTURES:
+        cc = ctx.compute_capability
+        for bad, why, line in (
+            (backend not in DETERMINISTIC_MLA_ATTENTION, f"supports the attention backends "
+             f"{', '.join(DETERMINISTIC_MLA_ATTENTION)} only, not {backend}", "645 (0.5.22 :644, 0.5.21 :556, 0.5.20 :559)"),
+            (backend == "fa4" and cc is not None and cc[0] not in (10, 11), "runs fa4 on SM100 / SM110 only",
+             "649 (0.5.22 :648, 0.5.21 :560, 0.5.20 :563)"),
+        ):
+            if bad:
+                report.of("server.combination").refuse(
+                    "attention_backend", f"enable_deterministic_inference on {ctx.model.architecture} (absorbed MLA) {why}.",
+                    f"set {ctx.var('attention_backend')}: triton (or leave it unset)", f"{_AH}:{line}")
+                break
+
+
+# handle_deterministic_inference's DeepSeek models (attention_hook.py:624-635) among the model table's, and
+# RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND (choices.py:249, the same list in 0.5.20-0.5.22).
+DETERMINISTIC_MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")
+DETERMINISTIC_MLA_ATTENTION = ("ascend", "fa3", "fa4", "triton")
 
 
 # get_platform().is_sm100 / is_sm120 match the compute capability's major (sglang/srt/utils/common.py:289-335).
@@ -448,16 +476,55 @@ def _platform_gates(ctx: Context, report: Report) -> None:
                 "(early)", "sglang/srt/arg_groups/pd_disaggregation_hook.py:239 (0.5.22 :246)")
 
 
+@rule("server.mamba_checkpoint", file="sglang/srt/arg_groups/mamba_hook.py", sources=(
+    "sglang/srt/arg_groups/mamba_hook.py:84",
+    "sglang/srt/arg_groups/mamba_hook.py:90",
+    "sglang/srt/arg_groups/mamba_hook.py:96",
+))
+def _int8_mamba_checkpoint(ctx: Context, report: Report) -> None:
+    """handle_int8_mamba_checkpoint (mamba_hook.py:75-98; 0.5.22 :83-96, 0.5.21 :82-95, 0.5.20 :84-91 without the
+    LMCache check): the int8 Mamba checkpoint slots are read only by the built-in radix cache. SGLang runs it for every
+    model (arg_groups/pipeline.py:252), so no config.json is needed (issue 36: the real preflight's cases showed it)."""
+    if not ctx.is_set("enable_int8_mamba_checkpoint"):
+        return
+    for bad, dest, why, line in (
+        (ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache", "enable_hierarchical_cache (the host "
+         "offload path is not int8-aware)", "84 (0.5.22 :84, 0.5.21 :83, 0.5.20 :85)"),
+        (_given(ctx, "radix_cache_backend"), "radix_cache_backend", "a radix_cache_backend other than the built-in "
+         "Mamba radix cache", "90 (0.5.22 :90, 0.5.21 :89, 0.5.20 :91)"),
+        (added_in(ctx, "0.5.21") and ctx.is_set("enable_lmcache"), "enable_lmcache", "enable_lmcache (LMCache is not "
+         "int8-aware)", "96 (0.5.22 :96, 0.5.21 :95)"),
+    ):
+        if bad:
+            report.refuse(dest, f"enable_int8_mamba_checkpoint does not work with {why}.",
+                          f"remove {ctx.var(dest)}, or {ctx.var('enable_int8_mamba_checkpoint')}", line)
+            return
+
+
 @rule("server.minimum", since="0.5.21", shared=True, sources=(
     "sglang/srt/arg_groups/cuda_graph_hook.py:427",
+    "sglang/srt/arg_groups/cuda_graph_hook.py:435",
 ))
 def _prefill_graph_context(ctx: Context, report: Report) -> None:
-    """cuda_graph_prefill_max_context must be positive (cuda_graph_hook.py:427, new in 0.5.21)."""
+    """_resolve_max_context_size (cuda_graph_hook.py:423-445; 0.5.22 :385-406, 0.5.21 :565-586): the prefill CUDA
+    graphs' max context must be positive and, aligned up to the page size, within the model's context length
+    (ModelConfig.context_len: context_length when set, else what SGLang derives from config.json, which the model
+    table knows for its checkpoints; any other model: the preflight)."""
     size = _num(ctx, "cuda_graph_prefill_max_context")
     if size is not None and size <= 0:
         report.refuse("cuda_graph_prefill_max_context", f"cuda_graph_prefill_max_context={size} must be positive.",
                       f"set {ctx.var('cuda_graph_prefill_max_context')} > 0, or remove it",
                       "sglang/srt/arg_groups/cuda_graph_hook.py:427")
+        return
+    length, page = _num(ctx, "context_length") or derived_context_length(ctx), resolved_page_size(ctx)
+    if size is None or not length or length <= 0 or not page or page <= 0:
+        return
+    aligned = int((size + page - 1) // page * page)
+    if aligned > length:
+        report.refuse("cuda_graph_prefill_max_context", f"cuda_graph_prefill_max_context={size} (aligned to the page "
+                      f"size {page}: {aligned}) exceeds the model's context length {int(length)}.",
+                      f"set {ctx.var('cuda_graph_prefill_max_context')} <= {int(length) // page * page}, or remove it",
+                      "sglang/srt/arg_groups/cuda_graph_hook.py:435 (0.5.22 :397, 0.5.21 :577)")
 
 
 @rule("server.minimum", since="0.5.21", shared=True, sources=(
@@ -472,6 +539,18 @@ def _decode_host_receive(ctx: Context, report: Report) -> None:
                       f"disaggregation_decode_host_receive_threshold={share} is outside [0, 1].",
                       f"set {ctx.var('disaggregation_decode_host_receive_threshold')} in [0, 1], or remove it",
                       "sglang/srt/arg_groups/pd_disaggregation_hook.py:65 (0.5.22 :65, 0.5.21 :54)")
+        return
+    # 0.5.21 only (0.5.22 turned the threshold around: below 1 turns it on): above 0 the decode host receive is on and
+    # sets disaggregation_decode_retraction_backup host_pool (pd_disaggregation_hook.py:57-69 in 0.5.21), which
+    # handle_cache_compatibility refuses off a PD decode server (kv_cache_hook.py:357 in 0.5.21; make
+    # conformance-all's MISSED on decode-host-receive-threshold-one-accepted).
+    if not added_in(ctx, "0.5.22") and share is not None and share > 0 and \
+            _choice(ctx, "disaggregation_mode", "null") != "decode":
+        report.refuse("disaggregation_decode_host_receive_threshold",
+                      f"disaggregation_decode_host_receive_threshold={share} turns on the decode host receive in SGLang "
+                      f"{ctx.schema.version}, whose host_pool retraction backup runs on a PD decode server only.",
+                      f"remove {ctx.var('disaggregation_decode_host_receive_threshold')} (0: off in this release)",
+                      "sglang/srt/arg_groups/kv_cache_hook.py:357 (0.5.21)")
 
 
 CUDA_GRAPH_BACKENDS = ("full", "breakable", "disabled")  # sglang/srt/model_executor/cuda_graph_config.py:51-65

@@ -354,10 +354,14 @@ def _deepep_v2_budget(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/mega_moe_hook.py:27-48",
     "sglang/srt/arg_groups/mega_moe_hook.py:33",
     "sglang/srt/arg_groups/mega_moe_hook.py:43",
+    "sglang/srt/arg_groups/mega_moe_hook.py:192",
+    "sglang/srt/arg_groups/mega_moe_hook.py:226",
+    "sglang/srt/arg_groups/mega_moe_hook.py:241",
 ))
 def _megamoe(ctx: Context, report: Report) -> None:
     """check_mega_moe_compat (sglang/srt/arg_groups/mega_moe_hook.py:27-48, new in 0.5.21), after
-    handle_moe_runner_backend_alias (mega_moe_hook.py:259-276): moe_runner_backend megamoe is moe_a2a_backend megamoe."""
+    handle_moe_runner_backend_alias (mega_moe_hook.py:259-276): moe_runner_backend megamoe is moe_a2a_backend megamoe;
+    then the MegaMoE prefill token budget where the model table knows the model needs it (_megamoe_token_budget)."""
     if moe_backends(ctx)[0] != "megamoe":
         return
     via = "moe_a2a_backend" if ctx.args.get("moe_a2a_backend") == "megamoe" else "moe_runner_backend"
@@ -368,10 +372,91 @@ def _megamoe(ctx: Context, report: Report) -> None:
                      "sglang/srt/arg_groups/mega_moe_hook.py:33")
     cc = ctx.compute_capability
     if cc is None or cc[0] in (9, 10):  # is_sm90 / is_sm100 match the major only
+        _megamoe_token_budget(ctx, report)
         return
     report.error(via, f"{via} megamoe needs an SM90 (Hopper) or SM100-class GPU; compute capability {_cc(ctx)} has "
                  "none of its DeepGEMM kernels. SGLang refuses it at start-up.",
                  f"remove {ctx.var(via)}, or use moe_a2a_backend deepep (or none)", "sglang/srt/arg_groups/mega_moe_hook.py:43")
+
+
+# MEGA_MOE_NO_FALLBACK_ARCHS (sglang/srt/arg_groups/mega_moe_hook.py:51-63; 0.5.21 / 0.5.22 the same): MoE blocks with
+# no fused-MoE fallback under megamoe, which need the MegaMoE token budget whatever the quantization.
+MEGA_MOE_NO_FALLBACK_ARCHS = ("DeepseekV4ForCausalLM", "InternS2PreviewForConditionalGeneration", "MellumForCausalLM",
+                              "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM",
+                              "Qwen3VLMoeForConditionalGeneration", "Qwen3_5MoeForCausalLM",
+                              "Qwen3_5MoeForConditionalGeneration")
+MEGA_MOE_TOKENS_ENV = "SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK"  # EnvInt(8192), sglang/srt/environ.py:1470
+
+
+def _megamoe_token_budget(ctx: Context, report: Report) -> None:
+    """validate_mega_moe_token_budget_for_model / validate_mega_moe_token_budget (sglang/srt/arg_groups/
+    mega_moe_hook.py:78-91, :161-256; :77-90, :101-196 in 0.5.21 and 0.5.22), which the catalog left to the preflight
+    because config.json's architecture decides whether it runs: the model table knows the architecture of its
+    checkpoints (mega_moe_needs_token_budget, mega_moe_hook.py:66-75: MEGA_MOE_NO_FALLBACK_ARCHS, or quantization
+    modelopt_fp4 / minimax_m3_nvfp4). Each rank's prefill token budget, the chunked prefill size (SGLang's default by
+    GPU memory when unset, memory_hook.py:88-180; divided by attn_dp_size under attention DP, parallel_hook.py:326-332,
+    and again per rank here) aligned to the attention-TP width, must fit SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK
+    (8192 by default), and chunked prefill must be on (mega_moe_hook.py:192, :226, :241; :132, :166, :181 in 0.5.21 and
+    0.5.22): the g10k fuzzer's MISSED, Qwen3-Next / Qwen3.5 with megamoe on a B300, whose default chunk is 16384
+    (issue 36). Not judged: a PD decode worker, pipeline parallelism with dynamic chunking, prefill context parallelism,
+    an encoder-only server, models the table does not know, and the decode-forward bound (mega_moe_hook.py:174),
+    which needs the resolved CUDA-graph sizes."""
+    arch = str(ctx.model.architecture or "")
+    quant = _choice(ctx, "quantization", "")
+    if not ctx.model.known or not (arch in MEGA_MOE_NO_FALLBACK_ARCHS or quant == "modelopt_fp4" or (
+            quant == "minimax_m3_nvfp4" and added_in(ctx, "0.5.23"))):
+        return
+    if _choice(ctx, "disaggregation_mode", "null") == "decode" or ctx.is_set("encoder_only") or (
+            _int(ctx, "pp_size", 1) > 1 and ctx.is_set("enable_dynamic_chunking")):
+        return
+    if ctx.is_set("enable_prefill_cp") or _int(ctx, "attn_cp_size", 1) != 1 or "DeepseekV4" in arch:
+        return
+    raw = ctx.env.get(MEGA_MOE_TOKENS_ENV)
+    try:
+        capacity = 8192 if raw is None or str(raw).strip() == "" else int(str(raw).strip())
+    except ValueError:
+        return
+    lines = ("192", "226", "241") if added_in(ctx, "0.5.23") else ("132", "166", "181")
+    where = "sglang/srt/arg_groups/mega_moe_hook.py:"
+    given = ctx.args.get("chunked_prefill_size")
+    if given is not None:
+        try:
+            chunks = (int(given),)
+        except (TypeError, ValueError):
+            return
+    else:
+        chunks = possible_default_chunked_prefill_sizes(ctx)
+    tp, dp = _int(ctx, "tp_size", 1), attention_dp_width(ctx)
+    dp_on = attention_dp_on(ctx) and dp > 1
+    base = min(chunks)
+    if dp_on:
+        chunks = tuple(c // dp for c in chunks)
+    if given is not None and chunks[0] <= 0:
+        report.refuse("chunked_prefill_size", f"{arch} with moe_a2a_backend megamoe needs chunked prefill "
+                      f"(chunked_prefill_size={given}): MegaMoE's per-rank token buffer needs a strict prefill bound.",
+                      f"set {ctx.var('chunked_prefill_size')} to a positive value (at most {capacity} per rank)",
+                      where + lines[0])
+        return
+    align = max(tp // dp, 1) if dp_on else max(tp, 1)
+    required = []
+    for chunk in chunks:
+        local = chunk // dp if dp_on else chunk
+        required.append(0 if local <= 0 else -(-local // align) * align)
+    if given is not None and required[0] == 0:
+        report.refuse("chunked_prefill_size", f"{arch} with moe_a2a_backend megamoe needs a positive per-rank chunked "
+                      f"prefill size; chunked_prefill_size={given} over attn_dp_size={dp} leaves none.",
+                      f"raise {ctx.var('chunked_prefill_size')} to at least {dp * dp}", where + lines[1])
+        return
+    least = min(required)
+    if least <= capacity:
+        return
+    what = f"chunked_prefill_size={given}" if given is not None else \
+        f"SGLang's default chunked_prefill_size for this GPU ({base})"
+    report.refuse("chunked_prefill_size", f"{arch} with moe_a2a_backend megamoe needs {MEGA_MOE_TOKENS_ENV} "
+                  f"({capacity}) to cover each rank's prefill token budget: {what} gives {least} tokens per rank"
+                  f"{f' over attn_dp_size={dp}' if dp_on else ''}{f', aligned to tp_size={tp}' if align > 1 else ''}.",
+                  f"set sglang_env.{MEGA_MOE_TOKENS_ENV} >= {least}, or lower {ctx.var('chunked_prefill_size')} "
+                  f"until each rank's budget fits", where + lines[2])
 
 
 @rule("moe.megamoe", until="0.5.21", shared=True, ids=("{family}.moe", "arch.moe"),
@@ -458,6 +543,12 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
         # handle_moe_kernel_config and handle_a2a_moe read it: triton there is flashinfer_trtllm. An unset runner
         # stays auto here, as for every other quantization: the checks below judge explicit runners.
         runner = mxfp8_moe_runner(ctx) or runner
+    elif quant == "modelopt_fp4" and cc is not None and (cc[0] == 12 or (cc[0] == 11 and added_in(ctx, "0.5.22"))):
+        # An unset runner under modelopt_fp4 on SM120 (SM110 too from 0.5.22) is flashinfer_cutlass
+        # (_moe_runner_backend_quant_constraints, overrides.py:1513-1518; :1559-1564 in 0.5.20, :1444-1449 in 0.5.21,
+        # :1468-1473 in 0.5.22), before handle_moe_kernel_config's ep_size assert reads it (moe_hook.py:89, :56 in 0.5.20,
+        # :60 in 0.5.21, :65 in 0.5.22): the g10k fuzzer's MISSED, ep_size 6 on an RTX 5090 (issue 36).
+        runner = "flashinfer_cutlass"
     if quant == "nvfp4_online" and (cc is None or cc[0] == 10) and runner not in ("auto", *NVFP4_ONLINE_RUNNERS) and not (
             added_in(ctx, "0.5.23") and runner == "flashinfer_megamoe" and a2a == "flashinfer_megamoe" and w4a16):
         report.refuse("moe_runner_backend", f"quantization nvfp4_online runs the MoE with flashinfer_trtllm, "

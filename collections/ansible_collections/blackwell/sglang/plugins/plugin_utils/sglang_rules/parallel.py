@@ -415,6 +415,13 @@ def _parallel_moe_dp(ctx: Context, report: Report) -> None:
                       f"set {ctx.var('moe_dp_size')}: 1, or remove it", 190)
         return
     sizes = cp_sizes(ctx)
+    if sizes is None and not added_in(ctx, "0.5.22") and cp_derived(ctx) and table_deepseek_v3(ctx) and \
+            _int(ctx, "dp_size", 1) >= 1:
+        # 0.5.20 / 0.5.21's MLA prefill CP: attn_cp_size = tp_size // dp_size, ep_size = tp_size (model_overrides/
+        # deepseek_v2.py:163-186 in 0.5.20, :156-179 in 0.5.21); make conformance-all's MISSED on
+        # catalog-deepseek-mla-prefill-cp-moe-dp there (parallel_hook.py:96 in 0.5.20, :124 in 0.5.21).
+        tp = _int(ctx, "tp_size", 1)
+        sizes = (max(tp // _int(ctx, "dp_size", 1), 1), _int(ctx, "dp_size", 1), tp)
     if not (ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") and sizes is not None) or \
             (_a2a_may_change(ctx) and not cp_derived(ctx)):  # MLA prefill CP sets the all-to-all backend itself
         return

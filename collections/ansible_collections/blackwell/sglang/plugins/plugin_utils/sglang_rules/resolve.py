@@ -356,10 +356,12 @@ def no_spec_or_topk_one(ctx: Context) -> bool:
 def sm100_default_is_trtllm_mha(ctx: Context) -> bool:
     """Whether get_default_attn_backend picks trtllm_mha for an MHA model with symmetric K/V heads on SM100
     (model_override_base.py:310-323): no tree topk, and no speculative decoding with topk unset unless DFLASH (the
-    speculative hooks leave attention_backend alone)."""
+    speculative hooks leave attention_backend alone). DFLASH only from 0.5.21: 0.5.20 asks before DFLASH's handler
+    sets speculative_eagle_topk, so DFLASH with topk unset gets flashinfer there (model_override_base.py:330-342 in
+    0.5.20; make conformance-all's MISSED on arch100-kv-nvfp4-dflash, KV4 MHA refusing flashinfer)."""
     algo = _choice(ctx, "speculative_algorithm", "").upper()
     return no_spec_or_topk_one(ctx) and (not algo or ctx.args.get("speculative_eagle_topk") is not None
-                                         or algo == "DFLASH")
+                                         or (algo == "DFLASH" and added_in(ctx, "0.5.21")))
 
 
 # Attention backends that leave the page size alone, and those that force one: (dests it is read from, pages kept)
@@ -623,3 +625,16 @@ def resolved_base_attention_backend(ctx: Context) -> str | None:
     if prefill and prefill == decode:
         return prefill
     return default_attention_backend(ctx) if not (prefill or decode) else None
+
+
+def linear_decode_backend_settled(ctx: Context) -> str | None:
+    """linear_decode_backend with an unset mamba_ssm_dtype decided: SGLang's SM100 flashinfer default needs it bfloat16
+    (attention_hook.py:289-293), and argument handling leaves it None (config.json's mamba_ssm_dtype is read only when
+    the model loads, configs/mamba_utils.py:52-100; enable_linear_replayssm_spec sets float32 only after the decode
+    backend is chosen, attention_hook.py:506-516), so the base backend stays (flashkda decoding on triton). None only
+    where mamba_ssm_dtype is bfloat16 and the GPU is unknown."""
+    decode = linear_decode_backend(ctx)
+    if decode is None and ctx.args.get("mamba_ssm_dtype") is None:
+        base = _choice(ctx, "linear_attn_backend", "triton")
+        return "triton" if base == "flashkda" else base
+    return decode

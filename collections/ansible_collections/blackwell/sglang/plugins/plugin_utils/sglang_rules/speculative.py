@@ -336,7 +336,11 @@ def _speculative_launch(ctx: Context, report: Report) -> None:
                      "refuses the launch.", f"set sglang_env.{RAGGED_ENV} to one of those, or remove it (static)",
                      "sglang/srt/speculative/ragged_verify.py:24 (from sglang/srt/speculative/spec_info.py:253)")
     attn_dp, attn_cp = attention_dp_width(ctx), _int(ctx, "attn_cp_size", 1)
-    rejection = ctx.is_set("speculative_use_rejection_sampling")
+    # Block verification turns rejection sampling on for EAGLE / EAGLE3 / NEXTN (speculative_hook.py:185-194, 0.5.22
+    # :161-180): the fresh 10,000-case run's MISSED, EAGLE with block verification and Llama's automatic topk 4.
+    rejection = ctx.is_set("speculative_use_rejection_sampling") or (
+        added_in(ctx, "0.5.22") and ctx.is_set("speculative_use_block_verification") and algo in ("EAGLE", "EAGLE3"))
+    by_block = rejection and not ctx.is_set("speculative_use_rejection_sampling")
     if rejection and algo == "STANDALONE":
         report.refuse("speculative_use_rejection_sampling", "speculative_use_rejection_sampling works with EAGLE / EAGLE3 / NEXTN "
                       "only, not STANDALONE.", f"remove {ctx.var('speculative_use_rejection_sampling')}", 1216)
@@ -345,8 +349,12 @@ def _speculative_launch(ctx: Context, report: Report) -> None:
         # the seed-0 CI sample's MISSED, EAGLE with rejection sampling and the triple unset on Llama (issue 36).
         chosen = "" if _num(ctx, "speculative_eagle_topk") is not None else (
             f" (SGLang picks {effective_eagle_topk(ctx, algo)} for this model with the triple unset)")
-        report.refuse("speculative_eagle_topk", f"speculative_use_rejection_sampling needs speculative_eagle_topk 1{chosen}.",
-                      f"set {ctx.var('speculative_eagle_topk')}: 1, or remove speculative_use_rejection_sampling", 1222)
+        report.refuse("speculative_eagle_topk", "speculative_use_rejection_sampling"
+                      + (" (which speculative_use_block_verification turns on)" if by_block else "")
+                      + f" needs speculative_eagle_topk 1{chosen}.",
+                      f"set {ctx.var('speculative_eagle_topk')}: 1, or remove "
+                      + ctx.var("speculative_use_block_verification" if by_block else "speculative_use_rejection_sampling"),
+                      1222)
     elif rejection and algo in EAGLE_FAMILY and any(
             _num(ctx, d) not in (None, 1.0) for d in ("speculative_accept_threshold_single", "speculative_accept_threshold_acc")):
         report.refuse("speculative_use_rejection_sampling", "speculative_use_rejection_sampling ignores the accept thresholds; "
