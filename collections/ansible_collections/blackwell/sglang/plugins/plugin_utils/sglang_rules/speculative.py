@@ -505,12 +505,11 @@ def _speculative_shapes(ctx: Context, report: Report) -> None:
         if inferred:
             width = dflash_draft_block_size(ctx)  # what SGLang reads from the draft's config.json (:389-424)
         if width is not None and width > 0 and window < width:
+            source = ", which SGLang takes from the draft model's config.json: it names no block size" if inferred else ""
+            other = f", or set {ctx.var('speculative_num_draft_tokens')} to the draft's block size" if inferred else ""
             report.refuse("speculative_draft_window_size", f"speculative_draft_window_size={window} is below the DFLASH block "
-                          f"size (speculative_num_draft_tokens {width}" + (", which SGLang takes from the draft model's "
-                          "config.json: it names no block size" if inferred else "") + ").",
-                          f"set {ctx.var('speculative_draft_window_size')} >= {width}" + (
-                              f", or set {ctx.var('speculative_num_draft_tokens')} to the draft's block size" if inferred
-                              else ""), 430)
+                          f"size (speculative_num_draft_tokens {width}{source}).",
+                          f"set {ctx.var('speculative_draft_window_size')} >= {width}{other}", 430)
     if algo == "DSPARK":
         _dspark_shapes(ctx, report, draft)
     if algo == "NGRAM":
