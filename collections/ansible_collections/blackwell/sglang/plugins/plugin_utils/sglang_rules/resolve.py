@@ -17,6 +17,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     MAMBA_EXTRA_BUFFER,
     _choice,
     _int,
+    _json_arg,
     _num,
     _spec_values,
     env_true,
@@ -206,6 +207,15 @@ DFLASH_DEFAULT_BLOCK = 16
 _DFLASH_CONFIG_KEYS = ("dflash_config", "block_size", "num_target_layers", "num_hidden_layers", "text_config")
 
 
+def _model_override(ctx: Context) -> dict[str, Any] | None:
+    """json_model_override_args as the mapping SGLang merges into config.json: {} when unset, None when it is not a
+    JSON object (SGLang's own json.loads or merge fails first, or reads it otherwise: not the table's to decide)."""
+    override = _json_arg(ctx, "json_model_override_args")
+    if override is None:
+        return None if str(ctx.args.get("json_model_override_args") or "").strip() else {}
+    return override if isinstance(override, dict) else None
+
+
 def dflash_draft_block_size(ctx: Context) -> int | None:
     """The DFLASH block size SGLang infers from the draft model, where it is known without the draft's files: the
     draft is one of the model table's checkpoints (sglang_models.CHECKPOINTS, target models whose config.json has no
@@ -213,12 +223,8 @@ def dflash_draft_block_size(ctx: Context) -> int | None:
     the keys the parse reads. None (only the on-host preflight can tell) for any other draft."""
     if not lookup_model(ctx.args.get("speculative_draft_model_path")).known:
         return None
-    raw = ctx.args.get("json_model_override_args")
-    try:
-        override = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
-    except ValueError:
-        return None  # SGLang's own json.loads fails first (speculative_hook.py:389)
-    if not isinstance(override, dict) or any(key in override for key in _DFLASH_CONFIG_KEYS):
+    override = _model_override(ctx)
+    if override is None or any(key in override for key in _DFLASH_CONFIG_KEYS):
         return None
     return DFLASH_DEFAULT_BLOCK
 
@@ -235,15 +241,9 @@ def unified_memory_target(ctx: Context) -> bool | None:
     configs/hybrid_arch.py:145-155: the table's hybrid linear attention). None when only the checkpoint's config.json
     can tell: an architecture outside the model table (sglang_models.ARCHITECTURES), or json_model_override_args
     setting is_hybrid_swa, which is_hybrid_swa_model reads too (:2693-2696)."""
-    if ctx.model.architecture not in ARCHITECTURES:
-        return None
-    raw = ctx.args.get("json_model_override_args")
-    try:
-        override = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
-    except ValueError:
-        return None
-    if not isinstance(override, dict) or "is_hybrid_swa" in override or \
-            "is_hybrid_swa" in (override.get("text_config") if isinstance(override.get("text_config"), dict) else {}):
+    override = _model_override(ctx) if ctx.model.architecture in ARCHITECTURES else None
+    text = override.get("text_config") if override is not None else None
+    if override is None or "is_hybrid_swa" in override or (isinstance(text, dict) and "is_hybrid_swa" in text):
         return None
     swa = ctx.model.architecture in HYBRID_SWA_ARCHITECTURES and not ctx.is_set("disable_hybrid_swa_memory")
     return swa or ctx.model.hybrid_linear_attention
