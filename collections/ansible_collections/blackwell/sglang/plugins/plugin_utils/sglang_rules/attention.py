@@ -29,6 +29,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     KV4_DTYPES,
     NVFP4_PREFILL_BACKEND,
     default_attention_backend,
+    linear_base_decode_backend,
     linear_decode_backend,
     linear_decode_backend_settled,
     resolved_mamba_strategy,
@@ -269,8 +270,7 @@ def _linear_attn(ctx: Context, report: Report) -> None:
         # backend is flashinfer (refused here) or the base one as SGLang falls back to it (flashkda decodes on
         # triton): refused when that is neither triton nor helion. The 10,000-case fuzz run's MISSED, ptx_kda on a
         # B300 (issue 36).
-        base = _choice(ctx, "linear_attn_backend", "triton")
-        fallback = "triton" if base == "flashkda" else base
+        fallback = linear_base_decode_backend(ctx)
         if decode is not None and decode not in ("triton", "helion"):
             report.refuse("linear_attn_decode_backend", f"enable_linear_replayssm needs the triton (or, for KDA, helion) "
                           f"linear-attention decode backend, not {decode}.", f"set {ctx.var('linear_attn_decode_backend')}: "

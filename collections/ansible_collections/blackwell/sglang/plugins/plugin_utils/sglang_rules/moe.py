@@ -40,6 +40,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     deepep_v2_architectures,
     default_chunked_prefill_size,
     gpu_memory_mib,
+    modelopt_fp4_moe_runner,
     moe_backends,
     moe_kernel_quantization,
     mxfp8_moe_runner,
@@ -543,12 +544,11 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
         # handle_moe_kernel_config and handle_a2a_moe read it: triton there is flashinfer_trtllm. An unset runner
         # stays auto here, as for every other quantization: the checks below judge explicit runners.
         runner = mxfp8_moe_runner(ctx) or runner
-    elif quant == "modelopt_fp4" and cc is not None and (cc[0] == 12 or (cc[0] == 11 and added_in(ctx, "0.5.22"))):
-        # An unset runner under modelopt_fp4 on SM120 (SM110 too from 0.5.22) is flashinfer_cutlass
-        # (_moe_runner_backend_quant_constraints, overrides.py:1513-1518; :1559-1564 in 0.5.20, :1444-1449 in 0.5.21,
-        # :1468-1473 in 0.5.22), before handle_moe_kernel_config's ep_size assert reads it (moe_hook.py:89, :56 in 0.5.20,
-        # :60 in 0.5.21, :65 in 0.5.22): the g10k fuzzer's MISSED, ep_size 6 on an RTX 5090 (issue 36).
-        runner = "flashinfer_cutlass"
+    else:
+        # An unset runner under modelopt_fp4 on SM120 / SM110 is flashinfer_cutlass (resolve.modelopt_fp4_moe_runner)
+        # before handle_moe_kernel_config's ep_size assert reads it (moe_hook.py:89, :56 in 0.5.20, :60 in 0.5.21, :65
+        # in 0.5.22): the g10k fuzzer's MISSED, ep_size 6 on an RTX 5090 (issue 36).
+        runner = modelopt_fp4_moe_runner(ctx) or runner
     if quant == "nvfp4_online" and (cc is None or cc[0] == 10) and runner not in ("auto", *NVFP4_ONLINE_RUNNERS) and not (
             added_in(ctx, "0.5.23") and runner == "flashinfer_megamoe" and a2a == "flashinfer_megamoe" and w4a16):
         report.refuse("moe_runner_backend", f"quantization nvfp4_online runs the MoE with flashinfer_trtllm, "

@@ -500,6 +500,13 @@ def linear_decode_backend(ctx: Context) -> str | None:
             return None
         if mamba == "bfloat16":
             return "flashinfer"
+    return linear_base_decode_backend(ctx)
+
+
+def linear_base_decode_backend(ctx: Context) -> str:
+    """The decode backend linear_attn_backend gives where SGLang's SM100 default does not apply: the base backend, but
+    flashkda, which decodes on triton (attention_hook.py:289-330)."""
+    base = _choice(ctx, "linear_attn_backend", "triton")
     return "triton" if base == "flashkda" else base
 
 
@@ -533,6 +540,17 @@ def moe_backends(ctx: Context) -> tuple[str, str]:
 
 # The MoE runners MXFP8 runs on CUDA (sglang/srt/arg_groups/choices.py:161-167, MXFP8_MOE_RUNNER_BACKEND_CHOICES).
 MXFP8_RUNNERS = ("cutlass", "deep_gemm", "flashinfer_megamoe", "flashinfer_trtllm", "flashinfer_trtllm_routed")
+
+
+def modelopt_fp4_moe_runner(ctx: Context) -> str | None:
+    """The MoE runner SGLang puts in for an unset one under quantization modelopt_fp4: flashinfer_cutlass on SM120, and
+    SM110 too from 0.5.22 (_moe_runner_backend_quant_constraints, overrides.py:1513-1518; :1559-1564 in 0.5.20,
+    :1444-1449 in 0.5.21, :1468-1473 in 0.5.22), before handle_moe_kernel_config reads it. None elsewhere (the
+    runner stays as written, or auto)."""
+    cc = ctx.compute_capability
+    if moe_backends(ctx)[1] != "auto" or _choice(ctx, "quantization", "") != "modelopt_fp4" or cc is None:
+        return None
+    return "flashinfer_cutlass" if cc[0] == 12 or (cc[0] == 11 and added_in(ctx, "0.5.22")) else None
 
 
 def mxfp8_moe_runner(ctx: Context) -> str | None:
@@ -635,6 +653,5 @@ def linear_decode_backend_settled(ctx: Context) -> str | None:
     where mamba_ssm_dtype is bfloat16 and the GPU is unknown."""
     decode = linear_decode_backend(ctx)
     if decode is None and ctx.args.get("mamba_ssm_dtype") is None:
-        base = _choice(ctx, "linear_attn_backend", "triton")
-        return "triton" if base == "flashkda" else base
+        return linear_base_decode_backend(ctx)
     return decode
