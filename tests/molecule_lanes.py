@@ -72,6 +72,12 @@ BOX = re.compile(r"^ *[\u2502\u2514\u2500\u250c|] ?")
 FAILURE_LINE = re.compile(r"^(?:FAILED (?!- RETRYING)|ERROR |=+ .*\b(?:failed|error|errors)\b.* in [0-9.]+s|fatal: |TASK \[)")
 SUMMARY_LINES = 40
 SUMMARY_WIDTH = 400
+# docker exec, on a loaded machine, now and then returns a command's exit status without its output (moby's
+# stream race, moby/moby#27289; community.docker#644): Ansible then cannot read the temporary directory it has just
+# made and fails the task with this message. Nothing the roles did causes it, and the same run on a new container
+# passes; a scenario that ends failed with it runs once more (run_lane), and the report says so.
+# Matched with the spaces taken out: molecule's console wraps a long line at a space and drops it.
+EXEC_OUTPUT_LOST = ("failed to resolve remote temporary directory from", "returned empty string")
 
 
 @dataclass
@@ -84,12 +90,11 @@ class Result:
     log: Path
     kind: str = "molecule "  # how the report names it: "molecule NAME", or the side lane's command name alone
     tail_lines: int = TAIL_LINES  # how much of its log a failure prints
+    rerun: str | None = None  # the lost-output line that made it run a second time (run_lane)
 
 
-def failure_lines(text: str, limit: int = SUMMARY_LINES) -> list[str]:
-    """The lines of a failed run's log that name what failed (FAILURE_LINE), colour and molecule's box stripped, each
-    cut to SUMMARY_WIDTH characters; an Ansible ``TASK [...]`` header is kept only right before its ``fatal:``. At
-    most ``limit`` lines, the last ones."""
+def logical_lines(text: str) -> list[str]:
+    """The lines of a log, colour and molecule's box stripped, each line that molecule wrapped joined again."""
     logical: list[str] = []
     for raw in text.splitlines():
         plain = ANSI.sub("", raw)
@@ -100,9 +105,16 @@ def failure_lines(text: str, limit: int = SUMMARY_LINES) -> list[str]:
             logical[-1] += joint + line.strip()
             continue
         logical.append(line.strip())
+    return logical
+
+
+def failure_lines(text: str, limit: int = SUMMARY_LINES) -> list[str]:
+    """The lines of a failed run's log that name what failed (FAILURE_LINE), colour and molecule's box stripped, each
+    cut to SUMMARY_WIDTH characters; an Ansible ``TASK [...]`` header is kept only right before its ``fatal:``. At
+    most ``limit`` lines, the last ones."""
     out: list[str] = []
     header = ""
-    for line in logical:
+    for line in logical_lines(text):
         if not FAILURE_LINE.match(line):
             continue
         if line.startswith("TASK ["):
@@ -181,10 +193,42 @@ def run_side(commands: list[tuple[str, list[str]]], logs: Path, results: list[Re
         run_lane(scenarios, logs, env if env is not None else ENV, results, lock)
 
 
+def lost_exec_output(text: str) -> str | None:
+    """The line of a scenario's log where ``docker exec`` lost the output of Ansible's temporary-directory command
+    (EXEC_OUTPUT_LOST), as logical_lines gives it; None when there is none."""
+    start, end = ("".join(words.split()) for words in EXEC_OUTPUT_LOST)
+    for line in logical_lines(text):
+        squeezed = "".join(line.split())
+        if start in squeezed and end in squeezed[squeezed.index(start):]:
+            return line
+    return None
+
+
 def run_lane(names: list[str], logs: Path, env: dict[str, str], results: list[Result], lock: threading.Lock) -> None:
-    """Run the scenarios of one lane one after the other, recording each result."""
+    """Run the scenarios of one lane one after the other, recording each result. A scenario that failed where docker
+    lost a command's output (lost_exec_output) runs once more from a new container, its first log kept as
+    ``NAME.exec-lost.log``; its result then counts both runs' seconds and says so (``rerun``)."""
     for name in names:
-        run_one(name, [str(BIN / "molecule"), "test", "-s", name], logs / f"{name}.log", env, results, lock)
+        argv = [str(BIN / "molecule"), "test", "-s", name]
+        log = logs / f"{name}.log"
+        run_one(name, argv, log, env, results, lock)
+        first = results[-1] if results and results[-1].log == log else None
+        if first is None or first.rc == 0:
+            continue
+        lost = lost_exec_output(log.read_text(encoding="utf-8", errors="replace"))
+        if lost is None:
+            continue
+        kept = log.with_name(f"{name}.exec-lost.log")
+        log.replace(kept)
+        with lock:
+            results.remove(first)
+            print(f"molecule {name}: docker exec lost a command's output ({lost[:200]}); running the scenario once "
+                  f"more (first log: {kept.name})", flush=True)
+        run_one(name, argv, log, env, results, lock)
+        with lock:
+            again = next(r for r in reversed(results) if r.log == log)
+            again.seconds += first.seconds
+            again.rerun = lost
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,6 +293,10 @@ def main(argv: list[str] | None = None) -> int:
         lines = failure_lines(r.log.read_text(encoding="utf-8", errors="replace"))
         print(f"\n===== what failed in {r.kind}{r.scenario} =====", flush=True)
         print("\n".join(lines) if lines else "(no FAILED, ERROR or fatal line in its log: see its tail above)", flush=True)
+    for r in results:
+        if r.rerun:
+            print(f"molecule {r.scenario} ran twice: docker exec lost a command's output in the first run "
+                  f"({r.rerun[:200]}); the second {'passed' if r.rc == 0 else 'failed too'}", flush=True)
     # And each lane's times, which CI's truncated log would otherwise lose: where the budget goes.
     print(f"molecule_lanes times: {lane_times(plan, [name for name, _ in side] + side_scenarios, results)}",
           flush=True)

@@ -27,6 +27,12 @@ REPO = Path(__file__).resolve().parents[2]
 COLLECTION = REPO / "collections" / "ansible_collections" / "blackwell" / "sglang"
 SAMPLE = REPO / "inventory" / "sample"
 BIN = Path(sys.executable).parent
+
+
+def repository_paths(output: str) -> bool:
+    """Whether ``output`` names the repository. The control node's own virtualenv is set aside: here it lives in the
+    checkout, and Python warnings of its packages (cryptography's on ansible-core's ssh agent) print their paths."""
+    return str(REPO) in output.replace(str(BIN.parent), "<venv>")
 INCIDENT = {"speculative_num_draft_tokens": 2, "speculative_eagle_topk": 1}
 
 
@@ -159,7 +165,7 @@ def test_validate_playbook_by_fqcn_accepts_the_sample_host(outside: tuple[Path, 
     # The installed collection ran, not the repository's (nor a copy on another path): its role's files rendered the plan.
     installed = outside[0] / "collections" / "ansible_collections" / "blackwell" / "sglang"
     assert f'"templates": "{installed}/roles/sglang_server/templates"' in proc.stdout, proc.stdout  # -v: the task's result
-    assert str(REPO) not in proc.stdout + proc.stderr
+    assert not repository_paths(proc.stdout + proc.stderr)
     unit = (tmp_path / "plan" / "blackwell-01" / "sglang.service").read_text()
     assert "--tp-size 8" in unit and "--speculative-algorithm NEXTN" in unit
 
@@ -200,4 +206,4 @@ def test_validate_by_fqcn_refuses_a_release_without_a_lock_naming_the_collection
     shipped = sorted(p.name.split("-")[1] for p in (REPO / "roles" / "sglang" / "files" / "locks").glob("sglang-*.txt"))
     assert "sglang_version = '0.5.20'  [lock.missing]" in proc.stderr, proc.stderr[-3000:]
     assert f"sglang_locks_dir {installed}/roles/sglang/files/locks: {', '.join(shipped)}." in proc.stderr, proc.stderr[-3000:]
-    assert "set sglang_lock: false" in proc.stderr and str(REPO) not in proc.stdout + proc.stderr
+    assert "set sglang_lock: false" in proc.stderr and not repository_paths(proc.stdout + proc.stderr)

@@ -175,3 +175,54 @@ def test_the_last_lines_give_each_lanes_times() -> None:
     line = molecule_lanes.lane_times([["fleet", "profiles"], ["default"]], ["lint", "pytest"], results)
     assert line == ("lane 1: fleet 2237s + profiles 458s = 2695s; lane 2: default ? = 0s; "
                     "side: lint ? + pytest 1926s = 1926s")
+
+
+# How CI's provision verify ended when docker exec lost the temporary directory command's output (shortened, wrapped
+# at the console's width as molecule prints it).
+LOST_OUTPUT_LOG = """\
+  \x1b[2m\u2502\x1b[0m E   AssertionError: ['Run nvidia-persistenced with persistence mode on: Task failed: failed to resolve remote
+  \x1b[2m\u2502\x1b[0m   temporary directory from ansible-tmp-1796515295.15-20947-1708,`( umask 77 && mkdir -p "` echo ~/.ansible/tmp `"
+  \x1b[2m\u2502\x1b[0m   )`, input_data=None)` returned empty string']
+\x1b[31mERROR   \x1b[0m Verifier tests failed
+"""
+
+
+@pytest.mark.parametrize(("first_log", "second_rc", "runs"), [
+    (LOST_OUTPUT_LOG, 0, 2),   # lost output, then passed: passed, after two runs
+    (LOST_OUTPUT_LOG, 1, 2),   # lost output twice: failed, no third run
+    (MOLECULE_LOG, 0, 1),      # any other failure: failed, not run again
+])
+def test_a_scenario_that_lost_an_exec_output_runs_once_more(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str], first_log: str,
+                                                            second_rc: int, runs: int) -> None:
+    calls: list[str] = []
+
+    def fake(name, argv, log, env, results, lock, side=False):  # noqa: ANN001, ANN202 - run_one's signature
+        calls.append(name)
+        first = len(calls) == 1
+        log.write_text(first_log if first else "second run\n")
+        results.append(molecule_lanes.Result(name, 1 if first else second_rc, 100.0 if first else 300.0, log))
+
+    monkeypatch.setattr(molecule_lanes, "run_one", fake)
+    monkeypatch.setattr(molecule_lanes, "lanes", lambda names, jobs: [["provision"]])
+    rc = molecule_lanes.main(["--logs", str(tmp_path), "provision"])
+    out = capsys.readouterr().out
+    assert len(calls) == runs
+    if runs == 1:
+        assert rc == 1 and "ran twice" not in out and not (tmp_path / "provision.exec-lost.log").exists()
+        return
+    assert rc == second_rc
+    assert (tmp_path / "provision.exec-lost.log").read_text() == LOST_OUTPUT_LOG
+    assert (tmp_path / "provision.log").read_text() == "second run\n"
+    # One result, both runs' seconds, and the report says why it ran twice.
+    assert "molecule_lanes times: lane 1: provision 400s = 400s" in out
+    assert f"molecule_lanes: {1 - second_rc} of 1 passed" in out
+    assert "molecule provision ran twice: docker exec lost a command's output in the first run" in out
+    assert ("the second passed" if second_rc == 0 else "the second failed too") in out
+
+
+def test_lost_output_is_found_only_as_ansible_words_it() -> None:
+    line = molecule_lanes.lost_exec_output(LOST_OUTPUT_LOG)
+    assert line is not None and line.startswith("E   AssertionError: ['Run nvidia-persistenced")
+    assert molecule_lanes.lost_exec_output(MOLECULE_LOG) is None
+    assert molecule_lanes.lost_exec_output("fatal: [h]: FAILED! => {\"msg\": \"returned empty string\"}\n") is None
