@@ -27,6 +27,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.regi
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     attention_dp_on,
     attention_dp_width,
+    decode_host_receive_on,
     derived_context_length,
     resolved_mamba_strategy,
     resolved_page_size,
@@ -291,6 +292,23 @@ ENCODER_DISAGGREGATION_ARCHITECTURES = (
     "Glm5NextForConditionalGeneration", "MiniMaxM3SparseForConditionalGeneration", "MuseSparkForConditionalGeneration",
 )
 DETERMINISTIC_ATTENTION = ("ascend", "fa3", "fa4", "flashinfer", "intel_xpu", "triton")  # choices.py:113-120
+DETERMINISTIC_LINE = "1119 (0.5.22 :1060, 0.5.21 :1041, 0.5.20 :1149)"  # _deterministic_attention_backend's raise
+# ServerArgs.LANGUAGE_MODEL_ONLY_ARCHITECTURES (server_args.py:335-340; DeepseekV4ForCausalLM from 0.5.22, the other
+# three since 0.5.20).
+LANGUAGE_MODEL_ONLY_ARCHITECTURES = ("DeepseekV4ForCausalLM", "MuseGlimmerForConditionalGeneration",
+                                     "Cosmos3ForConditionalGeneration", "Cosmos3EdgeForConditionalGeneration")
+
+
+def _language_model_only_architectures(ctx: Context) -> list[str] | None:
+    """hf_config.architectures as handle_language_model_only reads them: json_model_override_args' list where it names
+    one (merged into the checkpoint's config), else the model table's architecture; None where not known."""
+    override = _json_arg(ctx, "json_model_override_args")
+    names = override.get("architectures") if isinstance(override, dict) else None
+    if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
+        return names
+    if ctx.model.known and ctx.model.architecture and ctx.model.checkpoint_architecture is None:
+        return [ctx.model.architecture]
+    return None
 
 
 @rule("server.features", shared=True, ids=("server.combination", "server.speculative"), sources=(
@@ -302,6 +320,8 @@ DETERMINISTIC_ATTENTION = ("ascend", "fa3", "fa4", "flashinfer", "intel_xpu", "t
     "sglang/srt/arg_groups/serving_hook.py:895",
     "sglang/srt/arg_groups/serving_hook.py:915",
     "sglang/srt/arg_groups/model_hook.py:1094",
+    "sglang/srt/arg_groups/model_hook.py:1106 (0.5.22 :1082, 0.5.21 :992, 0.5.20 :926)",
+    "sglang/srt/arg_groups/overrides.py:1119 (0.5.22 :1060, 0.5.21 :1041, 0.5.20 :1149)",
     "sglang/srt/arg_groups/pd_disaggregation_hook.py:306",
     "sglang/srt/arg_groups/pd_disaggregation_hook.py:310",
     "sglang/srt/arg_groups/pd_disaggregation_hook.py:312",
@@ -337,11 +357,24 @@ def _features(ctx: Context, report: Report) -> None:
                                        "enable_broadcast_mm_inputs_process", "mm_enable_dp_encoder")
                            if ctx.is_set("language_model_only") and ctx.is_set(d)]
     encoder_only = ctx.is_set("encoder_only")
+    lmo_architectures = _language_model_only_architectures(ctx) if ctx.is_set("language_model_only") else None
     if language_model_only:
         dest = language_model_only[0]
         report.of("server.combination").refuse(
             dest, f"language_model_only cannot be combined with {dest}.",
             f"remove {ctx.var(dest)} or language_model_only", "sglang/srt/arg_groups/model_hook.py:1094")
+    # handle_language_model_only's architecture check (model_hook.py:1103-1109; 0.5.22 :1079-1085, 0.5.21 :989-995,
+    # 0.5.20 :923-929): one of the checkpoint's architectures must be in LANGUAGE_MODEL_ONLY_ARCHITECTURES; decided
+    # for the model table's checkpoints (any other model: the preflight). The seed-1 10,000-case fuzz run's MISSED
+    # fuzz-1-04220, Llama.
+    elif lmo_architectures and not any(a in LANGUAGE_MODEL_ONLY_ARCHITECTURES[0 if added_in(ctx, "0.5.22") else 1:]
+                                       for a in lmo_architectures):
+        supported = LANGUAGE_MODEL_ONLY_ARCHITECTURES[0 if added_in(ctx, "0.5.22") else 1:]
+        report.of("server.combination").refuse(
+            "language_model_only", f"language_model_only does not run {', '.join(lmo_architectures)} (SGLang "
+            f"{ctx.schema.version} supports {', '.join(supported)}).",
+            f"remove {ctx.var('language_model_only')} (SGLang runs it for those architectures only)",
+            "sglang/srt/arg_groups/model_hook.py:1106 (0.5.22 :1082, 0.5.21 :992, 0.5.20 :926)")
     # handle_encoder_disaggregation, right after handle_language_model_only (pd_disaggregation_hook.py:298-313; the
     # same checks at :297-304 in 0.5.22, :238-245 in 0.5.21, :197-204 in 0.5.20).
     elif ctx.is_set("enable_prefix_mm_cache") and not encoder_only:
@@ -378,15 +411,35 @@ def _features(ctx: Context, report: Report) -> None:
             "speculative_algorithm", "speculative decoding does not work with the Flex "
             "Attention backend.", "use another attention_backend, or turn speculative decoding off (-e spec=off)",
             "sglang/srt/arg_groups/attention_hook.py:161")
-    if ctx.is_set("enable_deterministic_inference") and backend and backend not in DETERMINISTIC_ATTENTION:
-        report.of("server.combination").refuse(
-            "attention_backend", f"enable_deterministic_inference supports the attention "
-            f"backends {', '.join(DETERMINISTIC_ATTENTION)}, not {backend}.",
-            f"set {ctx.var('attention_backend')}: triton or flashinfer (or leave it unset)", f"{lm}:1119")
+    # rl_on_policy_target turns deterministic inference on first (attention_hook.py:586-592, the same in 0.5.20-0.5.22).
+    deterministic = ctx.is_set("enable_deterministic_inference") or _given(ctx, "rl_on_policy_target")
+    turned_on = "" if ctx.is_set("enable_deterministic_inference") else " (which rl_on_policy_target turns on)"
+    # The platform hooks run before _deterministic_attention_backend reads the backend (pipeline.py:205-206, then
+    # :240): device hpu sets torch_native whatever the host wrote, device cpu fills an unset attention_backend with
+    # intel_amx (torch_native on an arm64 host), platform_hook.py:158-189 (0.5.22 :154-175, 0.5.21 :168-189, 0.5.20
+    # :162-183); neither is deterministic, so SGLang refuses both at overrides.py:1119 (the seed-1 10,000-case fuzz
+    # run's MISSED fuzz-1-02703, device cpu).
+    device = _choice(ctx, "device", "cuda")
+    platform = "torch_native" if device == "hpu" else "intel_amx" if device == "cpu" and not backend else ""
+    det_backend = platform or backend
+    if deterministic and det_backend and det_backend not in DETERMINISTIC_ATTENTION:
+        if platform:
+            report.of("server.combination").refuse(
+                "device", f"enable_deterministic_inference{turned_on} with device {device}: SGLang sets the attention "
+                f"backend {platform if device == 'hpu' else 'intel_amx (torch_native on an arm64 host)'} for that "
+                f"device{' whatever attention_backend says' if device == 'hpu' else ''}, and deterministic inference "
+                f"supports {', '.join(DETERMINISTIC_ATTENTION)} only.",
+                f"remove {ctx.var('device')} (SGLang detects cuda on an NVIDIA host)"
+                + ("" if device == "hpu" else f", or set {ctx.var('attention_backend')}: triton"), f"{lm}:{DETERMINISTIC_LINE}")
+        else:
+            report.of("server.combination").refuse(
+                "attention_backend", f"enable_deterministic_inference{turned_on} supports the attention "
+                f"backends {', '.join(DETERMINISTIC_ATTENTION)}, not {backend}.",
+                f"set {ctx.var('attention_backend')}: triton or flashinfer (or leave it unset)", f"{lm}:{DETERMINISTIC_LINE}")
     # handle_deterministic_inference on an absorbed-MLA DeepSeek model (attention_hook.py:622-653; 0.5.22 :644-652,
     # 0.5.21 :556-564, 0.5.20 :559-567): a written backend outside RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND
     # (choices.py:249), or fa4 off SM100 / SM110; unset, SGLang picks triton (Blackwell) or fa3 (overrides.py:1098-1116).
-    elif ctx.is_set("enable_deterministic_inference") and backend and \
+    elif deterministic and backend and \
             str(ctx.model.architecture or "") in DETERMINISTIC_MLA_ARCHITECTURES:
         cc = ctx.compute_capability
         for bad, why, line in (
@@ -397,7 +450,7 @@ def _features(ctx: Context, report: Report) -> None:
         ):
             if bad:
                 report.of("server.combination").refuse(
-                    "attention_backend", f"enable_deterministic_inference on {ctx.model.architecture} (absorbed MLA) {why}.",
+                    "attention_backend", f"enable_deterministic_inference{turned_on} on {ctx.model.architecture} (absorbed MLA) {why}.",
                     f"set {ctx.var('attention_backend')}: triton (or leave it unset)", f"{_AH}:{line}")
                 break
 
@@ -529,10 +582,15 @@ def _prefill_graph_context(ctx: Context, report: Report) -> None:
 
 @rule("server.minimum", since="0.5.21", shared=True, sources=(
     "sglang/srt/arg_groups/pd_disaggregation_hook.py:65",
+    "sglang/srt/arg_groups/pd_disaggregation_hook.py:70 (0.5.22 :70, 0.5.21 :59)",
+    "sglang/srt/arg_groups/pd_disaggregation_hook.py:75 (0.5.22 :75, 0.5.21 :64)",
+    "sglang/srt/arg_groups/kv_cache_hook.py:357",
 ))
 def _decode_host_receive(ctx: Context, report: Report) -> None:
     """disaggregation_decode_host_receive_threshold in [0, 1] (handle_pd_disaggregation, pd_disaggregation_hook.py:64-67,
-    with or without PD disaggregation; new in 0.5.21)."""
+    with or without PD disaggregation; new in 0.5.21), and what the decode host receive it turns on needs
+    (:68-80): the host_pool retraction backup, which handle_cache_compatibility then refuses off a PD decode server
+    (kv_cache_hook.py:353-359)."""
     share = _num(ctx, "disaggregation_decode_host_receive_threshold")
     if share is not None and not 0 <= share <= 1:
         report.refuse("disaggregation_decode_host_receive_threshold",
@@ -540,17 +598,32 @@ def _decode_host_receive(ctx: Context, report: Report) -> None:
                       f"set {ctx.var('disaggregation_decode_host_receive_threshold')} in [0, 1], or remove it",
                       "sglang/srt/arg_groups/pd_disaggregation_hook.py:65 (0.5.22 :65, 0.5.21 :54)")
         return
-    # 0.5.21 only (0.5.22 turned the threshold around: below 1 turns it on): above 0 the decode host receive is on and
-    # sets disaggregation_decode_retraction_backup host_pool (pd_disaggregation_hook.py:57-69 in 0.5.21), which
-    # handle_cache_compatibility refuses off a PD decode server (kv_cache_hook.py:357 in 0.5.21; make
-    # conformance-all's MISSED on decode-host-receive-threshold-one-accepted).
-    if not added_in(ctx, "0.5.22") and share is not None and share > 0 and \
-            _choice(ctx, "disaggregation_mode", "null") != "decode":
+    # The decode host receive is on below 1 (the default, 1.0, is off; 0.5.22 turned the threshold around) and, in
+    # 0.5.21, above 0 (its default 0 off; pd_disaggregation_hook.py:57-69 there). It refuses HiSparse and PD role
+    # switching and the cpu_tensor retraction backup, then sets disaggregation_decode_retraction_backup host_pool
+    # (pd_disaggregation_hook.py:68-80), which handle_cache_compatibility refuses off a PD decode server
+    # (kv_cache_hook.py:357; make conformance-all's MISSED on 0.5.21, and the seed-1 10,000-case fuzz run's MISSED
+    # fuzz-1-07290 on 0.5.23, threshold 0.88 on a colocated server). A host_pool the host writes itself:
+    # server.combination (launch._platform_gates).
+    if not decode_host_receive_on(ctx):
+        return
+    on = f"disaggregation_decode_host_receive_threshold={share} turns on the decode host receive" + (
+        "" if added_in(ctx, "0.5.22") else f" in SGLang {ctx.schema.version}")
+    off = f"remove {ctx.var('disaggregation_decode_host_receive_threshold')} ({'1' if added_in(ctx, '0.5.22') else '0'}: off)"
+    backup = _choice(ctx, "disaggregation_decode_retraction_backup", "")
+    switched = [d for d in ("enable_hisparse", "enable_pd_role_switch") if ctx.is_set(d)]
+    if switched:
+        report.refuse(switched[0], f"{on}, which does not support HiSparse or PD role switching ({switched[0]}).",
+                      f"{off}, or {ctx.var(switched[0])}", "sglang/srt/arg_groups/pd_disaggregation_hook.py:70 (0.5.22 :70, "
+                      "0.5.21 :59)")
+    elif backup == "cpu_tensor":
+        report.refuse("disaggregation_decode_retraction_backup", f"{on}, which needs the host_pool retraction backup, "
+                      "not cpu_tensor.", f"{off}, or {ctx.var('disaggregation_decode_retraction_backup')}",
+                      "sglang/srt/arg_groups/pd_disaggregation_hook.py:75 (0.5.22 :75, 0.5.21 :64)")
+    elif backup != "host_pool" and _choice(ctx, "disaggregation_mode", "null") != "decode":
         report.refuse("disaggregation_decode_host_receive_threshold",
-                      f"disaggregation_decode_host_receive_threshold={share} turns on the decode host receive in SGLang "
-                      f"{ctx.schema.version}, whose host_pool retraction backup runs on a PD decode server only.",
-                      f"remove {ctx.var('disaggregation_decode_host_receive_threshold')} (0: off in this release)",
-                      "sglang/srt/arg_groups/kv_cache_hook.py:357 (0.5.21)")
+                      f"{on}, whose host_pool retraction backup runs on a PD decode server only.", off,
+                      "sglang/srt/arg_groups/kv_cache_hook.py:357")
 
 
 CUDA_GRAPH_BACKENDS = ("full", "breakable", "disabled")  # sglang/srt/model_executor/cuda_graph_config.py:51-65

@@ -44,6 +44,26 @@ def attention_dp_on(ctx: Context) -> bool:
     return attention_dp_width(ctx) > 1 if added_in(ctx, "0.5.22") else ctx.args.get("enable_dp_attention") is True
 
 
+def capture_only(ctx: Context) -> bool:
+    """enable_return_aux_hidden_states (0.5.23): speculative_algorithm only names the capture convention, and
+    _handle_aux_hidden_state_capture resets it to None before any speculative hook reads it (validation_hook.py:748-753,
+    run by pipeline.py:94 before the speculative, KV-cache and unified-pool hooks), so no check keyed on the algorithm
+    runs (the capture's own checks: speculative._aux_hidden_states)."""
+    return added_in(ctx, "0.5.23") and ctx.is_set("enable_return_aux_hidden_states")
+
+
+def decode_host_receive_on(ctx: Context) -> bool:
+    """Whether handle_pd_disaggregation turns the decode host receive on, and with it
+    disaggregation_decode_retraction_backup host_pool (pd_disaggregation_hook.py:68-80, with or without PD
+    disaggregation): disaggregation_decode_host_receive_threshold below 1 from 0.5.22 (the default 1.0 is off), above
+    0 in 0.5.21 (its default 0 is off; :57-69 there); 0.5.20 has no threshold. A threshold outside [0, 1] is refused
+    first (:65)."""
+    share = _num(ctx, "disaggregation_decode_host_receive_threshold")
+    if share is None or not 0 <= share <= 1 or not added_in(ctx, "0.5.21"):
+        return False
+    return share < 1 if added_in(ctx, "0.5.22") else share > 0
+
+
 def nvfp4_kv_decodes_with_trtllm_mha(ctx: Context) -> bool:
     """handle_nvfp4_prefill_kv_dequant_dtype (kv_cache_hook.py:77-89, new in 0.5.21): an NVFP4 KV cache decodes with
     trtllm_mha (server.kv_cache refuses another decode backend)."""
@@ -426,9 +446,9 @@ def qwen35_sm100_backend(ctx: Context) -> str | None:
 def resolved_page_size(ctx: Context) -> int | None:
     """The page size SGLang settles on, where certain: the host's (1 when unset) unless a backend forces one.
 
-    None when an attention backend is neither page-neutral nor one of PAGE_FORCING_BACKENDS, or when SGLang's default
-    backend is needed (no attention_backend, and prefill and decode not one backend) and not certain
-    (default_attention_backend).
+    None when an attention backend is neither page-neutral nor one of PAGE_FORCING_BACKENDS or fa4 (fa4_forces_page,
+    decided for the model table's architectures on a known GPU), or when SGLang's default backend is needed (no
+    attention_backend, and prefill and decode not one backend) and not certain (default_attention_backend).
     """
     page = ctx.args.get("page_size")
     if page is not None and (not isinstance(page, int) or isinstance(page, bool)):
@@ -457,13 +477,31 @@ def resolved_page_size(ctx: Context) -> int | None:
         if resolved["attention_backend"] is None:
             return None
     used = {b for b in resolved.values() if b is not None}
-    if any(b not in PAGE_NEUTRAL_BACKENDS and b not in PAGE_FORCING_BACKENDS for b in used) or (
-            not ctx.model.known and used & {"dsa", "nsa"}):
+    fa4 = "fa4" in (resolved[d] for d in _ALL_DESTS)
+    if any(b not in PAGE_NEUTRAL_BACKENDS and b not in PAGE_FORCING_BACKENDS and b != "fa4" for b in used) or (
+            not ctx.model.known and used & {"dsa", "nsa"}) or (fa4 and (
+            ctx.compute_capability is None or ctx.model.architecture not in ARCHITECTURES)):  # MLA or not: unknown
         return None
     for backend, (dests, kept) in PAGE_FORCING_BACKENDS.items():
         if any(resolved[d] == backend for d in dests) and page not in kept:
             page = 64
+    if fa4 and fa4_forces_page(ctx):
+        page = FA4_PAGE  # after the others (attention_hook.py:184, then :241)
     return page if page is not None else 1
+
+
+# _fa4_page_constraint (sglang/srt/arg_groups/overrides.py:1273-1297; 0.5.22 :1236-1260, 0.5.21 :1217-1237, 0.5.20
+# :1334-1354): fa4 as the base, prefill or decode backend of a non-MLA model on SM100 / SM103 (is_sm100: the major 10)
+# sets page_size 128 whatever the host wrote, unless speculative_eagle_topk is above 1 when it runs (the host's value:
+# handle_attention_backend_compatibility runs before the speculative hook fills the automatic triple in,
+# pipeline.py:242 and :306). The seed-1 10,000-case fuzz run's MISSED fuzz-1-08889, chunked_prefill_size 1 on a B300.
+FA4_PAGE = 128
+
+
+def fa4_forces_page(ctx: Context) -> bool:
+    """Whether fa4 sets page_size FA4_PAGE (SGLang's DiffusionGemmaForBlockDiffusion gets 1; not a model of the table)."""
+    cc, topk = ctx.compute_capability, _num(ctx, "speculative_eagle_topk")
+    return cc is not None and cc[0] == 10 and not ctx.model.mla and (topk or 0) <= 1
 
 
 def resolved_mamba_strategy(ctx: Context) -> str | None:

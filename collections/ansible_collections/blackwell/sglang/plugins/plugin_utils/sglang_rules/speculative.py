@@ -36,6 +36,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     attention_dp_on,
     attention_dp_width,
     auto_spec_triple,
+    capture_only,
     dflash_draft_block_size,
     effective_eagle_topk,
     moe_backends,
@@ -49,13 +50,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
 
 RAGGED_MODES = ("static", "cap-accept", "compact")  # RaggedVerifyMode (sglang/srt/speculative/ragged_verify.py:13-16)
-
-
-def capture_only(ctx: Context) -> bool:
-    """enable_return_aux_hidden_states (0.5.23): speculative_algorithm only names the capture convention, and
-    _handle_aux_hidden_state_capture resets it to None before any speculative hook reads it (validation_hook.py:747-752),
-    so no speculative check runs (its own checks: _aux_hidden_states)."""
-    return added_in(ctx, "0.5.23") and ctx.is_set("enable_return_aux_hidden_states")
 
 
 @rule("spec.algorithm", sources=(
@@ -293,6 +287,7 @@ def _aux_hidden_states(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/speculative_hook.py:314",
     "sglang/srt/arg_groups/speculative_hook.py:325",
     "sglang/srt/arg_groups/speculative_hook.py:752",
+    "sglang/srt/arg_groups/speculative_hook.py:670 (0.5.22 :609, 0.5.21 :587, 0.5.20 :523)",
     "sglang/srt/speculative/ragged_verify.py:24",
 ))
 def _speculative_launch(ctx: Context, report: Report) -> None:
@@ -367,6 +362,16 @@ def _speculative_launch(ctx: Context, report: Report) -> None:
         report.refuse("device", f"DFLASH speculative decoding runs on CUDA, NPU or XPU devices, not device {device!r}.",
                       f"remove {ctx.var('device')} (SGLang detects cuda on an NVIDIA host), or use another speculative "
                       "algorithm", "298 (0.5.22 :291, 0.5.21 :268, 0.5.20 :205)")
+    # _handle_dspark's first check (speculative_hook.py:669-672; 0.5.22 :608-611, 0.5.21 :586-589, 0.5.20 :522-525):
+    # DSPARK on a device whose name starts with cuda, npu or xpu (xpu from 0.5.23 only); the seed-1 10,000-case fuzz
+    # run's MISSED fuzz-1-04046, device cpu.
+    dspark_devices = ("cuda", "npu", "xpu") if added_in(ctx, "0.5.23") else ("cuda", "npu")
+    if algo == "DSPARK" and not device.startswith(dspark_devices):
+        names = [d.upper() for d in dspark_devices]
+        report.refuse("device", f"DSPARK speculative decoding runs on {', '.join(names[:-1])} or {names[-1]} devices only, "
+                      f"not device {device!r}.",
+                      f"remove {ctx.var('device')} (SGLang detects cuda on an NVIDIA host), or use another speculative "
+                      "algorithm", "670 (0.5.22 :609, 0.5.21 :587, 0.5.20 :523)")
     if algo == "DFLASH" and not added_in(ctx, "0.5.23") and attention_dp_on(ctx):
         report.refuse("attn_dp_size", "DFLASH does not support attention DP on CUDA in this release.", "serve DFLASH without "
                       "attention DP (or use SGLang 0.5.23)", "296-300 (0.5.22; 0.5.21 :273-277, 0.5.20 :210-214)")
