@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "shared"))
 
-from simrun import make_inventory, scenario_host  # noqa: E402
+from sglang_judge import judge_scenario  # noqa: E402
+from simrun import REPO, make_inventory, scenario_host  # noqa: E402
 from tiers import EXTENDED_ENV  # noqa: E402
 
 
@@ -39,3 +41,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def inventory(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An inventory for ansible-runner with the scenario's container as the only GPU host."""
     return make_inventory(tmp_path_factory.mktemp("inventory"), scenario_host())
+
+
+JUDGEMENT = pytest.StashKey[str]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The judge's counts (sglang_judges_every_start), in their own section of the verify's output."""
+    line = terminalreporter.config.stash.get(JUDGEMENT, None)
+    if line:
+        terminalreporter.section("SGLang's verdicts on the stand-in's starts")
+        terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sglang_judges_every_start(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """After the scenario's last case, SGLang 0.5.23 itself judges every start of the stand-in on the scenario's hosts
+    (molecule/shared/sglang_judge.py): a start the stand-in accepted and SGLang refuses, or the other way round, fails
+    the verify, naming the host, the arguments and SGLang's file:line."""
+    yield
+    name = os.environ.get("MOLECULE_SCENARIO_NAME", "default")
+    scenario = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY") or REPO / "molecule" / name)
+    result = judge_scenario(scenario, tmp_path_factory.mktemp("sglang-judge"))
+    request.config.stash[JUDGEMENT] = f"molecule {name}: {result.summary()}"
+    if result.problems:
+        pytest.fail(f"SGLang and the stand-in disagree on {len(result.problems)} start(s) of molecule {name}:\n"
+                    + "\n".join(result.problems), pytrace=False)
