@@ -145,6 +145,15 @@ def agrees(standin: str, verdict: dict[str, Any]) -> bool:
     return False  # probe_error: no verdict
 
 
+def resolved_differently(record: dict[str, Any], verdict: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """What the stand-in resolved (its record's ``resolved``: the speculative choice) that SGLang resolved otherwise,
+    as {name: (stand-in's, SGLang's)}; only for a start both accepted."""
+    if verdict.get("status") != "accepted":
+        return {}
+    sglang = verdict.get("resolved") or {}
+    return {k: (v, sglang.get(k)) for k, v in sorted((record.get("resolved") or {}).items()) if sglang.get(k) != v}
+
+
 @dataclass
 class Start:
     host: str
@@ -208,6 +217,13 @@ def judge(records: dict[str, list[dict[str, Any]]], workdir: Path, run_probe: An
         elif verdict.get("status") == "rejected":
             result.rejected += 1
         if agrees(outcome, verdict):
+            differ = resolved_differently(start.record, verdict)
+            if differ:
+                result.problems.append(
+                    f"{', '.join(sorted(start.hosts))} ({start.count} start(s)): the stand-in and SGLang "
+                    f"{start.record.get('version')} both accepted, but resolved "
+                    + ", ".join(f"{k} to {a!r} and {b!r}" for k, (a, b) in differ.items())
+                    + f"\n    argv: {json.dumps(start.record['argv'])}")
             continue
         said = ("accepted" if verdict.get("status") == "accepted" else
                 f"{verdict.get('status')}: {verdict.get('exception')} at {verdict.get('where')}: "

@@ -38,10 +38,10 @@ def _start(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setenv("SGLANG_STANDIN_ASSERT_DELAY", "0")
     record = server.start_record(argv, {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, gpu_csv=RTX, mem_total=512 * 1024 ** 3)
     try:
-        standin_args.resolve(standin_args.parse_args(argv))
+        cfg = standin_args.resolve(standin_args.parse_args(argv))
     except BaseException as exc:  # noqa: BLE001 - what the stand-in's run() records
         return {**record, "standin": f"refused: {type(exc).__name__}"}
-    return {**record, "standin": "accepted"}
+    return {**record, "standin": "accepted", "resolved": {k: cfg.get(k) for k in server.RESOLVED}}
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +68,10 @@ def test_the_standin_records_the_three_outcomes(judged: dict[str, Any]) -> None:
     outcomes = {name: record["standin"] for name, record in judged["starts"].items()}
     assert outcomes == {"reference": "accepted", "incident": "refused: AssertionError",
                         "unknown-flag": "refused: SystemExit"}
+    # The reference host's automatic speculative choice, compared with SGLang's by the judge (no problem reported).
+    assert judged["starts"]["reference"]["resolved"] == {
+        "speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 4}
 
 
 def test_sglang_agrees_with_the_standin_and_reports_where_it_does_not(judged: dict[str, Any]) -> None:

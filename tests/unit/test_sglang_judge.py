@@ -149,3 +149,32 @@ def test_a_hub_id_the_probe_has_a_checkpoint_of_is_judged_on_it(tmp_path: Path) 
     record = {"argv": ["--model-path", "nvidia/Qwen3.5-397B-A17B-NVFP4"], "gpus": GPUS, "paths": {}}
     case = sglang_judge.probe_case(record, tmp_path, "c3", PREFLIGHT)
     assert case["model"] == str(REPO / "tests" / "conformance" / "models" / "Qwen3.5-397B-A17B-NVFP4")
+
+
+def test_a_start_both_accept_but_resolve_otherwise_is_reported(tmp_path: Path) -> None:
+    def runner(cases: list[dict]) -> dict:
+        return {"results": [{"id": c["id"], "status": "accepted", "resolved": {
+            "speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": 4}} for c in cases]}
+
+    same = {**_record(["--a"], "accepted"), "resolved": {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3}}
+    other = {**_record(["--b"], "accepted"), "resolved": {"speculative_algorithm": "EAGLE",
+                                                         "speculative_num_draft_tokens": 8}}
+    result = sglang_judge.judge({"h": [same, other]}, tmp_path, runner)
+    (problem,) = result.problems
+    assert "both accepted, but resolved speculative_num_draft_tokens to 8 and 4" in problem
+
+
+def test_the_accepted_record_carries_the_standins_speculative_choice() -> None:
+    record = server.start_record(["--model-path", "/m"], {}, gpu_csv="", mem_total=None)
+    line = _emitted_with(record, {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3, "tp_size": 8})
+    (back,) = sglang_judge.parse_records(line)
+    assert back["resolved"] == {"speculative_algorithm": "EAGLE", "speculative_num_steps": 3,
+                                "speculative_eagle_topk": None, "speculative_num_draft_tokens": None}
+
+
+def _emitted_with(record: dict, cfg: dict) -> str:
+    err = io.StringIO()
+    with redirect_stderr(err):
+        server.emit_start_record(record, "accepted", cfg)
+    return err.getvalue()
