@@ -67,7 +67,9 @@ def _mamba_no_buffer(ctx: Context, report: Report) -> None:
 
 
 @rule("server.kv_cache", shared=True, file=_KVH, sources=(
-    "sglang/srt/arg_groups/kv_cache_hook.py:394",
+    "sglang/srt/arg_groups/kv_cache_hook.py:394 (0.5.20 :167)",
+    "sglang/srt/arg_groups/kv_cache_hook.py:445 (0.5.21, 0.5.22 :445)",
+    "sglang/srt/arg_groups/kv_cache_hook.py:471 (0.5.21, 0.5.22 :471)",
     "sglang/srt/arg_groups/kv_cache_hook.py:401 (0.5.20 :174)",
     "sglang/srt/arg_groups/kv_cache_hook.py:405 (0.5.20 :178)",
     "sglang/srt/arg_groups/kv_cache_hook.py:409 (0.5.20 :182)",
@@ -89,10 +91,22 @@ def _kv_cache(ctx: Context, report: Report) -> None:
                           f"threshold > next_prompt_estimate >= 0 (got {threshold} and {estimate}).",
                           f"set {ctx.var('radix_eviction_policy_config')}: {{threshold: ..., next_prompt_estimate: ...}} with "
                           "threshold the larger, or another radix_eviction_policy", "380-391")
-    radix_off = ctx.is_set("disable_radix_cache")
+    # The radix cache as handle_cache_compatibility sees it: a PD decode server without
+    # disaggregation_decode_enable_radix_cache has it off too (radix_cache_off; handle_pd_disaggregation runs first,
+    # pipeline.py:147 before :334): the seed-2 10,000-case run's MISSED, enable_lmcache on a decode server (fuzz-2-04731).
+    radix_off = radix_cache_off(ctx)
     if ctx.is_set("enable_hierarchical_cache") and radix_off:
-        report.refuse("disable_radix_cache", "enable_hierarchical_cache and disable_radix_cache are mutually exclusive.",
-                      f"remove {ctx.var('disable_radix_cache')} or {ctx.var('enable_hierarchical_cache')}", 394)
+        if ctx.is_set("disable_radix_cache"):
+            report.refuse("disable_radix_cache", "enable_hierarchical_cache and disable_radix_cache are mutually exclusive.",
+                          f"remove {ctx.var('disable_radix_cache')} or {ctx.var('enable_hierarchical_cache')}",
+                          167 if not added_in(ctx, "0.5.21") else 394)
+        else:
+            report.refuse("enable_hierarchical_cache", "enable_hierarchical_cache needs the radix cache, which a PD decode "
+                          "server turns off unless disaggregation_decode_enable_radix_cache is set (handle_pd_disaggregation "
+                          "sets disable_radix_cache).",
+                          f"remove {ctx.var('enable_hierarchical_cache')}, or set "
+                          f"{ctx.var('disaggregation_decode_enable_radix_cache')}: true",
+                          167 if not added_in(ctx, "0.5.21") else 394)
     if ctx.is_set("disaggregation_decode_enable_offload_kvcache"):
         # handle_cache_compatibility (kv_cache_hook.py:399-413; 0.5.20 :172-186): the decode-side KV offload needs a PD
         # decode server with a HiCache storage backend, and no host-pool retraction backup: the 10,000-case fuzz run's
@@ -136,7 +150,11 @@ def _kv_cache(ctx: Context, report: Report) -> None:
              435),
             (lmcache and ctx.is_set("enable_unified_cache_external_linker"), "enable_unified_cache_external_linker",
              "enable_unified_cache_external_linker", 440),
-            (lmcache and radix_off, "disable_radix_cache", "disable_radix_cache (LMCache needs the radix cache)", 445),
+            (lmcache and ctx.is_set("disable_radix_cache"), "disable_radix_cache",
+             "disable_radix_cache (LMCache needs the radix cache)", 445),
+            (lmcache and radix_off, "disaggregation_mode", "needs the radix cache, which a PD decode server turns off "
+             "(handle_pd_disaggregation sets disable_radix_cache; with disaggregation_decode_enable_radix_cache LMCache "
+             "still runs on a colocated server only, :471)", 445),
             (lmcache and _given(ctx, "speculative_algorithm") and not ctx.is_set("enable_return_aux_hidden_states"),
              "speculative_algorithm", "speculative decoding", 450),
             (lmcache and attention_dp_on(ctx), "attn_dp_size", "attention DP", 454),
@@ -144,10 +162,15 @@ def _kv_cache(ctx: Context, report: Report) -> None:
             (lmcache and ctx.is_set("enable_streaming_session"), "enable_streaming_session", "streaming sessions", 463),
             (lmcache and _choice(ctx, "hicache_host_memory_mode", "cache") == "buffer_only", "hicache_host_memory_mode",
              "hicache_host_memory_mode buffer_only (a HiCache-only mode)", 467),
+            # LMCacheUnifiedRadixCache schedules colocated prefill/decode only (0.5.21-0.5.23 :471).
+            (lmcache and _choice(ctx, "disaggregation_mode", "null") != "null", "disaggregation_mode",
+             f"PD disaggregation (disaggregation_mode {_choice(ctx, 'disaggregation_mode', 'null')}: LMCache runs "
+             "colocated prefill/decode only)", 471),
         ):
             if bad:
-                report.refuse(dest, f"enable_lmcache does not work with {why}.", f"remove {ctx.var(dest)} or "
-                              f"{ctx.var('enable_lmcache')}", line)
+                # A decode server's radix cache would only reach :471, so the fix is a colocated server or no LMCache.
+                report.refuse(dest, f"enable_lmcache {why if why.startswith('needs') else 'does not work with ' + why}.",
+                              f"remove {ctx.var(dest)} or {ctx.var('enable_lmcache')}", line)
                 break
     if ctx.is_set("prefill_only_disable_kv_cache"):
         # validate_prefill_only_disable_kv_cache_args runs early in the pipeline (pipeline.py:170), before the model

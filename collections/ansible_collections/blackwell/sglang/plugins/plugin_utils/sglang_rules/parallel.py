@@ -359,7 +359,7 @@ def _two_batch_overlap(ctx: Context, report: Report) -> None:
     """check_two_batch_overlap (sglang/srt/arg_groups/validation_hook.py:756-771)."""
     if not ctx.is_set("enable_two_batch_overlap") or _int(ctx, "attn_dp_size", 1) > 1 or _a2a_may_change(ctx):
         return
-    a2a = str(ctx.get("moe_a2a_backend", "none"))
+    a2a = moe_backends(ctx)[0]  # moe_runner_backend megamoe makes it megamoe first (mega_moe_hook.py:259-276)
     if ctx.is_set("enable_waterfill") and a2a not in ("deepep", "megamoe"):
         a2a = "deepep"  # sglang/srt/arg_groups/overrides.py:1596-1605
     if a2a not in ("none", "ascend_tp"):  # ascend_tp resolves to none (sglang/srt/arg_groups/moe_hook.py:463-469)
