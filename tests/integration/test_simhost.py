@@ -7,6 +7,7 @@ get it (tests/fixtures/simhost/ensure-docker.sh).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -20,7 +21,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SIMHOST = REPO / "tests/fixtures/simhost"
 STANDIN = REPO / "tests/fixtures/sglang_standin"
-WHEELHOUSE = REPO / "build/wheelhouse"
 VENV = "/opt/sglang-venv"
 PY = f"{VENV}/bin/python"
 MODEL = "nvidia/Qwen3.5-397B-A17B-NVFP4"
@@ -99,16 +99,21 @@ def _sh(args: list[str], timeout: float = 600) -> None:
 
 
 @pytest.fixture(scope="module")
-def host() -> Iterator[Host]:
+def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
     if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode:
         pytest.fail("Docker engine not available: run tests/fixtures/simhost/ensure-docker.sh")
     _sh([str(SIMHOST / "build-image.sh")])
-    _sh([str(STANDIN / "build-wheelhouse.sh"), "0.5.23"])
+    # The stand-in of this tree, built into the module's own wheelhouse: build/wheelhouse is what the molecule
+    # scenarios running beside this test install from, against hashed locks made from it (make provision-fixtures),
+    # so a test must never rewrite it.
+    wheelhouse = tmp_path_factory.mktemp("wheelhouse")
+    subprocess.run([str(STANDIN / "build-wheelhouse.sh"), "0.5.23"], check=True, timeout=600,
+                   env={**os.environ, "WHEELHOUSE": str(wheelhouse)})
     name = f"bsa-simtest-{uuid.uuid4().hex[:8]}"
     _sh([str(SIMHOST / "simhost.sh"), "up", name], timeout=180)
     try:
         h = Host(name)
-        _sh(["docker", "cp", str(WHEELHOUSE), f"{name}:/opt/wheelhouse"])
+        _sh(["docker", "cp", str(wheelhouse), f"{name}:/opt/wheelhouse"])
         h.run(f"python3 -m venv {VENV} && {VENV}/bin/pip install -q --no-index --no-deps "
               f"--find-links /opt/wheelhouse sglang==0.5.23", timeout=180)
         yield h
