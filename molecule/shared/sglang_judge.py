@@ -156,7 +156,6 @@ def resolved_differently(record: dict[str, Any], verdict: dict[str, Any]) -> dic
 
 @dataclass
 class Start:
-    host: str
     record: dict[str, Any]
     hosts: set[str] = field(default_factory=set)
     count: int = 0
@@ -194,7 +193,7 @@ def judge(records: dict[str, list[dict[str, Any]]], workdir: Path, run_probe: An
         result.hosts[host] = len(recs)
         for record in recs:
             result.starts += 1
-            start = starts.setdefault(_key(record), Start(host, record))
+            start = starts.setdefault(_key(record), Start(record))
             start.hosts.add(host)
             start.count += 1
     if not starts:

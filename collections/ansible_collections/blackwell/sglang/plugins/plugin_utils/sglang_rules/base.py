@@ -114,6 +114,14 @@ def _json_arg(ctx: Context, dest: str) -> Any:
         return None
 
 
+def _override_architectures(ctx: Context) -> list[Any] | None:
+    """The ``architectures`` list json_model_override_args merges into the checkpoint's config; None when it names
+    none."""
+    override = _json_arg(ctx, "json_model_override_args")
+    names = override.get("architectures") if isinstance(override, dict) else None
+    return names if isinstance(names, list) and names else None
+
+
 # The facts that follow from the architecture alone, for one SGLang does not know from the model table (the
 # defaults of ModelFacts: moe None, not in the table).
 _UNTABLED = ArchFacts("unknown")
@@ -128,9 +136,8 @@ def model_after_overrides(ctx: Context) -> ModelFacts:
     architecture (family, MLA, hybrid linear attention, MoE, the speculative defaults) follow it; the checkpoint's
     own (quantization, context, text_config layout, weights) and ``known`` stay as declared. run_rules publishes the
     result as ``ctx.model`` once, before any rule reads it: no rule computes the architecture again."""
-    override = _json_arg(ctx, "json_model_override_args")
-    names = override.get("architectures") if isinstance(override, dict) else None
-    if not isinstance(names, list) or not names or not isinstance(names[0], str) or names[0] == ctx.model.architecture:
+    names = _override_architectures(ctx)
+    if names is None or not isinstance(names[0], str) or names[0] == ctx.model.architecture:
         return ctx.model
     tabled = ARCHITECTURES.get(names[0])
     facts = tabled or _UNTABLED

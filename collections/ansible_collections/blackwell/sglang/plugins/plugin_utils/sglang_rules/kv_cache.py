@@ -96,17 +96,18 @@ def _kv_cache(ctx: Context, report: Report) -> None:
     # pipeline.py:147 before :334): the seed-2 10,000-case run's MISSED, enable_lmcache on a decode server (fuzz-2-04731).
     radix_off = radix_cache_off(ctx)
     if ctx.is_set("enable_hierarchical_cache") and radix_off:
+        hicache_line = 167 if not added_in(ctx, "0.5.21") else 394
         if ctx.is_set("disable_radix_cache"):
             report.refuse("disable_radix_cache", "enable_hierarchical_cache and disable_radix_cache are mutually exclusive.",
                           f"remove {ctx.var('disable_radix_cache')} or {ctx.var('enable_hierarchical_cache')}",
-                          167 if not added_in(ctx, "0.5.21") else 394)
+                          hicache_line)
         else:
             report.refuse("enable_hierarchical_cache", "enable_hierarchical_cache needs the radix cache, which a PD decode "
                           "server turns off unless disaggregation_decode_enable_radix_cache is set (handle_pd_disaggregation "
                           "sets disable_radix_cache).",
                           f"remove {ctx.var('enable_hierarchical_cache')}, or set "
                           f"{ctx.var('disaggregation_decode_enable_radix_cache')}: true",
-                          167 if not added_in(ctx, "0.5.21") else 394)
+                          hicache_line)
     if ctx.is_set("disaggregation_decode_enable_offload_kvcache"):
         # handle_cache_compatibility (kv_cache_hook.py:399-413; 0.5.20 :172-186): the decode-side KV offload needs a PD
         # decode server with a HiCache storage backend, and no host-pool retraction backup: the 10,000-case fuzz run's

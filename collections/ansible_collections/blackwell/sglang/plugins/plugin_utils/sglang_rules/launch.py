@@ -21,6 +21,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _int,
     _json_arg,
     _num,
+    _override_architectures,
     env_true,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
@@ -302,9 +303,8 @@ LANGUAGE_MODEL_ONLY_ARCHITECTURES = ("DeepseekV4ForCausalLM", "MuseGlimmerForCon
 def _language_model_only_architectures(ctx: Context) -> list[str] | None:
     """hf_config.architectures as handle_language_model_only reads them: json_model_override_args' list where it names
     one (merged into the checkpoint's config), else the model table's architecture; None where not known."""
-    override = _json_arg(ctx, "json_model_override_args")
-    names = override.get("architectures") if isinstance(override, dict) else None
-    if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
+    names = _override_architectures(ctx)
+    if names and all(isinstance(n, str) for n in names):
         return names
     if ctx.model.known and ctx.model.architecture and ctx.model.checkpoint_architecture is None:
         return [ctx.model.architecture]
@@ -358,6 +358,7 @@ def _features(ctx: Context, report: Report) -> None:
                            if ctx.is_set("language_model_only") and ctx.is_set(d)]
     encoder_only = ctx.is_set("encoder_only")
     lmo_architectures = _language_model_only_architectures(ctx) if ctx.is_set("language_model_only") else None
+    lmo_supported = LANGUAGE_MODEL_ONLY_ARCHITECTURES[0 if added_in(ctx, "0.5.22") else 1:]
     if language_model_only:
         dest = language_model_only[0]
         report.of("server.combination").refuse(
@@ -367,12 +368,10 @@ def _features(ctx: Context, report: Report) -> None:
     # 0.5.20 :923-929): one of the checkpoint's architectures must be in LANGUAGE_MODEL_ONLY_ARCHITECTURES; decided
     # for the model table's checkpoints (any other model: the preflight). The seed-1 10,000-case fuzz run's MISSED
     # fuzz-1-04220, Llama.
-    elif lmo_architectures and not any(a in LANGUAGE_MODEL_ONLY_ARCHITECTURES[0 if added_in(ctx, "0.5.22") else 1:]
-                                       for a in lmo_architectures):
-        supported = LANGUAGE_MODEL_ONLY_ARCHITECTURES[0 if added_in(ctx, "0.5.22") else 1:]
+    elif lmo_architectures and not any(a in lmo_supported for a in lmo_architectures):
         report.of("server.combination").refuse(
             "language_model_only", f"language_model_only does not run {', '.join(lmo_architectures)} (SGLang "
-            f"{ctx.schema.version} supports {', '.join(supported)}).",
+            f"{ctx.schema.version} supports {', '.join(lmo_supported)}).",
             f"remove {ctx.var('language_model_only')} (SGLang runs it for those architectures only)",
             "sglang/srt/arg_groups/model_hook.py:1106 (0.5.22 :1082, 0.5.21 :992, 0.5.20 :926)")
     # handle_encoder_disaggregation, right after handle_language_model_only (pd_disaggregation_hook.py:298-313; the
