@@ -14,18 +14,23 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release conformance-all simhost wheelhouse provision-fixtures molecule molecule-extended test demo demo-down schema catalog gateway-schema gateway-lock bench dist ee ee-image fuzz-sglang changelog release sanity sanity-venv clean
+.PHONY: help venv constraints deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release conformance-all simhost wheelhouse provision-fixtures molecule molecule-extended test demo demo-down schema catalog gateway-schema gateway-lock bench dist ee ee-image fuzz-sglang changelog release sanity sanity-venv clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-$(BIN)/.stamp: requirements.txt
+$(BIN)/.stamp: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet -r requirements.txt -c constraints.txt
 	touch $@
 
-venv: $(BIN)/.stamp ## Create the control-node virtualenv (.venv) from requirements.txt
+venv: $(BIN)/.stamp ## Create the control-node virtualenv (.venv) from requirements.txt (the rest pinned by constraints.txt)
+
+# constraints.txt: what requirements.txt pulls in, at the versions installed now (tools/constraints.py). After a change
+# of requirements.txt: .venv/bin/pip install -r requirements.txt (without the old constraints), make test, then this.
+constraints: ## Rewrite constraints.txt from the control-node virtualenv (after changing requirements.txt)
+	$(BIN)/python tools/constraints.py --write
 
 SCHEMA_DIR := collections/ansible_collections/blackwell/sglang/plugins/plugin_utils/schemas
 # Every release with a committed schema (0.5.18 ... 0.5.23).
