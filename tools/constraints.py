@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """constraints.txt: the control-node virtualenv's packages that requirements.txt does not pin, at their installed versions.
 
 requirements.txt pins what the project uses directly; `make venv` installs it with ``-c constraints.txt``, so the packages
