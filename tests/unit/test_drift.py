@@ -230,13 +230,13 @@ def test_the_drift_probe_reads_health_server_info_weights_and_the_last_good_star
         {**key, "release": "0.5.22", "seconds": 90.0}, {**key, "seconds": 41.5, "at": "t", "source": "metrics"}]}))
     with serving(answer) as port:
         base = f"http://127.0.0.1:{port}"
-        status, _, error = drift_probe.get_json(f"{base}/ready", "k", 5, None)
+        status, _, error = drift_probe.get_json(f"{base}/ready", api_key="k", timeout=5)
         assert (status, error) == (200, "not JSON: Expecting value: line 1 column 1 (char 0)")
-        _, info, _ = drift_probe.get_json(f"{base}/server_info", "k", 5, None)
+        _, info, _ = drift_probe.get_json(f"{base}/server_info", api_key="k", timeout=5)
         assert info["tp_size"] == 8
-        _, weights, _ = drift_probe.get_json(f"{base}/weights_checker", "admin", 5, None)
+        _, weights, _ = drift_probe.get_json(f"{base}/weights_checker", api_key="admin", timeout=5)
         assert drift_probe.checksum_of(weights) == ("cd" * 32, None)
-        assert drift_probe.get_json(f"{base}/nothing", None, 5, None) == (404, None, "HTTP 404")
+        assert drift_probe.get_json(f"{base}/nothing", api_key=None, timeout=5) == (404, None, "HTTP 404")
     assert asked[-2] == ("/weights_checker", "Bearer admin") and asked[-1] == ("/nothing", None)
     assert drift_probe.checksum_of({"success": False, "message": "not supported"}) == (None, "no checksum: not supported")
     assert drift_probe.last_start(json.loads(record.read_text()), key) == {"seconds": 41.5, "release": "0.5.23", "at": "t",

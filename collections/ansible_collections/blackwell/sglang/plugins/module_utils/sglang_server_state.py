@@ -9,11 +9,10 @@ import fnmatch
 import os
 import re
 import stat
-import urllib.error
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_http import get
 
 # The options of the look (server_state's arguments, server_files' look suboptions).
 STATE_OPTIONS: dict[str, Any] = {
@@ -83,15 +82,10 @@ def venv_records(config_dir: str, name: str, venv: str) -> list[str]:
 
 
 def health_status(url: str, timeout: float, ca_path: str | None) -> tuple[int, str]:
-    """HTTP status of one GET of ``url`` (-1 and the error when nothing answered)."""
-    try:
-        with open_url(url, timeout=timeout, ca_path=ca_path or None, validate_certs=True,
-                      follow_redirects="safe") as response:
-            return response.status, ""
-    except urllib.error.HTTPError as exc:
-        return exc.code, str(exc)
-    except (OSError, ValueError) as exc:
-        return -1, str(exc)
+    """HTTP status of one GET of ``url`` (sglang_http: no redirect followed, no proxy) and why it is no answer:
+    ``HTTP STATUS`` for an error status, the error with -1 when nothing answered, empty otherwise."""
+    status, _body, error = get(url, timeout=timeout, ca_path=ca_path, limit=0)  # the status only: no body read
+    return status, error or ""
 
 
 def look(module: AnsibleModule, params: dict[str, Any]) -> dict[str, Any]:

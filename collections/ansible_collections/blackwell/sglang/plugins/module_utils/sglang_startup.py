@@ -144,8 +144,8 @@ def read_breakdown(health_url: str, get: Any) -> tuple[dict[str, Any] | None, st
     """(SGLang's startup breakdown, None) from the ``/metrics`` beside ``health_url``, or (None, why it was not read).
 
     ``get(url, timeout)`` answers (HTTP status, body bytes of at most MAX_METRICS_BYTES + 1) or raises OSError /
-    ValueError (the server_probe module passes open_url with its TLS settings). A server without startup samples
-    (a release without them) gives (None, None).
+    ValueError (the server_probe module passes module_utils/sglang_http.get with its TLS settings). A server without
+    startup samples (a release without them) gives (None, None).
     """
     try:
         status, body = get(metrics_url(health_url), METRICS_TIMEOUT)

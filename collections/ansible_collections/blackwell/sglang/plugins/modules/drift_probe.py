@@ -105,43 +105,19 @@ startup:
   returned: always
 """
 
-import json
-import urllib.error
 from collections.abc import Mapping
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_http import get_json
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_quality import checksum_of
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_startup import KEY_FIELDS, read_record, usable_records
-
-# The largest JSON answer read (/server_info is some KiB; /weights_checker a few hundred bytes per rank).
-MAX_BYTES = 8 << 20
 
 
 def base_url(url: str) -> str:
     """``scheme://host:port`` of a URL (the health URL's server)."""
     scheme, _, rest = url.partition("://")
     return f"{scheme}://{rest.split('/', 1)[0]}"
-
-
-def get_json(url: str, key: str | None, timeout: float, ca_path: str | None) -> tuple[int, Any, str | None]:
-    """(HTTP status, the JSON body or None, why it could not be read or None) of one GET; -1 when nothing answered."""
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    try:
-        with open_url(url, headers=headers, timeout=timeout, ca_path=ca_path or None, validate_certs=True,
-                      follow_redirects="none", use_proxy=False) as response:
-            status, data = response.status, response.read(MAX_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        return exc.code, None, f"HTTP {exc.code}"
-    except (OSError, ValueError) as exc:
-        return -1, None, str(exc)[:300]
-    if len(data) > MAX_BYTES:
-        return status, None, f"larger than {MAX_BYTES} bytes"
-    try:
-        return status, json.loads(data), None
-    except ValueError as exc:
-        return status, None, f"not JSON: {exc}"
 
 
 def last_start(history: Any, key: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -174,19 +150,19 @@ def main() -> None:
     if not p["url"].lower().startswith(("http://", "https://")):
         module.fail_json(msg=f"url must be an http:// or https:// URL, got {p['url']!r}")
     base = base_url(p["url"])
-    status, _, error = get_json(p["url"], p["api_key"], p["timeout"], p["ca_path"])
+    status, _, error = get_json(p["url"], api_key=p["api_key"], timeout=p["timeout"], ca_path=p["ca_path"])
     if error and error.startswith("not JSON"):  # a health answer needs no JSON body
         error = None
     info, info_error, checksum, weights_error = None, None, None, None
     if status == 200:
-        _, body, info_error = get_json(f"{base}/server_info", p["api_key"], p["timeout"], p["ca_path"])
+        _, body, info_error = get_json(f"{base}/server_info", api_key=p["api_key"], timeout=p["timeout"], ca_path=p["ca_path"])
         if info_error is None and not isinstance(body, Mapping):
             info_error = "not a JSON object"
         if info_error is None:
             info = {key: body[key] for key in p["info_keys"] if key in body}
         if p["weights"]:
             key = p["admin_api_key"] or p["api_key"]
-            _, answer, weights_error = get_json(f"{base}/weights_checker", key, p["timeout"], p["ca_path"])
+            _, answer, weights_error = get_json(f"{base}/weights_checker", api_key=key, timeout=p["timeout"], ca_path=p["ca_path"])
             if weights_error is None:
                 checksum, weights_error = checksum_of(answer)
     startup = last_start(read_record(p["startup_record"] or ""), p["startup_key"]) if p["startup_record"] else None

@@ -154,57 +154,42 @@ marked:
   returned: always
 """
 
-import json
 import time
-import urllib.error
 from collections.abc import Callable
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_http import get, get_json
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_startup import MAX_METRICS_BYTES, read_breakdown
 
 
 def probe(url: str, timeout: float, ca_path: str | None = None) -> tuple[int, str]:
     """HTTP status of one GET (-1 and the error when nothing answered, e.g. a certificate that does not verify)."""
-    try:
-        with open_url(url, timeout=timeout, ca_path=ca_path or None, validate_certs=True,
-                      follow_redirects="none", use_proxy=False) as response:
-            return response.status, ""
-    except urllib.error.HTTPError as exc:
-        return exc.code, ""
-    except (OSError, ValueError) as exc:
-        return -1, str(exc)
+    status, _, error = get(url, timeout=timeout, ca_path=ca_path, limit=0)  # the status only: no body read
+    return status, (error or "") if status == -1 else ""
 
 
 def server_info(url: str, keys: list[str], api_key: str | None, timeout: float,
                 ca_path: str | None = None) -> tuple[dict[str, object] | None, str | None]:
     """(the values of ``keys`` in the JSON object at ``url``, None) or (None, why it could not be read)."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        with open_url(url, headers=headers, timeout=timeout, ca_path=ca_path or None, validate_certs=True,
-                      follow_redirects="none", use_proxy=False) as response:
-            body = json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return None, f"HTTP {exc.code}"
-    except (OSError, ValueError) as exc:
-        return None, str(exc)
+    _, body, error = get_json(url, timeout=timeout, ca_path=ca_path, api_key=api_key)
+    if error is not None:
+        return None, error
     if not isinstance(body, dict):
         return None, "not a JSON object"
     return {key: body[key] for key in keys if key in body}, None
 
 
 def getter(ca_path: str | None) -> Callable[[str, float], tuple[int, bytes]]:
-    """GET with the probe's TLS settings: (status, at most MAX_METRICS_BYTES + 1 bytes of the body)."""
+    """GET with the probe's TLS settings: (status, at most MAX_METRICS_BYTES + 1 bytes of the body); OSError when
+    nothing answered (read_breakdown's contract)."""
 
-    def get(url: str, timeout: float) -> tuple[int, bytes]:
-        try:
-            with open_url(url, timeout=timeout, ca_path=ca_path or None, validate_certs=True,
-                          follow_redirects="none", use_proxy=False) as response:
-                return response.status, response.read(MAX_METRICS_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            return exc.code, b""
+    def get_metrics(url: str, timeout: float) -> tuple[int, bytes]:
+        status, body, error = get(url, timeout=timeout, ca_path=ca_path, limit=MAX_METRICS_BYTES)
+        if status == -1:
+            raise OSError(error)
+        return status, body
 
-    return get
+    return get_metrics
 
 
 # The most lines of one start that markers returns (the newest): enough for every rank's lines of one phase.
