@@ -186,11 +186,54 @@ def run_one(name: str, argv: list[str], log: Path, env: dict[str, str], results:
 def run_side(commands: list[tuple[str, list[str]]], logs: Path, results: list[Result], lock: threading.Lock,
              scenarios: list[str] | None = None, env: dict[str, str] | None = None) -> None:
     """The lane beside the molecule lanes: lint, sanity, then pytest (each runs whatever the one before it did), then
-    the molecule ``scenarios`` the plan gave it."""
+    the molecule ``scenarios`` the plan gave it. A pytest run that failed where docker lost a command's output
+    (lost_exec_output: the integration tier runs playbooks on simulated hosts too) runs its failed tests once more."""
     for name, argv in commands:
         run_one(name, argv, logs / f"{name}.log", ENV, results, lock, side=True)
+        if name == "pytest":
+            rerun_failed_tests(argv, logs / f"{name}.log", results, lock)
     if scenarios:
         run_lane(scenarios, logs, env if env is not None else ENV, results, lock)
+
+
+# A failed test's node id in pytest's short summary: ``FAILED path.py::test[params] - message`` (or ``ERROR ...``, a
+# collection error naming the file alone); the parameters end at the first "]" that the message separator follows.
+FAILED_TEST = re.compile(r"^(?:FAILED|ERROR) (?!- )(\S+?\.py(?:::[^\s\[]+)*(?:\[.*?\])?)(?: - |$)")
+
+
+def failed_tests(text: str) -> list[str]:
+    """The node ids of the failed and erroring tests in a pytest log's short summary, in order, each once."""
+    found: list[str] = []
+    for line in logical_lines(text):
+        match = FAILED_TEST.match(line)
+        if match and match.group(1) not in found:
+            found.append(match.group(1))
+    return found
+
+
+def rerun_failed_tests(argv: list[str], log: Path, results: list[Result], lock: threading.Lock) -> None:
+    """After a failed pytest run whose log shows lost docker exec output (EXEC_OUTPUT_LOST): its failed tests run once
+    more, alone (``argv``'s options, the node ids instead of its paths), the first log kept as ``pytest.exec-lost.log``;
+    the result then counts both runs' seconds and says so. Any other failure is left as it is."""
+    first = next((r for r in reversed(results) if r.log == log), None)
+    if first is None or first.rc == 0:
+        return
+    text = log.read_text(encoding="utf-8", errors="replace")
+    lost, tests = lost_exec_output(text), failed_tests(text)
+    if lost is None or not tests:
+        return
+    kept = log.with_name(f"{first.scenario}.exec-lost.log")
+    log.replace(kept)
+    options = [word for word in argv[1:] if word.startswith("-")]
+    with lock:
+        results.remove(first)
+        print(f"{first.scenario}: docker exec lost a command's output ({lost[:200]}); running its {len(tests)} failed "
+              f"test(s) once more (first log: {kept.name})", flush=True)
+    run_one(first.scenario, [argv[0], *options, *tests], log, ENV, results, lock, side=True)
+    with lock:
+        again = next(r for r in reversed(results) if r.log == log)
+        again.seconds += first.seconds
+        again.rerun = lost
 
 
 def lost_exec_output(text: str) -> str | None:
@@ -295,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(lines) if lines else "(no FAILED, ERROR or fatal line in its log: see its tail above)", flush=True)
     for r in results:
         if r.rerun:
-            print(f"molecule {r.scenario} ran twice: docker exec lost a command's output in the first run "
+            print(f"{r.kind}{r.scenario} ran twice: docker exec lost a command's output in the first run "
                   f"({r.rerun[:200]}); the second {'passed' if r.rc == 0 else 'failed too'}", flush=True)
     # And each lane's times, which CI's truncated log would otherwise lose: where the budget goes.
     print(f"molecule_lanes times: {lane_times(plan, [name for name, _ in side] + side_scenarios, results)}",

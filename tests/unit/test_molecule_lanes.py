@@ -226,3 +226,60 @@ def test_lost_output_is_found_only_as_ansible_words_it() -> None:
     assert line is not None and line.startswith("E   AssertionError: ['Run nvidia-persistenced")
     assert molecule_lanes.lost_exec_output(MOLECULE_LOG) is None
     assert molecule_lanes.lost_exec_output("fatal: [h]: FAILED! => {\"msg\": \"returned empty string\"}\n") is None
+
+
+# pytest's own log (no molecule box) of an integration test that failed where docker lost the output, and of one that
+# failed otherwise.
+PYTEST_LOST_LOG = """\
+..........F.....F
+E   AssertionError: deploy.yml failed: fatal: [bsa-simhost]: UNREACHABLE! => {"msg": "Failed to create temporary directory. \
+failed to resolve remote temporary directory from ansible-tmp-1796515295.15-20947-1708,`( umask 77 && mkdir -p \
+"` echo ~/.ansible/tmp `" )`, input_data=None)` returned empty string"}
+=========================== short test summary info ============================
+FAILED tests/integration/test_simhost.py::test_demo_deploy[a - b] - AssertionError: deploy.yml failed: fatal
+ERROR tests/integration/test_walk.py::test_walk - RuntimeError: setup
+FAILED tests/integration/test_simhost.py::test_demo_deploy[a - b] - again
+2 failed, 3401 passed in 1200.00s (0:20:00)
+"""
+
+
+def test_the_failed_tests_of_a_pytest_summary() -> None:
+    assert molecule_lanes.failed_tests(PYTEST_LOST_LOG) == [
+        "tests/integration/test_simhost.py::test_demo_deploy[a - b]", "tests/integration/test_walk.py::test_walk"]
+    assert molecule_lanes.failed_tests("ERROR tests/unit/test_x.py - ImportError: no\nFAILED - RETRYING: [h]: x\n") == [
+        "tests/unit/test_x.py"]
+    assert molecule_lanes.failed_tests("2 failed\n") == []
+
+
+@pytest.mark.parametrize(("first_log", "second_rc", "runs"), [
+    (PYTEST_LOST_LOG, 0, 2),                                        # lost output, the failed tests then pass
+    (PYTEST_LOST_LOG, 1, 2),                                        # they fail again: failed, no third run
+    (PYTEST_LOST_LOG.replace("returned empty string", "x"), 0, 1),  # any other failure: not run again
+])
+def test_a_pytest_run_that_lost_an_exec_output_reruns_its_failed_tests(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], first_log: str,
+        second_rc: int, runs: int) -> None:
+    calls: list[list[str]] = []
+
+    def fake(name, argv, log, env, results, lock, side=False):  # noqa: ANN001, ANN202 - run_one's signature
+        calls.append(argv)
+        first = len(calls) == 1
+        log.write_text(first_log if first else "second run\n")
+        results.append(molecule_lanes.Result(name, 1 if first else second_rc, 1000.0 if first else 60.0, log, "", 250))
+
+    monkeypatch.setattr(molecule_lanes, "run_one", fake)
+    monkeypatch.setattr(molecule_lanes, "lanes", lambda names, jobs, side=None: [[]])
+    rc = molecule_lanes.main(["--logs", str(tmp_path), "--pytest", "tests/unit", "tests/integration"])
+    out = capsys.readouterr().out
+    assert len(calls) == runs and calls[0][1:] == ["-q", "tests/unit", "tests/integration"]
+    if runs == 1:
+        assert rc == 1 and "ran twice" not in out and not (tmp_path / "pytest.exec-lost.log").exists()
+        return
+    assert calls[1][1:] == ["-q", "tests/integration/test_simhost.py::test_demo_deploy[a - b]",
+                            "tests/integration/test_walk.py::test_walk"]
+    assert rc == second_rc
+    assert (tmp_path / "pytest.exec-lost.log").read_text() == first_log
+    assert "running its 2 failed test(s) once more" in out
+    assert f"molecule_lanes: {1 - second_rc} of 1 passed" in out
+    assert "pytest ran twice: docker exec lost a command's output in the first run" in out
+    assert ("the second passed" if second_rc == 0 else "the second failed too") in out
