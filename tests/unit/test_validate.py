@@ -1349,8 +1349,9 @@ def test_deepep_v2_prefill_budget_per_release_and_gpu() -> None:
 
 def test_moe_kernel_quantization_is_what_sglang_compares() -> None:
     """handle_moe_kernel_config (moe_hook.py:80-100) compares the host's --quantization, or none; where SGLang fills it
-    in first (the DeepSeek family on SM100, from the checkpoint) or a runner constraint acts first (mxfp8,
-    nvfp4_online), server.moe says nothing."""
+    in first from the checkpoint (the DeepSeek family on SM100) it compares the checkpoint's, fp8 for the table's FP8
+    checkpoints (the seed-3 10,000-case run, resolve.checkpoint_fp8_filled), and where that is not known or a runner
+    constraint acts first (mxfp8, nvfp4_online), server.moe says nothing."""
     def moe(args: dict[str, Any], **hostvars: Any) -> list[str]:
         return [p.source for p in validate_host(llama_host(args, **hostvars)).errors if p.rule == "server.moe"]
 
@@ -1361,7 +1362,11 @@ def test_moe_kernel_quantization_is_what_sglang_compares() -> None:
     deepseek = {"sglang_model_path": "deepseek-ai/DeepSeek-V3"}
     assert moe({"moe_runner_backend": "flashinfer_cutedsl"}, nvidia_gpu_compute_capability="9.0", **deepseek) == \
         ["sglang/srt/arg_groups/moe_hook.py:98"]
-    assert moe({"moe_runner_backend": "flashinfer_cutedsl"}, nvidia_gpu_compute_capability="10.0", **deepseek) == []
+    # On SM100 SGLang fills DeepSeek-V3's fp8 in, and refuses it too (probed: moe_hook.py:98, 'fp8').
+    assert moe({"moe_runner_backend": "flashinfer_cutedsl"}, nvidia_gpu_compute_capability="10.0", **deepseek) == \
+        ["sglang/srt/arg_groups/moe_hook.py:98"]
+    nvfp4 = {"sglang_model_path": "nvidia/DeepSeek-V3-0324-FP4"}  # not fp8: what SGLang fills in is not the table's
+    assert moe({"moe_runner_backend": "flashinfer_cutedsl"}, nvidia_gpu_compute_capability="10.0", **nvfp4) == []
 
 
 @pytest.mark.parametrize(("version", "refused"), [("0.5.23", True), ("0.5.21", True), ("0.5.20", False)])

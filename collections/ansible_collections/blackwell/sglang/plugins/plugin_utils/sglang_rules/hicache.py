@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import _HCH, _choice, _given, _int, _json_arg, _num
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import cache_radix_off
 
 if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
@@ -80,9 +81,15 @@ def _hicache(ctx: Context, report: Report) -> None:
                       f"set {ctx.var('enable_unified_cache_external_linker')}: true, or remove enable_linker_mla_dedup", 43)
         return
     if linker:
+        # The radix cache as handle_hicache sees it (cache_radix_off, pipeline.py:272): a PD decode server, enable_mis
+        # and deterministic inference off ascend / fa3 / fa4 / triton have turned it off first (pipeline.py:147, :263,
+        # :240), as for LMCache (the seed-3 10,000-case run's MISSED class, fuzz-3-00420).
+        off = cache_radix_off(ctx)
         for bad, dest, why, line in (
             (added_in(ctx, "0.5.23") and (ctx.is_set("disable_radix_cache") or _given(ctx, "radix_cache_backend")),
              "disable_radix_cache", "needs the default radix cache (no disable_radix_cache, no radix_cache_backend)", 46),
+            (added_in(ctx, "0.5.23") and off is not None, off[0] if off else "",
+             f"needs the radix cache, which {off[1] if off else ''}", 46),
             (ctx.is_set("enable_hierarchical_cache"), "enable_hierarchical_cache", "and enable_hierarchical_cache are "
              "mutually exclusive", 51),
             (_given(ctx, "hicache_storage_backend"), "hicache_storage_backend", "does not use hicache_storage_backend", 56),

@@ -27,6 +27,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     adaptive_stays_on,
     attention_dp_on,
     attention_dp_width,
+    cache_radix_off,
     capture_only,
     decode_host_receive_on,
     linear_decode_backend_settled,
@@ -91,10 +92,13 @@ def _kv_cache(ctx: Context, report: Report) -> None:
                           f"threshold > next_prompt_estimate >= 0 (got {threshold} and {estimate}).",
                           f"set {ctx.var('radix_eviction_policy_config')}: {{threshold: ..., next_prompt_estimate: ...}} with "
                           "threshold the larger, or another radix_eviction_policy", "380-391")
-    # The radix cache as handle_cache_compatibility sees it: a PD decode server without
-    # disaggregation_decode_enable_radix_cache has it off too (radix_cache_off; handle_pd_disaggregation runs first,
-    # pipeline.py:147 before :334): the seed-2 10,000-case run's MISSED, enable_lmcache on a decode server (fuzz-2-04731).
-    radix_off = radix_cache_off(ctx)
+    # The radix cache as handle_cache_compatibility sees it (cache_radix_off): a PD decode server without
+    # disaggregation_decode_enable_radix_cache has it off too (handle_pd_disaggregation runs first, pipeline.py:147
+    # before :334): the seed-2 10,000-case run's MISSED, enable_lmcache on a decode server (fuzz-2-04731); so do
+    # enable_mis and deterministic inference off ascend / fa3 / fa4 / triton (pipeline.py:263, :240): the seed-3 run's
+    # MISSED, enable_lmcache with deterministic inference on an RTX 5090, whose unset backend becomes flashinfer
+    # (fuzz-3-00420).
+    radix_off = cache_radix_off(ctx)
     if ctx.is_set("enable_hierarchical_cache") and radix_off:
         hicache_line = 167 if not added_in(ctx, "0.5.21") else 394
         if ctx.is_set("disable_radix_cache"):
@@ -102,12 +106,9 @@ def _kv_cache(ctx: Context, report: Report) -> None:
                           f"remove {ctx.var('disable_radix_cache')} or {ctx.var('enable_hierarchical_cache')}",
                           hicache_line)
         else:
-            report.refuse("enable_hierarchical_cache", "enable_hierarchical_cache needs the radix cache, which a PD decode "
-                          "server turns off unless disaggregation_decode_enable_radix_cache is set (handle_pd_disaggregation "
-                          "sets disable_radix_cache).",
-                          f"remove {ctx.var('enable_hierarchical_cache')}, or set "
-                          f"{ctx.var('disaggregation_decode_enable_radix_cache')}: true",
-                          hicache_line)
+            dest, why, fix = radix_off
+            report.refuse("enable_hierarchical_cache", f"enable_hierarchical_cache needs the radix cache, which {why}.",
+                          f"remove {ctx.var('enable_hierarchical_cache')}, or {fix}", hicache_line)
     if ctx.is_set("disaggregation_decode_enable_offload_kvcache"):
         # handle_cache_compatibility (kv_cache_hook.py:399-413; 0.5.20 :172-186): the decode-side KV offload needs a PD
         # decode server with a HiCache storage backend, and no host-pool retraction backup: the 10,000-case fuzz run's
@@ -153,9 +154,12 @@ def _kv_cache(ctx: Context, report: Report) -> None:
              "enable_unified_cache_external_linker", 440),
             (lmcache and ctx.is_set("disable_radix_cache"), "disable_radix_cache",
              "disable_radix_cache (LMCache needs the radix cache)", 445),
-            (lmcache and radix_off, "disaggregation_mode", "needs the radix cache, which a PD decode server turns off "
-             "(handle_pd_disaggregation sets disable_radix_cache; with disaggregation_decode_enable_radix_cache LMCache "
-             "still runs on a colocated server only, :471)", 445),
+            (lmcache and radix_off is not None and radix_off[0] == "disaggregation_mode", "disaggregation_mode",
+             "needs the radix cache, which a PD decode server turns off (handle_pd_disaggregation sets "
+             "disable_radix_cache; with disaggregation_decode_enable_radix_cache LMCache still runs on a colocated "
+             "server only, :471)", 445),
+            (lmcache and radix_off is not None, radix_off[0] if radix_off else "", f"needs the radix cache, which "
+             f"{radix_off[1] if radix_off else ''}", 445),
             (lmcache and _given(ctx, "speculative_algorithm") and not ctx.is_set("enable_return_aux_hidden_states"),
              "speculative_algorithm", "speculative decoding", 450),
             (lmcache and attention_dp_on(ctx), "attn_dp_size", "attention DP", 454),
@@ -169,9 +173,13 @@ def _kv_cache(ctx: Context, report: Report) -> None:
              "colocated prefill/decode only)", 471),
         ):
             if bad:
-                # A decode server's radix cache would only reach :471, so the fix is a colocated server or no LMCache.
+                # A decode server's radix cache would only reach :471, so the fix is a colocated server or no LMCache;
+                # where enable_mis or deterministic inference turned it off, the cache_radix_off fix keeps LMCache.
+                fix = f"remove {ctx.var(dest)} or {ctx.var('enable_lmcache')}"
+                if why.startswith("needs") and dest != "disaggregation_mode" and radix_off is not None:
+                    fix = f"{radix_off[2]}, or remove {ctx.var('enable_lmcache')}"
                 report.refuse(dest, f"enable_lmcache {why if why.startswith('needs') else 'does not work with ' + why}.",
-                              f"remove {ctx.var(dest)} or {ctx.var('enable_lmcache')}", line)
+                              fix, line)
                 break
     if ctx.is_set("prefill_only_disable_kv_cache"):
         # validate_prefill_only_disable_kv_cache_args runs early in the pipeline (pipeline.py:170), before the model

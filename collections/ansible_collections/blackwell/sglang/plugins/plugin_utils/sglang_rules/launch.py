@@ -26,10 +26,13 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
+    DETERMINISTIC_ATTENTION,
     attention_dp_on,
     attention_dp_width,
     decode_host_receive_on,
     derived_context_length,
+    deterministic_on,
+    model_override_attention_backend,
     resolved_mamba_strategy,
     resolved_page_size,
 )
@@ -292,7 +295,6 @@ ENCODER_DISAGGREGATION_ARCHITECTURES = (
     "KimiK25ForConditionalGeneration", "KimiK3ForConditionalGeneration", "MiMoV2ForCausalLM",
     "Glm5NextForConditionalGeneration", "MiniMaxM3SparseForConditionalGeneration", "MuseSparkForConditionalGeneration",
 )
-DETERMINISTIC_ATTENTION = ("ascend", "fa3", "fa4", "flashinfer", "intel_xpu", "triton")  # choices.py:113-120
 DETERMINISTIC_LINE = "1119 (0.5.22 :1060, 0.5.21 :1041, 0.5.20 :1149)"  # _deterministic_attention_backend's raise
 # ServerArgs.LANGUAGE_MODEL_ONLY_ARCHITECTURES (server_args.py:335-340; DeepseekV4ForCausalLM from 0.5.22, the other
 # three since 0.5.20).
@@ -411,18 +413,27 @@ def _features(ctx: Context, report: Report) -> None:
             "Attention backend.", "use another attention_backend, or turn speculative decoding off (-e spec=off)",
             "sglang/srt/arg_groups/attention_hook.py:161")
     # rl_on_policy_target turns deterministic inference on first (attention_hook.py:586-592, the same in 0.5.20-0.5.22).
-    deterministic = ctx.is_set("enable_deterministic_inference") or _given(ctx, "rl_on_policy_target")
+    deterministic = deterministic_on(ctx)
     turned_on = "" if ctx.is_set("enable_deterministic_inference") else " (which rl_on_policy_target turns on)"
     # The platform hooks run before _deterministic_attention_backend reads the backend (pipeline.py:205-206, then
     # :240): device hpu sets torch_native whatever the host wrote, device cpu fills an unset attention_backend with
     # intel_amx (torch_native on an arm64 host), platform_hook.py:158-189 (0.5.22 :154-175, 0.5.21 :168-189, 0.5.20
     # :162-183); neither is deterministic, so SGLang refuses both at overrides.py:1119 (the seed-1 10,000-case fuzz
-    # run's MISSED fuzz-1-02703, device cpu).
+    # run's MISSED fuzz-1-02703, device cpu). So do the model overrides (pipeline.py:225): an unset backend is
+    # DeepSeek-V3's trtllm_mla on SM100, or Qwen3.5 / Qwen3-Next's trtllm_mha there (model_override_attention_backend;
+    # found beside the seed-3 run's deterministic MISSED, fuzz-3-00420).
     device = _choice(ctx, "device", "cuda")
     platform = "torch_native" if device == "hpu" else "intel_amx" if device == "cpu" and not backend else ""
-    det_backend = platform or backend
+    picked = "" if platform or backend or device == "npu" or not deterministic else (model_override_attention_backend(ctx) or "")
+    det_backend = platform or backend or picked
     if deterministic and det_backend and det_backend not in DETERMINISTIC_ATTENTION:
-        if platform:
+        if picked:
+            report.of("server.combination").refuse(
+                "attention_backend", f"enable_deterministic_inference{turned_on} with attention_backend unset: SGLang "
+                f"picks {picked} for {ctx.model.architecture} on this GPU first (its model override), and deterministic "
+                f"inference supports {', '.join(DETERMINISTIC_ATTENTION)} only.",
+                f"set {ctx.var('attention_backend')}: triton", f"{lm}:{DETERMINISTIC_LINE}")
+        elif platform:
             report.of("server.combination").refuse(
                 "device", f"enable_deterministic_inference{turned_on} with device {device}: SGLang sets the attention "
                 f"backend {platform if device == 'hpu' else 'intel_amx (torch_native on an arm64 host)'} for that "

@@ -37,7 +37,9 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     _a2a_may_change,
     attention_dp_on,
     attention_dp_width,
+    checkpoint_fp8_filled,
     deepep_v2_architectures,
+    deepep_v2_decode_graph_requests,
     default_chunked_prefill_size,
     gpu_memory_mib,
     modelopt_fp4_moe_runner,
@@ -303,34 +305,66 @@ DEEPEP_V2_ENV = "SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
 
 # Where each release raises the prefill-budget error (moe_hook.py), newest first.
 DEEPEP_V2_BUDGET_LINES = (("0.5.23", "688-695"), ("0.5.22", "612-619"), ("0.5.21", "567-574"), (None, "560-567"))
+# ... and the decode CUDA-graph one.
+DEEPEP_V2_DECODE_LINES = (("0.5.23", "700-706"), ("0.5.22", "624-630"), ("0.5.21", "594-600"), (None, "587-593"))
 
 
 @rule("moe.deepep_v2", sources=(
     "sglang/srt/arg_groups/moe_hook.py:679-697",
+    "sglang/srt/arg_groups/moe_hook.py:700-706",
 ))
 def _deepep_v2_budget(ctx: Context, report: Report) -> None:
-    """validate_deepep_v2_dispatch_token_budget's prefill half (sglang/srt/arg_groups/moe_hook.py:679-697; 0.5.20
-    moe_hook.py:549-567: DEEPEP_V2_BUDGET_LINES): the tokens one rank dispatches in a prefill chunk against the DeepEP v2 buffer
-    (SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK, 128 by default, environ.py:1441). The per-rank figure is
-    required_deepep_v2_prefill_tokens_per_rank (moe_hook.py:641-653): the prefill buffer ceiling
-    (max_prefill_buffer_tokens, overrides.py:1865-1884: chunked_prefill_size, or max_prefill_tokens when chunked
-    prefill is off) after attention DP divides the chunk (parallel_hook.py:326-331), split from 0.5.22 on over the
-    tp_size // attn_dp_size ranks a chunk is scattered across. The figure used here is a lower bound (SGLang's
-    smallest default chunk for the architecture's GPUs; PP dynamic chunking only grows it), so the rule never refuses
-    what SGLang accepts. SGLang's own models register no prefill sizing of their own (moe_model_registry.py:20-28), so
-    the rule keeps to them. The decode CUDA-graph half reads the batch size SGLang resolves from the GPU's memory:
-    the on-host preflight checks it."""
+    """validate_deepep_v2_dispatch_token_budget (sglang/srt/arg_groups/moe_hook.py:679-706; 0.5.20 moe_hook.py:549-593:
+    DEEPEP_V2_BUDGET_LINES, DEEPEP_V2_DECODE_LINES): the tokens one rank dispatches in a prefill chunk, then those of
+    its largest decode CUDA graph, against the DeepEP v2 buffer (SGLANG_DEEPEP_V2_NUM_MAX_DISPATCH_TOKENS_PER_RANK, 128
+    by default, environ.py:1441; 0.5.20-0.5.22 the same default).
+
+    The prefill half (not on a PD decode server): the per-rank figure is required_deepep_v2_prefill_tokens_per_rank
+    (moe_hook.py:641-653): the prefill buffer ceiling (max_prefill_buffer_tokens, overrides.py:1865-1884:
+    chunked_prefill_size, or max_prefill_tokens when chunked prefill is off) after attention DP divides the chunk
+    (parallel_hook.py:326-331), split from 0.5.22 on over the tp_size // attn_dp_size ranks a chunk is scattered across.
+    The figure used here is a lower bound (SGLang's smallest default chunk for the architecture's GPUs; PP dynamic
+    chunking only grows it), so the rule never refuses what SGLang accepts. SGLang's own models register no prefill
+    sizing of their own (moe_model_registry.py:20-28), so the rule keeps to them.
+
+    The decode half (not on a PD prefill server): _decode_graph_dispatch_tokens_per_rank (moe_hook.py:656-676; 0.5.22
+    :580-600, inline in 0.5.20 :569-585 and 0.5.21 :576-592): the decode CUDA graph's max_bs, capped by max_running_requests //
+    attn_dp_size where that is set, times one token per request without speculative decoding
+    (deepep_v2_decode_graph_requests). The seed-3 10,000-case run's MISSED fuzz-3-09233: DeepSeek-V3 with
+    chunked_prefill_size 4 on an RTX PRO 6000, whose default decode graph of 256 requests passes the prefill half and
+    exceeds the 128 tokens. The graph's max_bs is SGLang's default by GPU memory where the host sets none
+    (memory_hook.py:88-188), known where the host's facts give the memory or every GPU of the capability has the same
+    default (B200 / B300: 512); where neither, the smallest default of the capability's GPUs (8 for SM120's 16 GB cards),
+    which refuses nothing at the default capacity. Not judged (the on-host preflight checks them): speculative decoding
+    (tokens per request, its own max_running_requests), and whatever may turn the decode graph off or resize it
+    (cuda_graph_config, device other than cuda, tensor dumps, diffusion LLMs, torch_native / flex_attention)."""
     if moe_backends(ctx)[0] != "deepep_v2" or _a2a_may_change(ctx) or \
-            ctx.model.architecture not in deepep_v2_architectures(ctx) or \
-            str(ctx.get("disaggregation_mode", "null")) == "decode" or ctx.is_set("enable_mis"):
+            ctx.model.architecture not in deepep_v2_architectures(ctx) or ctx.is_set("enable_mis"):
         return
     try:
         capacity = int(ctx.env.get(DEEPEP_V2_ENV, 128))
     except (TypeError, ValueError):
         return
+    mode = _choice(ctx, "disaggregation_mode", "null")
+    if mode != "decode" and _deepep_v2_prefill_budget(ctx, capacity):
+        return
+    requests = deepep_v2_decode_graph_requests(ctx) if mode != "prefill" else None
+    if requests is None or requests[0] <= capacity:
+        return
+    ctx.error("moe.deepep_v2", "moe_a2a_backend",
+              f"DeepEP v2 captures a decode CUDA graph of {requests[0]} requests per rank ({requests[1]}), one token "
+              f"each, more than {DEEPEP_V2_ENV}={capacity}; SGLang refuses it at start-up.",
+              f"set sglang_env.{DEEPEP_V2_ENV} >= {requests[0]}, or sglang_args.cuda_graph_max_bs_decode <= {capacity} "
+              f"(or max_running_requests)",
+              "sglang/srt/arg_groups/moe_hook.py:" + next(lines for version, lines in DEEPEP_V2_DECODE_LINES
+                                                          if version is None or added_in(ctx, version)))
+
+
+def _deepep_v2_prefill_budget(ctx: Context, capacity: int) -> bool:
+    """The prefill half of _deepep_v2_budget: True where it refuses."""
     chunk = ctx.args.get("chunked_prefill_size")
     if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool)):
-        return
+        return True  # not a number: SGLang's parser refuses it first; no decode figure either
     width = attention_dp_width(ctx)
     per_dp = (min(possible_default_chunked_prefill_sizes(ctx)) if chunk is None else chunk) // width
     if per_dp > 0:
@@ -344,17 +378,19 @@ def _deepep_v2_budget(ctx: Context, report: Report) -> None:
             ceiling = ctx.schema.default("max_prefill_tokens")  # the release's default (16384 in 0.5.23)
         what = f"max_prefill_tokens={ceiling} (chunked prefill is off)"
     if not isinstance(ceiling, int) or isinstance(ceiling, bool) or ceiling <= 0:
-        return
+        return False
     scatter = max(1, _int(ctx, "tp_size", 1) // width) if added_in(ctx, "0.5.22") else 1
     required = -(-ceiling // scatter)
-    if required > capacity:
-        spread = f", scattered over {scatter} ranks," if scatter > 1 else ""
-        ctx.error("moe.deepep_v2", "moe_a2a_backend",
-                  f"DeepEP v2 dispatches {required} prefill tokens per rank ({what}{spread}), more than "
-                  f"{DEEPEP_V2_ENV}={capacity}; SGLang refuses it at start-up.",
-                  f"set sglang_env.{DEEPEP_V2_ENV} >= {required}, or lower sglang_args.chunked_prefill_size",
-                  "sglang/srt/arg_groups/moe_hook.py:" + next(lines for version, lines in DEEPEP_V2_BUDGET_LINES
-                                                              if version is None or added_in(ctx, version)))
+    if required <= capacity:
+        return False
+    spread = f", scattered over {scatter} ranks," if scatter > 1 else ""
+    ctx.error("moe.deepep_v2", "moe_a2a_backend",
+              f"DeepEP v2 dispatches {required} prefill tokens per rank ({what}{spread}), more than "
+              f"{DEEPEP_V2_ENV}={capacity}; SGLang refuses it at start-up.",
+              f"set sglang_env.{DEEPEP_V2_ENV} >= {required}, or lower sglang_args.chunked_prefill_size",
+              "sglang/srt/arg_groups/moe_hook.py:" + next(lines for version, lines in DEEPEP_V2_BUDGET_LINES
+                                                          if version is None or added_in(ctx, version)))
+    return True
 
 
 @rule("moe.megamoe", since="0.5.21", shared=True, sources=(
@@ -586,8 +622,12 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
         (runner == "flashinfer_trtllm_routed" and kernel_quant not in (UNCERTAIN, *trtllm_routed_quant(ctx)), "quantization",
          f"moe_runner_backend flashinfer_trtllm_routed runs quantization "
          f"{', '.join(q or 'none' for q in trtllm_routed_quant(ctx))} (none: bf16), not {kernel_quant}", 138),
-        (runner == "cutlass" and quant in ("fp8", "mxfp8") and ep != 1, "ep_size",
-         f"the FP8 / MXFP8 cutlass MoE runs with ep_size 1 only (ep_size={ep})", 161),
+        # The host's quantization, or the checkpoint's fp8 a model override fills in first (checkpoint_fp8_filled;
+        # moe_hook.py:155-163, 0.5.20 :118-126, 0.5.21 :122-130, 0.5.22 :127-135): the seed-3 10,000-case run's MISSED
+        # fuzz-3-00403, DeepSeek-V3 with cutlass and ep_size 2048 on a B200.
+        (runner == "cutlass" and (quant or ("fp8" if checkpoint_fp8_filled(ctx) else "")) in ("fp8", "mxfp8") and ep != 1,
+         "ep_size", f"the FP8 / MXFP8 cutlass MoE runs with ep_size 1 only (ep_size={ep}"
+         f"{'' if quant else '; the checkpoint is FP8, which SGLang fills in as quantization fp8 on this GPU'})", 161),
     ):
         if bad:
             report.refuse(dest, why + ".", f"fix {ctx.var(dest)}, or use another moe_runner_backend", f"{_MOEH}:{line}")

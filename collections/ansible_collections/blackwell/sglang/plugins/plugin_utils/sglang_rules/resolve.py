@@ -16,6 +16,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models imp
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
     MAMBA_EXTRA_BUFFER,
     _choice,
+    _given,
     _int,
     _json_arg,
     _num,
@@ -328,6 +329,76 @@ def possible_default_chunked_prefill_sizes(ctx: Context) -> tuple[int, ...]:
     return tuple(sorted({s for _, s in CHUNKED_PREFILL_DEFAULTS}))
 
 
+# _handle_gpu_memory_settings' decode CUDA-graph max_bs by the GPU's memory (memory_hook.py:88-180; the same tiers in
+# 0.5.20-0.5.22): (upper bound in MiB, exclusive; the tier's default chunked_prefill_size, CHUNKED_PREFILL_DEFAULTS;
+# max_bs with tp_size < 4; with tp_size >= 4).
+DECODE_GRAPH_MAX_BS_DEFAULTS = ((20 * 1024, 2048, 8, 8), (35 * 1024, 4096, 48, 160), (60 * 1024, 4096, 32, 160),
+                                (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512), (None, 16384, 512, 512))
+
+
+def default_decode_graph_max_bs(ctx: Context) -> int:
+    """The least decode CUDA-graph max_bs SGLang may default to on this host (memory_hook.py:88-180): the one for the
+    GPUs' memory when known, else the least of the tiers whose default chunk the capability's GPUs get
+    (possible_default_chunked_prefill_sizes: 512 on SM100 / SM103, whose GPUs all have 160 GiB or more)."""
+    small = _int(ctx, "tp_size", 1) < 4
+    mib, chunks = gpu_memory_mib(ctx)[0], possible_default_chunked_prefill_sizes(ctx)
+    if mib is not None:
+        return next(few if small else many for bound, _, few, many in DECODE_GRAPH_MAX_BS_DEFAULTS
+                    if bound is None or mib < bound)
+    return min(few if small else many for _, chunk, few, many in DECODE_GRAPH_MAX_BS_DEFAULTS if chunk in chunks)
+
+
+# What may turn the decode CUDA graph off, or stand for a graph SGLang sizes otherwise, before
+# validate_deepep_v2_dispatch_token_budget reads it: the graph flags and config (cuda_graph_hook.py:32-100), tensor
+# dumps (serving_hook.py:545-580), diffusion LLMs (dllm_hook.py:35-48), speculative decoding (tokens per request and
+# its own max_running_requests, speculative_hook.py:442 ...).
+_DECODE_GRAPH_UNSETTLED = ("disable_cuda_graph", "disable_decode_cuda_graph", "cuda_graph_config", "cuda_graph_max_bs",
+                           "debug_tensor_dump_output_folder", "msprobe_dump_config", "dllm_algorithm",
+                           "speculative_algorithm")
+
+
+def deepep_v2_decode_graph_requests(ctx: Context) -> tuple[int, str] | None:
+    """(requests per rank, how) of the largest decode CUDA graph as _decode_graph_dispatch_tokens_per_rank reads it
+    (moe_hook.py:656-676; 0.5.22 :580-600, 0.5.20 :569-585 and 0.5.21 :576-592 inline, the same figure): the graph's max_bs (the largest of
+    cuda_graph_bs_decode, else cuda_graph_max_bs_decode, else default_decode_graph_max_bs capped by
+    max_running_requests, memory_hook.py:182-188), then capped by max_running_requests // attn_dp_size where that is set.
+    A lower bound where the GPUs' memory is not known. None where the graph may be off or sized otherwise
+    (_DECODE_GRAPH_UNSETTLED, a device other than cuda, which xpu, cpu, npu and hpu turn off or size otherwise
+    (platform_hook.py:113-190), torch_native / flex_attention (attention_hook.py:122-160), DeepSeek-V4's own
+    max_running_requests), or a value is not a number."""
+    if any(_given(ctx, d) for d in _DECODE_GRAPH_UNSETTLED) or _choice(ctx, "device", "cuda") != "cuda" or \
+            any(_choice(ctx, d, "") in ("torch_native", "flex_attention") for d in _ALL_DESTS) or \
+            "DeepseekV4" in str(ctx.model.architecture or ""):
+        return None
+    backend = _choice(ctx, "cuda_graph_backend_decode", "full")
+    if backend not in ("full", "breakable"):
+        return None
+    running = ctx.args.get("max_running_requests")
+    if running is not None and (not isinstance(running, int) or isinstance(running, bool) or running < 1):
+        return None
+    listed, given = ctx.args.get("cuda_graph_bs_decode"), ctx.args.get("cuda_graph_max_bs_decode")
+    if listed is not None:
+        numbers = isinstance(listed, list) and all(isinstance(b, int) and not isinstance(b, bool) for b in listed)
+        if not numbers or not listed:
+            return None
+        graph, how = max(listed), f"the largest of cuda_graph_bs_decode, {max(listed)}"
+    elif given is not None:
+        if not isinstance(given, int) or isinstance(given, bool) or given < 1:
+            return None
+        graph, how = given, f"cuda_graph_max_bs_decode={given}"
+    else:
+        graph = default_decode_graph_max_bs(ctx)
+        least = "at least " if gpu_memory_mib(ctx)[0] is None else ""
+        how = f"SGLang's default decode graph max_bs for these GPUs and tp_size, {least}{graph}"
+        if running is not None and running < graph:
+            graph, how = running, f"max_running_requests={running}"
+    if running is not None:
+        per_rank = max(1, running // attention_dp_width(ctx))
+        if per_rank < graph:
+            graph, how = per_rank, f"max_running_requests={running} over attn_dp_size={attention_dp_width(ctx)}"
+    return graph, how
+
+
 KV4_DTYPES = ("nvfp4", "fp4_mx_block16")
 
 
@@ -625,6 +696,97 @@ def radix_cache_off(ctx: Context) -> bool:
         _choice(ctx, "disaggregation_mode", "null") == "decode" and not ctx.is_set("disaggregation_decode_enable_radix_cache"))
 
 
+# DETERMINISTIC_ATTENTION_BACKEND_CHOICES (choices.py:113-120): the backends deterministic inference runs on.
+DETERMINISTIC_ATTENTION = ("ascend", "fa3", "fa4", "flashinfer", "intel_xpu", "triton")
+# RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND (choices.py:249; 0.5.20 :250, 0.5.21 :244, 0.5.22 :247, the same
+# list): on any other backend handle_deterministic_inference turns the radix cache off.
+RADIX_DETERMINISTIC_ATTENTION = ("ascend", "fa3", "fa4", "triton")
+# _deterministic_is_deepseek_model (overrides.py:1039-1058, the same list in 0.5.20-0.5.22): these get triton, not
+# flashinfer, when _deterministic_attention_backend fills an unset backend on SM100 / SM120.
+DETERMINISTIC_TRITON_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+                              "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM",
+                              "Glm4MoeLiteForCausalLM")
+
+
+def deterministic_on(ctx: Context) -> bool:
+    """Deterministic inference: enable_deterministic_inference, or rl_on_policy_target, which turns it on first
+    (attention_hook.py:586-592, the same in 0.5.20-0.5.22)."""
+    return ctx.is_set("enable_deterministic_inference") or _given(ctx, "rl_on_policy_target")
+
+
+def model_override_attention_backend(ctx: Context) -> str | None:
+    """The attention backend a model override of the table's checkpoints sets where the host sets none, before
+    handle_deterministic_inference reads it (handle_model_specific_adjustments, pipeline.py:225 before :240; the same
+    order in 0.5.20-0.5.22): trtllm_mla for the table's DeepseekV3ForCausalLM checkpoints on SM100 with no attention,
+    prefill or decode backend written (model_overrides/deepseek_v2.py:178-185; 0.5.20 :151-157, 0.5.21 :144-150,
+    0.5.22 :180-186), and Qwen3.5 / Qwen3-Next's SM100 pick (qwen35_sm100_backend). None where none applies."""
+    cc = ctx.compute_capability
+    if cc is None or cc[0] != 10:
+        return None
+    if table_deepseek_v3(ctx):
+        return None if any(_choice(ctx, d, "") for d in _ALL_DESTS) else "trtllm_mla"
+    return qwen35_sm100_backend(ctx)
+
+
+def deterministic_attention_backend(ctx: Context) -> str | None:
+    """view.attention_backend as handle_deterministic_inference reads it (attention_hook.py:640-642, after
+    _deterministic_attention_backend, overrides.py:1093-1123; 0.5.20 :1123-1153, 0.5.21 :1015-1045, 0.5.22
+    :1034-1064): device hpu's torch_native whatever is written and device cpu's intel_amx for an unset one (the platform
+    hooks, pipeline.py:205-206), the host's attention_backend, a model override's (model_override_attention_backend),
+    else the fill: triton for the DeepSeek-like architectures (DETERMINISTIC_TRITON_ARCHS) and flashinfer for the others
+    on SM100 / SM120 (is_sm100 / is_sm120, by the major), fa3 elsewhere. prefill_attention_backend and
+    decode_attention_backend do not count: the fill reads attention_backend alone, and so does it on device xpu or mps,
+    whose hooks leave it alone and whose fill asks the GPU (get_platform). None where it is not certain (device npu
+    with no backend written, an unknown GPU or model, gpt-oss and DeepSeek-V3.2 with their own
+    overrides, another DeepSeek-family checkpoint on SM100)."""
+    device, backend = _choice(ctx, "device", "cuda"), _choice(ctx, "attention_backend", "")
+    if device == "hpu":
+        return "torch_native"
+    if device == "cpu" and not backend:
+        return "intel_amx"
+    if backend or device == "npu":  # the NPU hook fills in its own defaults (platform_hook.py:33-38)
+        return backend or None
+    cc, arch = ctx.compute_capability, ctx.model.architecture
+    if cc is None or not ctx.model.known or ctx.model.family in ("unknown", "gpt-oss", "deepseek-v3.2"):
+        return None
+    override = model_override_attention_backend(ctx)
+    if override:
+        return override
+    if cc[0] == 10 and arch in DEEPSEEK_FAMILY_ARCHS and not table_deepseek_v3(ctx):
+        return None
+    if cc[0] in (10, 12):
+        return "triton" if arch in DETERMINISTIC_TRITON_ARCHS else "flashinfer"
+    return "fa3"
+
+
+def cache_radix_off(ctx: Context) -> tuple[str, str, str] | None:
+    """What has the radix cache off by the time handle_hicache and handle_cache_compatibility read it (pipeline.py:272,
+    :334; the same order in 0.5.20-0.5.22): (the variable to name, why, the fix), or None where it is on or not known to
+    be off. disable_radix_cache; a PD decode server without disaggregation_decode_enable_radix_cache (radix_cache_off);
+    enable_mis (handle_multi_item_scoring, attention_hook.py:556-562; 0.5.20 :470-476, 0.5.21 :467-473, 0.5.22
+    :555-561); deterministic inference on an attention backend outside RADIX_DETERMINISTIC_ATTENTION
+    (handle_deterministic_inference, attention_hook.py:656-665; 0.5.20 :570-579, 0.5.21 :567-576, 0.5.22 :655-664),
+    the fill included: the seed-3 10,000-case run's MISSED fuzz-3-00420, Qwen3-Next with deterministic inference and
+    LMCache on an RTX 5090, whose unset backend becomes flashinfer (kv_cache_hook.py:445)."""
+    if ctx.is_set("disable_radix_cache"):
+        return "disable_radix_cache", "disable_radix_cache", f"remove {ctx.var('disable_radix_cache')}"
+    if radix_cache_off(ctx):
+        return ("disaggregation_mode", "a PD decode server turns off (handle_pd_disaggregation sets disable_radix_cache "
+                "unless disaggregation_decode_enable_radix_cache is set)",
+                f"set {ctx.var('disaggregation_decode_enable_radix_cache')}: true")
+    if ctx.is_set("enable_mis"):
+        return ("enable_mis", "enable_mis turns off (handle_multi_item_scoring sets disable_radix_cache)",
+                f"remove {ctx.var('enable_mis')}")
+    backend = deterministic_attention_backend(ctx) if deterministic_on(ctx) else None
+    if backend in DETERMINISTIC_ATTENTION and backend not in RADIX_DETERMINISTIC_ATTENTION:
+        dest = "enable_deterministic_inference" if ctx.is_set("enable_deterministic_inference") else "rl_on_policy_target"
+        written = "" if _choice(ctx, "attention_backend", "") else ", which SGLang picks for an unset attention_backend here"
+        return (dest, f"deterministic inference turns off on attention backend {backend}{written} "
+                f"(handle_deterministic_inference keeps it for {', '.join(RADIX_DETERMINISTIC_ATTENTION)} only)",
+                f"set {ctx.var('attention_backend')}: triton (or fa3 / fa4 where the GPU runs them)")
+    return None
+
+
 # The quantizations the TRT-LLM MoE runners take (moe_hook.py:124-133 flashinfer_trtllm / experimental_sgl_trtllm,
 # :138-146 flashinfer_trtllm_routed; 0.5.20-0.5.22 the same but minimax_m3_nvfp4, new in 0.5.23); None: bf16.
 TRTLLM_MOE_QUANT = ("modelopt_fp4", "nvfp4_online", "fp8", "mxfp8", "modelopt_fp8", "modelopt_mixed", "compressed-tensors",
@@ -650,20 +812,49 @@ DEEPSEEK_FAMILY_ARCHS = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "Kim
                          "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM")
 
 
+# The model overrides that fill an unset --quantization in from config.json's quantization_config.quant_method before
+# handle_moe_kernel_config reads it (handle_model_specific_adjustments, pipeline.py:225, before :294; the same order
+# and overrides in 0.5.20-0.5.22): on SM100 (is_sm100, by the major) the DeepSeek family (_deepseek_moe_quant_resolution,
+# overrides.py:763-809), the Qwen3 MoE family (model_overrides/qwen3_moe.py:29-49) and GLM-4 MoE (glm4_moe.py:15-33);
+# MiniMax-M3 on any GPU (minimax_m3.py:37-54).
+SM100_QUANT_FILL_ARCHS = (*DEEPSEEK_FAMILY_ARCHS, "Qwen3MoeForCausalLM", "Qwen3VLMoeForConditionalGeneration",
+                          "Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+                          "InternS2PreviewForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+                          "Qwen4ExpForConditionalGeneration", "Glm4MoeForCausalLM")
+ANY_GPU_QUANT_FILL_ARCHS = ("MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration")
+
+
+def checkpoint_fp8_filled(ctx: Context) -> bool:
+    """Whether a model override turns an unset --quantization into the checkpoint's fp8 before handle_moe_kernel_config
+    (SM100_QUANT_FILL_ARCHS, ANY_GPU_QUANT_FILL_ARCHS): the host writes no quantization and the checkpoint is one the
+    model table knows as FP8 (quant_method fp8 in config.json: DeepSeek-V3 / R1, the Qwen3-Next and Qwen3.5 FP8
+    exports). The seed-3 10,000-case run's MISSED fuzz-3-00403: DeepSeek-V3 with moe_runner_backend cutlass and
+    ep_size 2048 on a B200, refused as FP8 (moe_hook.py:161)."""
+    if _given(ctx, "quantization") or not ctx.model.known or ctx.model.quant_method != "fp8":
+        return False
+    arch, cc = ctx.model.architecture, ctx.compute_capability
+    return arch in ANY_GPU_QUANT_FILL_ARCHS or (cc is not None and cc[0] == 10 and arch in SM100_QUANT_FILL_ARCHS)
+
+
 def moe_kernel_quantization(ctx: Context) -> str | None:
     """The quantization handle_moe_kernel_config compares (view.quantization, moe_hook.py:78-100): the host's
-    --quantization (unquant: none, serving_hook.py:692-699), else none, except where SGLang fills it in first (the
-    DeepSeek family on SM100 from the checkpoint, a GGUF file) or the model is not known: UNCERTAIN. MXFP8 and
-    nvfp4_online are UNCERTAIN too: their runner constraints come first (overrides.py:1449-1512: MXFP8 replaces a runner
-    it does not run, nvfp4_online refuses one; server.moe and the hardware profiles report those)."""
+    --quantization (unquant: none, serving_hook.py:692-699), else none, except where SGLang fills it in first: fp8 where
+    the model table knows the checkpoint as FP8 (checkpoint_fp8_filled: DeepSeek-V3 with flashinfer_cutlass or
+    flashinfer_cutedsl on a B200 is refused, moe_hook.py:81, :98), UNCERTAIN for the DeepSeek family's other checkpoints
+    on SM100, a GGUF file or a model that is not known. MXFP8 and nvfp4_online are UNCERTAIN too: their runner
+    constraints come first (overrides.py:1449-1512: MXFP8 replaces a runner it does not run, nvfp4_online refuses one;
+    server.moe and the hardware profiles report those)."""
     quant = ctx.args.get("quantization")
     if quant is not None and quant is not False:
         quant = str(quant)
         # mxfp8 and nvfp4_online: their runner constraints act first (overrides.py:1452-1512, which raise or replace).
         return UNCERTAIN if quant in ("mxfp8", "nvfp4_online") else None if quant == "unquant" else quant
     cc = ctx.compute_capability
-    if not ctx.model.known or cc is None or str(ctx.model.path or "").endswith(".gguf") or (
-            cc[0] == 10 and ctx.model.architecture in DEEPSEEK_FAMILY_ARCHS):
+    if not ctx.model.known or cc is None or str(ctx.model.path or "").endswith(".gguf"):
+        return UNCERTAIN
+    if checkpoint_fp8_filled(ctx):
+        return "fp8"
+    if cc[0] == 10 and ctx.model.architecture in DEEPSEEK_FAMILY_ARCHS:
         return UNCERTAIN
     return None
 
