@@ -242,17 +242,27 @@ def _mori(ctx: Context, report: Report) -> None:
     chunk = ctx.args.get("chunked_prefill_size")
     if chunk is None:
         chunk = default_chunked_prefill_size(gpu_memory_mib(ctx)[0])
-    if not isinstance(chunk, int) or chunk <= 0 or str(ctx.get("disaggregation_mode", "null")) == "decode":
+    if not isinstance(chunk, int) or str(ctx.get("disaggregation_mode", "null")) == "decode":
+        return
+    # required_mori_dispatch_tokens_per_rank (moe_hook.py:834-837) reads chunked_prefill_size after
+    # handle_data_parallelism has divided it by the attention-DP width (parallel_hook.py:326-331, pipeline.py:274 before
+    # :295; 0.5.20-0.5.22 the same order, the width as attention_dp_width reads it): the seed-4 10,000-case run's false
+    # alarm fuzz-4-01951, attn_dp_size 13 on an H200 (SGLang's default 8192 // 13 = 630 tokens per rank).
+    width = attention_dp_width(ctx) if attention_dp_on(ctx) else 1
+    per_rank = chunk // width
+    if per_rank <= 0:
         return
     try:
         limit = int(ctx.env.get(MORI_ENV, 4096))
     except (TypeError, ValueError):
         return
-    if chunk > limit:
+    if per_rank > limit:
+        what = f"chunked_prefill_size={chunk}" if width == 1 else (
+            f"chunked_prefill_size {chunk} // attention-DP width {width} = {per_rank}")
         ctx.error("moe.mori", "moe_a2a_backend",
-                  f"MoRI dispatches up to chunked_prefill_size={chunk} tokens per rank, more than {MORI_ENV}={limit}; "
+                  f"MoRI dispatches up to {what} tokens per rank, more than {MORI_ENV}={limit}; "
                   "SGLang refuses it at start-up.",
-                  f"set sglang_args.chunked_prefill_size <= {limit}, or raise sglang_env.{MORI_ENV}",
+                  f"set sglang_args.chunked_prefill_size <= {limit * width}, or raise sglang_env.{MORI_ENV}",
                   "sglang/srt/arg_groups/moe_hook.py:564-572")
 
 

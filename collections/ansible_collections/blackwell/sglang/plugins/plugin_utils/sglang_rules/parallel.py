@@ -445,9 +445,13 @@ def _parallel_moe_dp(ctx: Context, report: Report) -> None:
     "sglang/srt/runtime_context.py:76",
 ))
 def _shared_experts_tp(ctx: Context, report: Report) -> None:
-    """handle_shared_experts_tp (parallel_hook.py:203-237, new in 0.5.21), under the same conditions as
-    _parallel_moe_dp."""
-    if not _moe_dp_sizes_known(ctx):
+    """handle_shared_experts_tp (parallel_hook.py:203-237, new in 0.5.21). The attention TP size it divides
+    (derive_attn_tp_size, runtime_context.py:73-76: tp_size // attn_dp_size // attn_cp_size) reads the host's sizes
+    wherever no override derives them (a known model but DeepSeek-V4, no DeepSeek-family prefill CP: cp_derived), also
+    where DeepSeek's CP override may still change the all-to-all backend (_a2a_may_change, which only the backend check
+    waits for): the seed-4 10,000-case run's MISSED fuzz-4-04568, attn_cp_size 5 = tp_size on DeepSeek-V3 (attention TP
+    size 1, shared_experts_tp_size 5)."""
+    if not (ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") and not cp_derived(ctx)):
         return
     tp, attn_dp, cp = _int(ctx, "tp_size", 1), attention_dp_width(ctx), _int(ctx, "attn_cp_size", 1)
     size = _num(ctx, "shared_experts_tp_size")
@@ -465,7 +469,7 @@ def _shared_experts_tp(ctx: Context, report: Report) -> None:
         report.refuse("shared_experts_tp_size", f"shared_experts_tp_size={size} must be a positive divisor of the attention TP "
                       f"size ({attn_tp} = tp_size / attn_dp_size / attn_cp_size).",
                       f"set {ctx.var('shared_experts_tp_size')} to a divisor of {attn_tp}, or remove it", 216)
-    elif moe_backends(ctx)[0] not in SHARED_EXPERTS_A2A:
+    elif not _a2a_may_change(ctx) and moe_backends(ctx)[0] not in SHARED_EXPERTS_A2A:
         report.refuse("shared_experts_tp_size", "shared_experts_tp_size needs an expert-parallel all-to-all backend (deepep, "
                       "megamoe, mooncake or mori); it is also Kimi-K3 only.",
                       f"set {ctx.var('moe_a2a_backend')}: deepep, or remove {ctx.var('shared_experts_tp_size')}", 234)

@@ -420,13 +420,20 @@ def default_attention_backend(ctx: Context) -> str | None:
     except SM100 (trtllm_mha, claimed for Llama only: fa4 for asymmetric K/V heads and per-model overrides; a tree
     topk gets flashinfer there too) and
     models with attention sinks (gpt-oss: not claimed); MLA models fa3 on Hopper, triton off Blackwell SM100,
-    where DeepSeek V3 gets trtllm_mla (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:179-185).
+    where DeepSeek V3 gets trtllm_mla (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:179-185) when no attention,
+    prefill or decode backend is written; with one side written that override picks nothing and
+    get_default_attn_backend's MLA choice on SM100 fills the base in, flashinfer (model_override_base.py:340-341;
+    probed on 0.5.20-0.5.23 beside the seed-4 10,000-case run: enable_mis with prefill_attention_backend flashinfer,
+    and chunked_prefill_size 100 with no page forced, both accepted).
     """
     cc = ctx.compute_capability
     if cc is None or ctx.model.family in ("unknown", "gpt-oss", "deepseek-v3.2"):
         return None
     if ctx.model.mla:
-        return {9: "fa3", 10: "trtllm_mla" if ctx.model.family == "deepseek-v3" else None}.get(cc[0], "triton")
+        sm100 = None
+        if ctx.model.family == "deepseek-v3":
+            sm100 = "flashinfer" if any(_choice(ctx, d, "") for d in _ALL_DESTS) else "trtllm_mla"
+        return {9: "fa3", 10: sm100}.get(cc[0], "triton")
     if cc[0] == 9:
         return "fa3" if no_spec_or_topk_one(ctx) else "flashinfer"
     if cc[0] == 10:
@@ -465,8 +472,12 @@ def sm100_default_is_trtllm_mha(ctx: Context) -> bool:
 # dsa (and its deprecated alias nsa, choices.py:74-75): the DSA models' own override sets their page
 # (model_overrides/deepseek_v2.py:140-173; resolved_page_size returns None for them and for models it does not know);
 # on another model the backend leaves the page alone.
+# llada2_cfg_flashinfer (choices.py:83, new in 0.5.22; LLaDA2's classifier-free-guidance flashinfer, chosen only by the
+# host): no override and no page handling reads it (overrides.py:1144-1199, 0.5.22 the same), so check_server_args
+# sees the host's page against the chunk: the seed-4 10,000-case run's MISSED fuzz-4-01872, page_size 11 on an RTX PRO
+# 6000, whose default chunked_prefill_size (8192) is not a multiple (validation_hook.py:244).
 PAGE_NEUTRAL_BACKENDS = ("triton", "flashinfer", "fa3", "torch_native", "flex_attention", "dsv4", "minicpm_flashattn",
-                         "minicpm_flashinfer", "qsa", "dsa", "nsa")
+                         "minicpm_flashinfer", "qsa", "dsa", "nsa", "llada2_cfg_flashinfer")
 
 
 _ALL_DESTS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
@@ -757,6 +768,30 @@ def deterministic_attention_backend(ctx: Context) -> str | None:
     if cc[0] in (10, 12):
         return "triton" if arch in DETERMINISTIC_TRITON_ARCHS else "flashinfer"
     return "fa3"
+
+
+def mis_attention_backends(ctx: Context) -> tuple[str | None, str | None]:
+    """(prefill, decode) attention backends as handle_multi_item_scoring reads them (attention_backends_of on the
+    resolved view, attention_hook.py:572; pipeline.py:263, after the model overrides at :225 and deterministic
+    inference at :240; the same order in 0.5.20-0.5.22): the host's prefill / decode backend over the base backend, and
+    an unset base as the hooks before it fill it in: a model override's (model_override_attention_backend: Qwen3.5 /
+    Qwen3-Next's triton or trtllm_mha on SM100, model_overrides/qwen3_5.py:25-49, DeepSeek-V3's trtllm_mla there),
+    deterministic inference's (deterministic_attention_backend, overrides.py:1093-1116), else SGLang's default
+    (resolved_attention_backends, default_attention_backend: for the table's DeepSeek-V3 on SM100 with one side
+    written get_default_attn_backend's flashinfer, not its override's trtllm_mla). Other devices keep
+    resolved_attention_backends. The seed-4 10,000-case run's MISSED fuzz-4-05272: enable_mis for Qwen3-Next on a
+    B200, whose override picks triton. None where a side is not certain."""
+    base = _choice(ctx, "attention_backend", "")
+    prefill, decode = _choice(ctx, "prefill_attention_backend", ""), _choice(ctx, "decode_attention_backend", "")
+    if base or (prefill and decode) or _choice(ctx, "device", "cuda") != "cuda":
+        return resolved_attention_backends(ctx)
+    if deterministic_on(ctx):
+        filled = deterministic_attention_backend(ctx)
+    else:
+        filled = model_override_attention_backend(ctx)
+        if filled is None:
+            return resolved_attention_backends(ctx)
+    return (prefill or filled or None), (decode or filled or None)
 
 
 def cache_radix_off(ctx: Context) -> tuple[str, str, str] | None:
