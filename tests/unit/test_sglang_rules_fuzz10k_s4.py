@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import validate_host
+from test_sglang_rules_fuzz10k_s3 import errors, with_memory
 from test_sglang_rules_seed0_2000 import host
 
 DEEPSEEK = "deepseek-ai/DeepSeek-V3"
@@ -23,16 +24,6 @@ QWEN35 = "nvidia/Qwen3.5-397B-A17B-NVFP4"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 KIMI_K3 = '{"architectures": ["KimiK3ForConditionalGeneration"]}'
 RTX_PRO_6000, H200 = 97887, 143771
-
-
-def errors(hostvars: dict[str, Any], rule: str) -> list[Any]:
-    """The errors of ``rule``."""
-    return [p for p in validate_host(hostvars).errors if p.rule == rule]
-
-
-def with_memory(hostvars: dict[str, Any], mib: int) -> dict[str, Any]:
-    """The host's GPUs' memory, as its facts or nvidia_gpu_memory_mib tell it (the fuzzer tells it too)."""
-    return {**hostvars, "nvidia_gpu_memory_mib": mib}
 
 
 # --- enable_mis on the backend a model override or deterministic inference fills in (fuzz-4-05272, fuzz-4-01360) ----
