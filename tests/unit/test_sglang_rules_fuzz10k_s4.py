@@ -5,8 +5,9 @@ releases, the GPUs' memory, the edges of each condition, the messages.
 
 Each refusal and its neighbour is probe-confirmed by a case of tests/conformance/cases.yaml
 (``fuzzed-mis-qwen3-next-sm100-override-triton``, ``fuzzed-chunked-page-llada2-cfg-flashinfer``,
-``fuzzed-shared-experts-tp-attn-cp``, ``fuzzed-mori-attention-dp-chunk-per-rank`` and the cases beside them); the
-cases here that the corpus lacks were probed the same way (SGLang 0.5.20-0.5.23).
+``fuzzed-shared-experts-tp-attn-cp``, ``fuzzed-shared-experts-tp-attn-cp-kimi-only``,
+``fuzzed-mori-attention-dp-chunk-per-rank`` and the cases beside them); the cases here that the corpus lacks were
+probed the same way (SGLang 0.5.20-0.5.23).
 """
 
 from __future__ import annotations
@@ -114,8 +115,9 @@ def test_deepseek_on_sm100_with_one_side_written(args: dict[str, Any], refused: 
       "json_model_override_args": KIMI_K3}, None),
     ({"attn_cp_size": 2, "attn_dp_size": 2, "moe_a2a_backend": "deepep", "shared_experts_tp_size": 2, "tp_size": 4,
       "json_model_override_args": KIMI_K3}, 216),  # 4 // 2 // 2 = 1
-    # DeepSeek's prefill CP derives the sizes itself (cp_derived): left alone, as before.
-    ({"attn_cp_size": 5, "enable_prefill_cp": True, "shared_experts_tp_size": 5, "tp_size": 5}, None),
+    # DeepSeek's prefill CP derives the sizes itself (cp_derived): the divisor is not checked, but DeepSeek-V3 is not
+    # Kimi-K3 (:226).
+    ({"attn_cp_size": 5, "enable_prefill_cp": True, "shared_experts_tp_size": 5, "tp_size": 5}, 226),
 ])
 def test_shared_experts_tp_with_attention_cp(version: str, args: dict[str, Any], where: int | None) -> None:
     if version == "0.5.21" and "attn_dp_size" in args:
@@ -123,15 +125,74 @@ def test_shared_experts_tp_with_attention_cp(version: str, args: dict[str, Any],
     found = [p for p in errors(host(args, version, model=DEEPSEEK, cc="12.0", gpus=8), "server.parallel")
              if "shared_experts_tp_size" in p.message]
     assert [p.variable for p in found] == (["sglang_args.shared_experts_tp_size"] if where else [])
-    if where:
+    if where == 216:
         assert "must be a positive divisor of the attention TP size" in found[0].message
+    elif where:
+        assert "only supported for Kimi-K3" in found[0].message
+
+
+# --- shared_experts_tp_size on a model other than Kimi-K3 (parallel_hook.py:226), where the architecture is certain ---
+
+KIMI_ONLY = {"0.5.21": 178, "0.5.22": 220, "0.5.23": 226}  # parallel_hook.py's raise in each release
+
+
+@pytest.mark.parametrize("version", ["0.5.21", "0.5.22", "0.5.23"])
+@pytest.mark.parametrize(("args", "model", "refused"), [
+    # the seed-4 run's re-judge left it alone: attention TP size 1, shared_experts_tp_size 1 divides it
+    ({"attn_cp_size": 5, "shared_experts_tp_size": 1, "tp_size": 5}, DEEPSEEK, True),
+    ({"attn_cp_size": 5, "moe_a2a_backend": "deepep", "shared_experts_tp_size": 1, "tp_size": 5}, DEEPSEEK, True),
+    ({"attn_cp_size": 5, "moe_a2a_backend": "none", "shared_experts_tp_size": 1, "tp_size": 5}, DEEPSEEK, True),
+    ({"moe_a2a_backend": "deepep", "shared_experts_tp_size": 2, "tp_size": 4}, DEEPSEEK, True),  # without CP
+    ({"moe_a2a_backend": "deepep", "shared_experts_tp_size": 2, "tp_size": 4}, QWEN3_NEXT, True),
+    ({"shared_experts_tp_size": 2, "tp_size": 4}, QWEN3_NEXT, True),  # before the backend check (:234)
+    ({"moe_a2a_backend": "mori", "shared_experts_tp_size": 1, "tp_size": 4}, LLAMA, True),
+    # an override's architectures decide, whatever the checkpoint
+    ({"moe_a2a_backend": "deepep", "shared_experts_tp_size": 2, "tp_size": 4,
+      "json_model_override_args": '{"architectures": ["Qwen3MoeForCausalLM"]}'}, DEEPSEEK, True),
+    ({"moe_a2a_backend": "deepep", "shared_experts_tp_size": 2, "tp_size": 4,
+      "json_model_override_args": '{"architectures": ["SomethingForCausalLM"]}'}, DEEPSEEK, True),
+    # the accepting neighbours: Kimi-K3 through the override, with and without CP
+    ({"attn_cp_size": 5, "moe_a2a_backend": "deepep", "shared_experts_tp_size": 1, "tp_size": 5,
+      "json_model_override_args": KIMI_K3}, DEEPSEEK, False),
+    ({"moe_a2a_backend": "deepep", "shared_experts_tp_size": 2, "tp_size": 4, "json_model_override_args": KIMI_K3},
+     DEEPSEEK, False),
+    ({"moe_a2a_backend": "mooncake", "shared_experts_tp_size": 4, "tp_size": 4, "json_model_override_args": KIMI_K3},
+     QWEN3_NEXT, False),
+    ({"attn_cp_size": 5, "tp_size": 5}, DEEPSEEK, False),  # no shared_experts_tp_size
+])
+def test_shared_experts_tp_is_kimi_k3_only(version: str, args: dict[str, Any], model: str, refused: bool) -> None:
+    found = [p for p in errors(host(args, version, model=model, cc="12.0", gpus=8), "server.parallel")
+             if "shared_experts_tp_size" in p.message]
+    assert [p.variable for p in found] == (["sglang_args.shared_experts_tp_size"] if refused else [])
+    if refused:
+        assert "only supported for Kimi-K3" in found[0].message
+        assert found[0].source == f"sglang/srt/arg_groups/parallel_hook.py:{KIMI_ONLY[version]}"
+
+
+def test_shared_experts_tp_is_not_a_choice_before_0521() -> None:
+    args = {"moe_a2a_backend": "deepep", "shared_experts_tp_size": 2, "tp_size": 4}
+    assert not [p for p in errors(host(args, "0.5.20", model=DEEPSEEK, cc="12.0", gpus=8), "server.parallel")
+                if "Kimi-K3" in p.message]
+
+
+def test_an_unknown_checkpoint_is_the_preflights() -> None:
+    """Where only the checkpoint's config.json names the architecture, the rule stays silent (the preflight runs :226);
+    an override's architectures decide there too."""
+    args = {"moe_a2a_backend": "deepep", "shared_experts_tp_size": 2, "tp_size": 4}
+    assert errors(host(args, model="example/unknown-model", cc="12.0", gpus=8), "server.parallel") == []
+    args["json_model_override_args"] = '{"architectures": ["DeepseekV3ForCausalLM"]}'
+    assert [p.variable for p in errors(host(args, model="example/unknown-model", cc="12.0", gpus=8), "server.parallel")] \
+        == ["sglang_args.shared_experts_tp_size"]
+    args["json_model_override_args"] = KIMI_K3
+    assert errors(host(args, model="example/unknown-model", cc="12.0", gpus=8), "server.parallel") == []
 
 
 def test_the_backend_check_still_waits_for_deepseeks_cp_override() -> None:
-    """With attn_cp_size > 1 on an MLA model the all-to-all backend may still change (_a2a_may_change): a divisor that
-    passes :216 is not refused for its backend (SGLang refuses DeepSeek-V3 at :226, Kimi-K3 only: the preflight's)."""
+    """With attn_cp_size > 1 on an MLA model the all-to-all backend may still change (_a2a_may_change): Kimi-K3 with
+    a divisor that passes :216 is not refused for its backend; DeepSeek-V3 is, at :226 (Kimi-K3 only)."""
     args = {"attn_cp_size": 5, "moe_a2a_backend": "none", "shared_experts_tp_size": 1, "tp_size": 5}
-    assert errors(host(args, model=DEEPSEEK, cc="12.0", gpus=8), "server.parallel") == []
+    assert [p.source for p in errors(host(args, model=DEEPSEEK, cc="12.0", gpus=8), "server.parallel")] == \
+        ["sglang/srt/arg_groups/parallel_hook.py:226"]
 
 
 # --- MoRI's dispatch tokens per attention-DP rank (fuzz-4-01951, a false alarm) -----------------------------------

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import _PH, _choice, _given, _int, _num
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
+    _PH,
+    _choice,
+    _given,
+    _int,
+    _num,
+    _override_architectures,
+)
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     MAX_GPUS_PER_HOST,
@@ -387,6 +394,17 @@ def _moe_dense_tp(ctx: Context, report: Report) -> None:
 
 
 SHARED_EXPERTS_A2A = ("deepep", "megamoe", "mooncake", "ascend_fuseep", "mori")  # parallel_hook.py:227-233
+SHARED_EXPERTS_ARCHITECTURE = "KimiK3ForConditionalGeneration"  # parallel_hook.py:225 (0.5.22 :219, 0.5.21 :177)
+
+
+def shared_experts_architecture(ctx: Context) -> str | None:
+    """``hf_config.architectures[0]`` as handle_shared_experts_tp reads it (parallel_hook.py:224): json_model_override_args'
+    first architecture where it names one (merged into the checkpoint's config), else the model table's; None where
+    only the checkpoint's config.json tells (the preflight's)."""
+    names = _override_architectures(ctx)
+    if names is not None:
+        return names[0] if isinstance(names[0], str) else None
+    return str(ctx.model.architecture) if ctx.model.known and ctx.model.architecture else None
 
 
 def _moe_dp_sizes_known(ctx: Context) -> bool:
@@ -441,6 +459,7 @@ def _parallel_moe_dp(ctx: Context, report: Report) -> None:
 @rule("server.parallel", since="0.5.21", shared=True, file=_PH, sources=(
     "sglang/srt/arg_groups/parallel_hook.py:203-237",
     "sglang/srt/arg_groups/parallel_hook.py:216",
+    "sglang/srt/arg_groups/parallel_hook.py:226 (0.5.22 :220, 0.5.21 :178)",
     "sglang/srt/arg_groups/parallel_hook.py:234",
     "sglang/srt/runtime_context.py:76",
 ))
@@ -450,26 +469,40 @@ def _shared_experts_tp(ctx: Context, report: Report) -> None:
     wherever no override derives them (a known model but DeepSeek-V4, no DeepSeek-family prefill CP: cp_derived), also
     where DeepSeek's CP override may still change the all-to-all backend (_a2a_may_change, which only the backend check
     waits for): the seed-4 10,000-case run's MISSED fuzz-4-04568, attn_cp_size 5 = tp_size on DeepSeek-V3 (attention TP
-    size 1, shared_experts_tp_size 5)."""
-    if not (ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") and not cp_derived(ctx)):
-        return
-    tp, attn_dp, cp = _int(ctx, "tp_size", 1), attention_dp_width(ctx), _int(ctx, "attn_cp_size", 1)
+    size 1, shared_experts_tp_size 5). Past the divisor, only Kimi-K3 passes (:226, 0.5.22 :220, 0.5.21 :178), whatever
+    the sizes and the backend: refused wherever the architecture is certain (shared_experts_architecture: the model
+    table's, or json_model_override_args' architectures), the preflight's elsewhere; DeepSeek-V3 with attn_cp_size 5,
+    tp_size 5 and shared_experts_tp_size 1 (a divisor), which the seed-4 run's re-judge left alone."""
     size = _num(ctx, "shared_experts_tp_size")
-    if size is not None and cp == 0:
-        # derive_attn_tp_size divides by attn_cp_size before anything checks it (runtime_context.py:76, 0.5.22 the same;
-        # 0.5.21 derive_attention_widths, :78): SGLang fails with a ZeroDivisionError (the catalog's implicit entry).
-        report.error("attn_cp_size", "attn_cp_size=0 with shared_experts_tp_size: the attention TP size divides by it "
-                     "(a ZeroDivisionError). SGLang refuses the launch.", f"set {ctx.var('attn_cp_size')} >= 1 (or remove it)",
-                     "sglang/srt/runtime_context.py:76" if added_in(ctx, "0.5.22") else "sglang/srt/runtime_context.py:78")
+    if size is None:
         return
-    if size is None or attn_dp < 1 or cp < 1:
+    if ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") and not cp_derived(ctx):
+        tp, attn_dp, cp = _int(ctx, "tp_size", 1), attention_dp_width(ctx), _int(ctx, "attn_cp_size", 1)
+        if cp == 0:
+            # derive_attn_tp_size divides by attn_cp_size before anything checks it (runtime_context.py:76, 0.5.22 the
+            # same; 0.5.21 derive_attention_widths, :78): SGLang fails with a ZeroDivisionError (the catalog's implicit
+            # entry).
+            report.error("attn_cp_size", "attn_cp_size=0 with shared_experts_tp_size: the attention TP size divides by "
+                         "it (a ZeroDivisionError). SGLang refuses the launch.",
+                         f"set {ctx.var('attn_cp_size')} >= 1 (or remove it)",
+                         "sglang/srt/runtime_context.py:76" if added_in(ctx, "0.5.22") else "sglang/srt/runtime_context.py:78")
+            return
+        attn_tp = tp // attn_dp // cp if attn_dp >= 1 and cp >= 1 else None
+        if attn_tp is not None and (size < 1 or attn_tp % size):
+            report.refuse("shared_experts_tp_size", f"shared_experts_tp_size={size} must be a positive divisor of the "
+                          f"attention TP size ({attn_tp} = tp_size / attn_dp_size / attn_cp_size).",
+                          f"set {ctx.var('shared_experts_tp_size')} to a divisor of {attn_tp}, or remove it", 216)
+            return
+    arch = shared_experts_architecture(ctx)
+    if arch is not None and arch != SHARED_EXPERTS_ARCHITECTURE:
+        report.refuse("shared_experts_tp_size", f"shared_experts_tp_size is only supported for Kimi-K3 "
+                      f"({SHARED_EXPERTS_ARCHITECTURE}); the model is {arch}.",
+                      f"remove {ctx.var('shared_experts_tp_size')}", "226" if added_in(ctx, "0.5.23") else
+                      "220" if added_in(ctx, "0.5.22") else "178")
         return
-    attn_tp = tp // attn_dp // cp
-    if size < 1 or attn_tp % size:
-        report.refuse("shared_experts_tp_size", f"shared_experts_tp_size={size} must be a positive divisor of the attention TP "
-                      f"size ({attn_tp} = tp_size / attn_dp_size / attn_cp_size).",
-                      f"set {ctx.var('shared_experts_tp_size')} to a divisor of {attn_tp}, or remove it", 216)
-    elif not _a2a_may_change(ctx) and moe_backends(ctx)[0] not in SHARED_EXPERTS_A2A:
-        report.refuse("shared_experts_tp_size", "shared_experts_tp_size needs an expert-parallel all-to-all backend (deepep, "
-                      "megamoe, mooncake or mori); it is also Kimi-K3 only.",
+    if ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") and not cp_derived(ctx) and \
+            attention_dp_width(ctx) >= 1 and _int(ctx, "attn_cp_size", 1) >= 1 and not _a2a_may_change(ctx) and \
+            moe_backends(ctx)[0] not in SHARED_EXPERTS_A2A:
+        report.refuse("shared_experts_tp_size", "shared_experts_tp_size needs an expert-parallel all-to-all backend "
+                      "(deepep, megamoe, mooncake or mori).",
                       f"set {ctx.var('moe_a2a_backend')}: deepep, or remove {ctx.var('shared_experts_tp_size')}", 234)
