@@ -10,12 +10,12 @@ server, and a bearer key sent over plain HTTP to a proxy leaves the fleet. A red
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from test_readme_examples import _tasks as tasks  # every task mapping of a task list, blocks included
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGINS = REPO / "collections/ansible_collections/blackwell/sglang/plugins"
@@ -26,16 +26,6 @@ OPEN_URL_ALLOWED = {
     "modules/model_fetch.py": "peer-to-peer weight copies: use_proxy=False, follow_redirects='none'",
     "modules/apt_repo_subset.py": "downloads an apt repository's files, which may need the proxy",
 }
-
-
-def tasks(node: Any) -> Iterator[dict[str, Any]]:
-    """Every task of a task list, into blocks, rescues and always sections."""
-    for item in node or []:
-        if not isinstance(item, dict):
-            continue
-        yield item
-        for section in ("block", "rescue", "always"):
-            yield from tasks(item.get(section))
 
 
 def task_files() -> list[Path]:
