@@ -222,14 +222,22 @@ def rerun_failed_tests(argv: list[str], log: Path, results: list[Result], lock: 
     lost, tests = lost_exec_output(text), failed_tests(text)
     if lost is None or not tests:
         return
+    options = [word for word in argv[1:] if word.startswith("-")]
+    run_again(first, lost, f"{first.scenario}: docker exec lost a command's output ({lost[:200]}); running its "
+              f"{len(tests)} failed test(s) once more", [argv[0], *options, *tests], ENV, results, lock, side=True)
+
+
+def run_again(first: Result, lost: str, why: str, argv: list[str], env: dict[str, str], results: list[Result],
+              lock: threading.Lock, side: bool = False) -> None:
+    """Run ``argv`` once more after ``first`` failed where docker lost a command's output (``lost``): its log kept as
+    ``NAME.exec-lost.log``, ``why`` printed, and the second run's result counting both runs' seconds (``rerun``)."""
+    log = first.log
     kept = log.with_name(f"{first.scenario}.exec-lost.log")
     log.replace(kept)
-    options = [word for word in argv[1:] if word.startswith("-")]
     with lock:
         results.remove(first)
-        print(f"{first.scenario}: docker exec lost a command's output ({lost[:200]}); running its {len(tests)} failed "
-              f"test(s) once more (first log: {kept.name})", flush=True)
-    run_one(first.scenario, [argv[0], *options, *tests], log, ENV, results, lock, side=True)
+        print(f"{why} (first log: {kept.name})", flush=True)
+    run_one(first.scenario, argv, log, env, results, lock, side=side)
     with lock:
         again = next(r for r in reversed(results) if r.log == log)
         again.seconds += first.seconds
@@ -261,17 +269,8 @@ def run_lane(names: list[str], logs: Path, env: dict[str, str], results: list[Re
         lost = lost_exec_output(log.read_text(encoding="utf-8", errors="replace"))
         if lost is None:
             continue
-        kept = log.with_name(f"{name}.exec-lost.log")
-        log.replace(kept)
-        with lock:
-            results.remove(first)
-            print(f"molecule {name}: docker exec lost a command's output ({lost[:200]}); running the scenario once "
-                  f"more (first log: {kept.name})", flush=True)
-        run_one(name, argv, log, env, results, lock)
-        with lock:
-            again = next(r for r in reversed(results) if r.log == log)
-            again.seconds += first.seconds
-            again.rerun = lost
+        run_again(first, lost, f"molecule {name}: docker exec lost a command's output ({lost[:200]}); running the "
+                  "scenario once more", argv, env, results, lock)
 
 
 def main(argv: list[str] | None = None) -> int:
