@@ -7,6 +7,7 @@ and builds the agreement table.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import yaml
@@ -97,19 +99,35 @@ def _probe_input(case: dict, **extra) -> dict:
     return out
 
 
-def validate_cases(cases: list[dict], models: dict, *, gpu_memory: bool = False) -> dict[str, Any]:
+def validate_cases(cases: list[dict], models: dict, *, gpu_memory: bool = False,
+                   contexts: dict[str, Any] | None = None) -> dict[str, Any]:
     """Our validator's Result per case id (an Exception where it crashed: a crash is a finding). ``gpu_memory``: tell
-    the validator the GPU memory the probe pretends (a case's gpu_memory_mib), as a host's GPU facts do."""
+    the validator the GPU memory the probe pretends (a case's gpu_memory_mib), as a host's GPU facts do.
+    ``contexts``: filled with each case's rule Context as the rules saw it (resolution.py reads our resolver's values
+    from it)."""
     validate_host = _import_validator()
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_validate  # noqa: PLC0415
+
+    seen: list[Any] = []
+    run_rules = sglang_validate.run_rules
+
+    def keeping(ctx: Any) -> None:
+        seen.append(ctx)
+        run_rules(ctx)
+
     results: dict[str, Any] = {}
-    for case in cases:
-        hv = host_vars(case, models)
-        if gpu_memory and case.get("gpu_memory_mib"):
-            hv["nvidia_gpu_memory_mib"] = int(case["gpu_memory_mib"])
-        try:
-            results[case["id"]] = validate_host(hv, spec="keep")
-        except Exception as exc:  # noqa: BLE001 - reported by the caller
-            results[case["id"]] = exc
+    with mock.patch.object(sglang_validate, "run_rules", keeping) if contexts is not None else contextlib.nullcontext():
+        for case in cases:
+            hv = host_vars(case, models)
+            if gpu_memory and case.get("gpu_memory_mib"):
+                hv["nvidia_gpu_memory_mib"] = int(case["gpu_memory_mib"])
+            seen.clear()
+            try:
+                results[case["id"]] = validate_host(hv, spec="keep")
+            except Exception as exc:  # noqa: BLE001 - reported by the caller
+                results[case["id"]] = exc
+            if contexts is not None and seen:
+                contexts[case["id"]] = seen[-1]
     return results
 
 
@@ -156,6 +174,7 @@ class Conformance:
         self.by_id = {c["id"]: c for c in self.cases}
         self.sglang: dict[str, dict] = {}
         self.ours: dict[str, Any] = {}  # id -> Result, or an Exception
+        self.contexts: dict[str, Any] = {}  # id -> the rules' Context (resolution.py)
         self.validator_error: str | None = None
         self.probe_meta: dict = {}
         self.rows: dict[str, dict] = {}
@@ -163,7 +182,7 @@ class Conformance:
     # ---- our side ------------------------------------------------------------
     def run_ours(self) -> None:
         try:
-            self.ours = validate_cases(self.cases, self.models)
+            self.ours = validate_cases(self.cases, self.models, contexts=self.contexts)
         except Exception as exc:  # noqa: BLE001 - the import failed: reported by every agreement test
             self.validator_error = f"{type(exc).__name__}: {exc}"
 

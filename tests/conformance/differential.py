@@ -63,6 +63,7 @@ from hypothesis import strategies as st
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import resolution  # noqa: E402
 from conformance_support import (  # noqa: E402
     OURS_ARGV_SUFFIX,
     REPO,
@@ -505,22 +506,23 @@ def cached_probe(payload: list[dict[str, Any]], jobs: int, store: Path | None) -
 SET_ASIDE = "hardware.fit"
 
 
-def validate_generated(cases: list[dict[str, Any]]) -> dict[str, Any]:
+def validate_generated(cases: list[dict[str, Any]], contexts: dict[str, Any] | None = None) -> dict[str, Any]:
     """Our validator's Result per case, told the GPU's memory as a host's facts tell it (``nvidia_gpu_memory_mib``:
     SGLang's default chunked_prefill_size follows it, memory_hook.py:88-180), with SET_ASIDE's refusals set aside:
     the weights' fit is a documented-stricter check SGLang's argument handling never makes, and on most generated GPUs
     it would refuse first and hide what else SGLang refuses. Without the memory the validator had to allow every
     default a capability's GPUs get: the 10,000-case run's MISSED fuzz-0-05034 (page_size 8192 on an RTX 5090,
     whose 4096 default it divides not, validation_hook.py:244)."""
-    mine = validate_cases(cases, load_cases()[1], gpu_memory=True)
+    mine = validate_cases(cases, load_cases()[1], gpu_memory=True, contexts=contexts)
     return {cid: res if isinstance(res, Exception) else
             dataclasses.replace(res, errors=[p for p in res.errors if p.rule != SET_ASIDE]) for cid, res in mine.items()}
 
 
-def evaluate(cases: list[dict[str, Any]], jobs: int = 1,
-             store: Path | None = None) -> tuple[dict[str, str], dict[str, Any], dict[str, dict[str, Any]]]:
-    """(verdict per id, our results, SGLang's results incl. the our-argv variants)."""
-    mine = validate_generated(cases)
+def evaluate(cases: list[dict[str, Any]], jobs: int = 1, store: Path | None = None,
+             contexts: dict[str, Any] | None = None) -> tuple[dict[str, str], dict[str, Any], dict[str, dict[str, Any]]]:
+    """(verdict per id, our results, SGLang's results incl. the our-argv variants); ``contexts`` is filled with each
+    case's rule Context (resolution.py)."""
+    mine = validate_generated(cases, contexts)
     payload = [_probe_input(c) for c in cases]
     payload += [_probe_input(c, id=c["id"] + OURS_ARGV_SUFFIX, argv=list(mine[c["id"]].argv))
                 for c in cases if not isinstance(mine[c["id"]], Exception) and mine[c["id"]].ok and mine[c["id"]].argv]
@@ -725,7 +727,10 @@ def sample_coverage(sglang: dict[str, dict[str, Any]]) -> tuple[Coverage, list[d
 
 
 def report(cases: list[dict[str, Any]], verdicts: dict[str, str], mine: dict[str, Any],
-           sglang: dict[str, dict[str, Any]], seconds: float, seed: int, detail: bool = True) -> str:
+           sglang: dict[str, dict[str, Any]], seconds: float, seed: int, detail: bool = True,
+           contexts: dict[str, Any] | None = None) -> str:
+    """The run's Markdown report; with ``contexts`` (evaluate's), also our resolver against SGLang's resolved values
+    on the cases both accept (resolution.py)."""
     counts = Counter(verdicts.values())
     lines = [f"# Differential fuzzing: our validator vs SGLang {SGLANG_VERSION}", "",
              f"{len(cases)} cases (seed {seed}) in {seconds:.0f} s: "
@@ -751,6 +756,8 @@ def report(cases: list[dict[str, Any]], verdicts: dict[str, str], mine: dict[str
             env = f" env `{json.dumps(case['env'], sort_keys=True)}`" if case.get("env") else ""
             lines.append(f"- `{case['id']}` {case['model']} x{case['gpu_count']} cc {case['compute_capability']} "
                          f"({case.get('gpu_name', 'reference GPU')}) `{json.dumps(case['args'], sort_keys=True)}`{env}: {why}")
+    if contexts is not None:
+        lines += resolution.report_lines(*resolution.differences(cases, mine, contexts, sglang))
     cov, entries, kinds = sample_coverage(sglang)
     lines += coverage_lines(cov, entries, kinds, generator_data()[1], detail=detail)
     return "\n".join(lines) + "\n"
@@ -794,8 +801,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.save_cases is not None:
         args.save_cases.parent.mkdir(parents=True, exist_ok=True)
         args.save_cases.write_text(json.dumps(cases, sort_keys=True) + "\n", encoding="utf-8")
-    verdicts, mine, sglang = evaluate(cases, args.jobs, args.sglang_answers)
-    text = report(cases, verdicts, mine, sglang, time.monotonic() - start, args.seed)
+    contexts: dict[str, Any] = {}
+    verdicts, mine, sglang = evaluate(cases, args.jobs, args.sglang_answers, contexts)
+    text = report(cases, verdicts, mine, sglang, time.monotonic() - start, args.seed, contexts=contexts)
+    _, differ = resolution.differences(cases, mine, contexts, sglang)
     if args.unreached is not None:
         cov, entries, kinds = sample_coverage(sglang)
         source = f"`--cases-from` {args.cases_from.name}" if args.cases_from else f"`--cases {args.cases} --seed {args.seed}`"
@@ -810,7 +819,7 @@ def main(argv: list[str] | None = None) -> int:
     args.report.write_text(text, encoding="utf-8")
     print(text)
     bad = sum(1 for v in verdicts.values() if v in ("MISSED", "OUR-ARGV", "CRASH"))
-    return 1 if bad else 0
+    return 1 if bad or any(d.explained is None for d in differ) else 0
 
 
 if __name__ == "__main__":

@@ -122,3 +122,15 @@ def test_agreement(conformance, case):
             f"{cid}: our validator accepts, but SGLang does not accept the argv our renderer "
             f"produced {variant.get('argv')}: {_fmt(variant)}"
         )
+
+
+def test_corpus_resolves_like_sglang(conformance):
+    """On the corpus cases both accept, resolve.py's defaults (the backends, page size, MoE backends, speculative
+    top-k, ... the rules read) are what SGLang resolved, or the difference is explained in resolution-expected.yaml
+    (resolution.py)."""
+    import resolution  # noqa: PLC0415
+
+    compared, found = resolution.differences(CASES, conformance.ours, conformance.contexts, conformance.sglang)
+    assert sum(compared.values()), "no resolved value compared: no corpus case both accept"
+    unexplained = [d for d in found if d.explained is None]
+    assert not unexplained, "\n".join(resolution.report_lines(compared, unexplained))

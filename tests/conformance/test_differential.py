@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -37,14 +38,15 @@ COUNT = int(os.environ.get("FUZZ_SGLANG_CASES", "200"))
 def sample() -> dict[str, Any]:
     start = time.monotonic()
     cases = differential.generate(COUNT, SEED)
+    contexts: dict[str, Any] = {}
     try:
-        verdicts, mine, sglang = differential.evaluate(cases)
+        verdicts, mine, sglang = differential.evaluate(cases, contexts=contexts)
     except ProbeError as exc:  # no conformance venv, or the probe itself failed
         pytest.fail(str(exc), pytrace=False)
-    text = differential.report(cases, verdicts, mine, sglang, time.monotonic() - start, SEED)
+    text = differential.report(cases, verdicts, mine, sglang, time.monotonic() - start, SEED, contexts=contexts)
     SAMPLE_MD.parent.mkdir(parents=True, exist_ok=True)
     SAMPLE_MD.write_text(text, encoding="utf-8")
-    return {"cases": cases, "verdicts": verdicts, "sglang": sglang, "text": text}
+    return {"cases": cases, "verdicts": verdicts, "sglang": sglang, "text": text, "mine": mine, "contexts": contexts}
 
 
 def test_fixed_seed_sample_agrees_with_sglang(sample: dict[str, Any]) -> None:
@@ -58,6 +60,16 @@ def test_fixed_seed_sample_agrees_with_sglang(sample: dict[str, Any]) -> None:
     errors = sum(1 for v in verdicts.values() if v == "probe-error")
     print(f"\n{text.splitlines()[2]}"
           + (f" ({errors} probe errors: see {SAMPLE_MD.relative_to(REPO)})" if errors else ""))
+
+
+def test_sample_resolves_like_sglang(sample: dict[str, Any]) -> None:
+    """On the cases both accept, resolve.py's defaults are SGLang's resolved values, or the difference is explained
+    in resolution-expected.yaml (SGLang changes the value after every check that reads it)."""
+    compared, found = differential.resolution.differences(sample["cases"], sample["mine"], sample["contexts"],
+                                                          sample["sglang"])
+    assert sum(compared.values()), "no resolved value compared: the sample has no case both accept"
+    unexplained = [d for d in found if d.explained is None]
+    assert not unexplained, "\n".join(differential.resolution.report_lines(compared, unexplained))
 
 
 def test_sample_raise_site_coverage_does_not_drop(sample: dict[str, Any]) -> None:
@@ -120,3 +132,27 @@ def test_each_unreachable_entry_is_a_rule_entry_no_corpus_case_reaches() -> None
     for row in rows:
         if row.endswith("| none: unreachable |"):
             assert row.split("`")[1] in unreachable, row
+
+
+def test_resolution_expected_entries_are_sound() -> None:
+    """Each explained difference names a compared field, arguments of the schema, the SGLang file:line of the change
+    and a reason; an entry matches only the arguments it names (``"*"``: any set value, a switch set to false is
+    unset)."""
+    resolution = differential.resolution
+    schema = differential.schema_arguments()
+    for entry in resolution.expected():
+        assert set(entry) <= {"field", "when", "sglang", "source", "reason"}, entry
+        assert entry["field"] in resolution.OURS, entry
+        assert all(dest in schema for dest in entry.get("when") or {}), entry
+        assert re.fullmatch(r"sglang/srt/\S+\.py:\d+(-\d+)?(, \S+\.py:\d+(-\d+)?)*", entry["source"]), entry
+        assert len(str(entry.get("reason", "")).split()) >= 8, entry
+    entry = {"field": "moe_a2a_backend", "when": {"moe_a2a_backend": "ascend_tp", "enable_waterfill": "*"},
+             "sglang": "none"}
+    assert resolution._matches(entry, "moe_a2a_backend", {"moe_a2a_backend": "ascend_tp", "enable_waterfill": True}, "none")
+    assert not resolution._matches(entry, "moe_a2a_backend", {"moe_a2a_backend": "ascend_tp", "enable_waterfill": False},
+                                   "none")
+    assert not resolution._matches(entry, "moe_a2a_backend", {"moe_a2a_backend": "ascend_tp", "enable_waterfill": True},
+                                   "deepep")
+    assert not resolution._matches(entry, "page_size", {"moe_a2a_backend": "ascend_tp", "enable_waterfill": True}, "none")
+    assert resolution.sglang_value({"attention_backend": "fa3", "decode_attention_backend": None},
+                                   "decode_attention_backend") == "fa3"
