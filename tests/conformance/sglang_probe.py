@@ -636,6 +636,19 @@ def platform_facts(major: int, minor: int) -> dict:
     )
 
 
+def _clear_capability_caches() -> None:
+    """Forget what SGLang's lru_cached device helpers (is_sm100_supported, is_blackwell_supported, ... in
+    sglang/srt/utils/common.py:287-335) answered before this case: the warm-up parent asked them on the default
+    pretend GPU, and a fork inherits the cache, so a B200 case read 12.0's answers (FlashInfer MegaMoE refused at
+    moe_hook.py:335-339 as not SM100 on a B200)."""
+    import sglang.srt.utils.common as common
+
+    for value in list(vars(common).values()):
+        clear = getattr(value, "cache_clear", None)
+        if callable(clear):
+            clear()
+
+
 def run_case(case: dict, collector: _Collector, options: dict) -> dict:
     from sglang.srt.runtime_context import override_platform
     from sglang.srt.server_args import prepare_server_args
@@ -686,6 +699,7 @@ def run_case(case: dict, collector: _Collector, options: dict) -> dict:
     known = set(getattr(runtime_context, "_PLATFORM_PROBES", {})) | set(getattr(runtime_context, "_PLATFORM_VALUES", {}))
     if known:
         platform = {k: v for k, v in platform.items() if k in known}
+    _clear_capability_caches()
     stage = "prepare_server_args"
     stderr = io.StringIO()
     try:
