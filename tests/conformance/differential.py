@@ -184,6 +184,11 @@ GATES: dict[str, dict[str, list[Any]]] = {
     "sglang/srt/arg_groups/parallel_hook.py:handle_dwdp": {"dwdp_size": [2, 4, 8]},  # :435
     "sglang/srt/arg_groups/layernorm_sp_hook.py:validate_layernorm_sp": {"enable_layernorm_sp": [True]},
     "sglang/srt/arg_groups/attention_hook.py:handle_multi_item_scoring": {"enable_mis": [True]},  # :536
+    # KV-cache sharding runs on a PD prefill server only (kv_shard_hook.py:99-104): the rest of both handlers behind it.
+    "sglang/srt/arg_groups/kv_shard_hook.py:handle_kv_cache_sharding": {"enable_kv_cache_sharding": [True],
+                                                                      "disaggregation_mode": ["prefill"]},
+    "sglang/srt/arg_groups/kv_shard_hook.py:validate_kv_shard_attention_backend": {
+        "enable_kv_cache_sharding": [True], "disaggregation_mode": ["prefill"]},
     # Handlers whose conditions read their parameters, not arguments: the values their callers pass.
     # check_server_args passes --prompt-tokens-buckets to validate_buckets_rule (validation_hook.py:277, :384-430).
     "sglang/srt/arg_groups/validation_hook.py:validate_buckets_rule": {"prompt_tokens_buckets": [

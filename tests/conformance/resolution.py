@@ -56,9 +56,9 @@ def _decode(ctx: Any) -> str | None:
 
 
 def _chunk(ctx: Any) -> int | None:
-    if ctx.args.get("chunked_prefill_size") is not None:
-        return None  # the host's own: nothing resolved
-    return resolve.default_chunked_prefill_size(resolve.gpu_memory_mib(ctx)[0])
+    # The final value, composed of what the rules read at their own points: the default by the GPUs' memory, the
+    # per-rank division (chunk_dp_width), enable_mis turning chunked prefill off (mis_chunked_prefill_off).
+    return resolve.final_chunked_prefill_size(ctx)
 
 
 def _mamba(ctx: Any) -> str | None:
@@ -72,6 +72,14 @@ def _quantization(ctx: Any) -> str | None:
 
 def _moe_runner(ctx: Any) -> str | None:
     return resolve.modelopt_fp4_moe_runner(ctx) or resolve.mxfp8_moe_runner(ctx)
+
+
+def _a2a(ctx: Any) -> str | None:
+    # As the checks from handle_a2a_moe on read it; not claimed where DeepSeek's context-parallel overrides may set
+    # deepep in ways handled_a2a_backend does not model (the rules stay silent there: _a2a_may_change).
+    if resolve._a2a_may_change(ctx) and not resolve.mla_prefill_cp_deepep(ctx):
+        return None
+    return resolve.handled_a2a_backend(ctx)
 
 
 def _eagle_topk(ctx: Any) -> int | float | None:
@@ -90,7 +98,7 @@ OURS: dict[str, Callable[[Any], Any]] = {
     "page_size": resolve.resolved_page_size,
     "chunked_prefill_size": _chunk,
     "mamba_radix_cache_strategy": _mamba,
-    "moe_a2a_backend": lambda ctx: resolve.moe_backends(ctx)[0],
+    "moe_a2a_backend": _a2a,
     "moe_runner_backend": _moe_runner,
     "quantization": _quantization,
     "speculative_eagle_topk": _eagle_topk,

@@ -104,8 +104,11 @@ ACCEPTED = [
     ("10.0", DEEPSEEK, {"attention_backend": "cutedsl_mla"}),
     ("10.3", DEEPSEEK, {"decode_attention_backend": "trtllm_mla"}),
     ("10.3", LLAMA, {"moe_runner_backend": "flashinfer_trtllm", "quantization": "mxfp8"}),
-    ("10.0", LLAMA, {"quantization": "nvfp4_online", "kv_cache_dtype": "nvfp4", "moe_a2a_backend": "flashinfer_megamoe",
-                     "tp_size": 8, "attn_dp_size": 8}),  # flashinfer_megamoe needs attn_dp_size == tp_size (server.moe)
+    # flashinfer_megamoe needs attn_dp_size == tp_size and one of its architectures (server.moe): Qwen3.5's NVFP4 checkpoint
+    # as Qwen3MoeForCausalLM (probe-confirmed accepted on a B200; Llama is refused at moe_hook.py:258).
+    ("10.0", "nvidia/Qwen3.5-397B-A17B-NVFP4", {
+        "kv_cache_dtype": "nvfp4", "moe_a2a_backend": "flashinfer_megamoe", "tp_size": 8, "attn_dp_size": 8,
+        "json_model_override_args": '{"architectures": ["Qwen3MoeForCausalLM"]}'}),
     ("10.0", QWEN_NEXT, {"attention_backend": "fa4"}),
     ("10.0", QWEN_NEXT, {"linear_attn_backend": "flashinfer", "mamba_ssm_dtype": "bfloat16"}),
     ("10.0", QWEN_NEXT_NVFP4, {}),  # SM100 has the trtllm-gen MoE kernels SGLang picks

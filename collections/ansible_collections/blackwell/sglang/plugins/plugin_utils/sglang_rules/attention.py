@@ -29,6 +29,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     KV4_DTYPES,
     NVFP4_PREFILL_BACKEND,
     default_attention_backend,
+    filled_attention_backend,
     linear_base_decode_backend,
     linear_decode_backend,
     linear_decode_backend_settled,
@@ -176,7 +177,9 @@ def _nvfp4_native_prefill(ctx: Context) -> bool:
     SM100, are refused by server.kv_cache_resolved."""
     requested = _choice(ctx, "prefill_kv_cache_dequant_dtype", "auto")
     if requested == "auto":
-        explicit = _choice(ctx, "prefill_attention_backend", "") or _choice(ctx, "attention_backend", "")
+        # The base as the hooks before fill it (filled_attention_backend): deterministic inference's flashinfer for Llama
+        # on a B200 selects the FP8 workspace, not native NVFP4.
+        explicit = _choice(ctx, "prefill_attention_backend", "") or filled_attention_backend(ctx) or ""
         cc = ctx.compute_capability
         by_backend = {b: d for d, b in NVFP4_PREFILL_BACKEND.items()}
         requested = by_backend.get(explicit, "") if explicit else "" if cc is None else "nvfp4" if cc[0] == 10 else "fp8_e4m3"
@@ -199,7 +202,11 @@ def _kv4_attention(ctx: Context, report: Report) -> None:
         backend = prefill  # sglang/srt/arg_groups/overrides.py:1127-1131
     # 0.5.20 also resolves the unset prefill/shared backend next to an explicit decode one and checks it (below).
     if backend is None and prefill is None and (decode is None or not added_in(ctx, "0.5.21")):
-        backend = default_attention_backend(ctx)
+        # The base as the hooks before fill it (filled_attention_backend: deterministic inference's flashinfer for Llama
+        # on a B200, refused with fp4_mx_block16 at :313; device cpu's torch_native), else SGLang's default.
+        backend = filled_attention_backend(ctx)
+        if backend == "":
+            backend = default_attention_backend(ctx)
     if "trtllm_mla" in (backend, decode) and kv in TRTLLM_MLA_BAD_KV:
         ctx.error("kv4.attention", "kv_cache_dtype",
                   f"the TRTLLM MLA attention backend runs kv_cache_dtype fp8_e4m3, bf16 or auto only, not {kv}"

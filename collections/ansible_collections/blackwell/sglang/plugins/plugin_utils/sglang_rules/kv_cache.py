@@ -26,14 +26,17 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     QWEN35_OVERRIDE_PAGE,
     adaptive_stays_on,
     attention_dp_on,
-    attention_dp_width,
     cache_radix_off,
     capture_only,
+    chunk_dp_width,
     decode_host_receive_on,
+    deterministic_on,
+    filled_attention_backend,
+    kv_shard_rounds_chunk,
     linear_decode_backend_settled,
+    mis_chunked_prefill_off,
     possible_default_chunked_prefill_sizes,
     qwen35_sm100_backend,
-    qwen35_sm100_picks_triton,
     radix_cache_off,
     resolved_attention_backends,
     resolved_page_size,
@@ -307,9 +310,12 @@ def _chunked_page(ctx: Context, report: Report) -> None:
     the GPU's memory, memory_hook.py:88-180: exact when the memory is known, else refused only when no default the
     architecture's GPUs can get is a multiple: possible_default_chunked_prefill_sizes) and the page size an
     attention backend forces (resolved_page_size). With attention DP the check sees the size divided by the width
-    (parallel_hook.py:326-331).
+    (parallel_hook.py:326-331; DWDP's too, chunk_dp_width); with enable_mis it sees -1 and skips (attention_hook.py:565-570
+    before validation_hook.py:243, mis_chunked_prefill_off); with KV-cache sharding it sees the chunk rounded up to
+    the page, or SGLang refuses before (kv_shard_hook.py:287-292, kv_shard_rounds_chunk).
     """
-    if ctx.model.family == "unknown" or str(ctx.get("disaggregation_mode", "null")) == "decode":
+    if ctx.model.family == "unknown" or str(ctx.get("disaggregation_mode", "null")) == "decode" or \
+            mis_chunked_prefill_off(ctx) or kv_shard_rounds_chunk(ctx):
         return
     page, chunk = resolved_page_size(ctx), ctx.args.get("chunked_prefill_size")
     if page is None or page <= 1 or (chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool))):
@@ -319,7 +325,7 @@ def _chunked_page(ctx: Context, report: Report) -> None:
     if chunk is not None and (chunk <= 0 or page == host_page):
         return  # disabled, or the host's own pair (numeric.chunked_prefill_size)
     sizes = [chunk] if chunk is not None else list(possible_default_chunked_prefill_sizes(ctx))
-    width = attention_dp_width(ctx)
+    width = chunk_dp_width(ctx)
     if all(size // width > 0 and (size // width) % page for size in sizes):
         forced = page != host_page
         what = (f"chunked_prefill_size={chunk}" if chunk is not None else
@@ -486,8 +492,11 @@ def _unified_memory(ctx: Context, report: Report) -> None:
 def _sm100_native_nvfp4(ctx: Context, report: Report) -> None:
     """handle_kv4_compatibility on SM100 (kv_cache_hook.py:139-265): an NVFP4 cache there decodes with trtllm_mha's
     native layout (handle_nvfp4_prefill_kv_dequant_dtype sets decode_attention_backend trtllm_mha, :84-92), so
-    uses_sm100_trtllm_nvfp4 holds and speculative decoding, its draft backend and the host cache tiers are limited."""
-    raw = _choice(ctx, "speculative_algorithm", "")
+    uses_sm100_trtllm_nvfp4 holds and speculative decoding, its draft backend, PD disaggregation and the host cache tiers
+    are limited. The algorithm as the hook reads it: None under the aux hidden-state capture (capture_only), which resets
+    it first (validation_hook.py:748-753, pipeline.py:94): EAGLE3 with enable_return_aux_hidden_states and
+    speculative_draft_attention_backend flashinfer is accepted."""
+    raw = "" if capture_only(ctx) else _choice(ctx, "speculative_algorithm", "")
     algo = raw.upper() or None
     breadth = _num(ctx, "speculative_ngram_max_bfs_breadth")
     draft = _choice(ctx, "speculative_draft_attention_backend", "")
@@ -503,6 +512,10 @@ def _sm100_native_nvfp4(ctx: Context, report: Report) -> None:
         (algo not in (None, "NGRAM") and draft not in ("", "trtllm_mha"), "speculative_draft_attention_backend",
          f"needs speculative_draft_attention_backend trtllm_mha (the draft reads the native NVFP4 layout), not {draft}",
          f"set {ctx.var('speculative_draft_attention_backend')}: trtllm_mha, or remove it", 226),
+        # The check the resolver-differential's NVFP4 class found missing: a PD prefill or decode server (0.5.21-0.5.23).
+        (_choice(ctx, "disaggregation_mode", "null") != "null", "disaggregation_mode",
+         "does not support PD disaggregation (the KV transfer lacks the physical block-scale layout)",
+         f"remove {ctx.var('disaggregation_mode')}, or use kv_cache_dtype fp8_e4m3", 252),
         (ctx.is_set("enable_hierarchical_cache") or ctx.is_set("enable_lmcache"),
          "enable_hierarchical_cache" if ctx.is_set("enable_hierarchical_cache") else "enable_lmcache",
          "does not support the hierarchical KV cache or LMCache (their host pools lack the block-scale layout)",
@@ -532,6 +545,7 @@ def _fp4_unified(ctx: Context, report: Report, kv: str) -> None:
     "sglang/srt/arg_groups/kv_cache_hook.py:184",
     "sglang/srt/arg_groups/kv_cache_hook.py:198",
     "sglang/srt/arg_groups/kv_cache_hook.py:226",
+    "sglang/srt/arg_groups/kv_cache_hook.py:252",
     "sglang/srt/arg_groups/kv_cache_hook.py:260",
     "sglang/srt/arg_groups/kv_cache_hook.py:344",
     "sglang/srt/arg_groups/kv_cache_hook.py:53",
@@ -551,19 +565,26 @@ def _kv_cache_resolved(ctx: Context, report: Report) -> None:
                       "kv_cache_dtype nvfp4.", f"remove {ctx.var('prefill_kv_cache_dequant_dtype')}", 41)
     elif kv == "nvfp4":
         cc = ctx.compute_capability
-        chosen = ""
-        if not prefill and not base and qwen35_sm100_picks_triton(ctx):
-            chosen = base = "triton"
+        chosen, device = "", _choice(ctx, "device", "cuda")
+        if not prefill:
+            # The base as the hooks before fill it (filled_attention_backend): the Qwen3.5 / Qwen3-Next SM100 override's
+            # triton, deterministic inference's fill (pipeline.py:240: triton for DeepSeek-V3 on an RTX PRO 6000), device
+            # cpu's intel_amx / torch_native and hpu's torch_native (pipeline.py:205-206), all refused below (:53).
+            filled = filled_attention_backend(ctx) or ""
+            chosen, base = (filled if filled != base else ""), filled
         explicit = prefill or base
         by_backend = {b: d for d, b in NVFP4_PREFILL_BACKEND.items()}
         if requested == "auto" and explicit and explicit not in by_backend:
+            why = (f" (device {device}'s attention backend, which handle_{device}_backends sets first: platform_hook.py:158-183)"
+                   if device in ("cpu", "hpu") else
+                   " (what deterministic inference fills in for an unset attention_backend: overrides.py:1093-1123)"
+                   if deterministic_on(ctx) else
+                   f" (SGLang's {ctx.model.architecture} override picks triton on SM100 when the attention backend "
+                   "is unset and trtllm_mha is not its default there or nothing asks for it: an explicit extra_buffer "
+                   "mamba strategy, a disabled radix cache or speculative decoding; model_overrides/qwen3_5.py:25-49)")
             report.refuse("prefill_attention_backend" if prefill else "attention_backend",
                           f"kv_cache_dtype nvfp4 prefills through flashinfer (FP8 workspace) or trtllm_mha (native NVFP4); "
-                          f"{explicit} provides neither"
-                          + (f" (SGLang's {ctx.model.architecture} override picks triton on SM100 when the attention backend "
-                             "is unset and trtllm_mha is not its default there or nothing asks for it: an explicit extra_buffer "
-                             "mamba strategy, a disabled radix cache or speculative decoding; model_overrides/qwen3_5.py:25-49)"
-                             if chosen else "") + ".",
+                          f"{explicit} provides neither" + (why if chosen else "") + ".",
                           "set attention_backend: trtllm_mha (native NVFP4) or flashinfer (FP8 workspace)" if chosen else
                           "remove the attention backend option (NVFP4 selects its own)", 53)
             return

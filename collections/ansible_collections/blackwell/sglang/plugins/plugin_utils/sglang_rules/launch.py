@@ -27,12 +27,21 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     DETERMINISTIC_ATTENTION,
+    RADIX_DETERMINISTIC_ATTENTION,
     attention_dp_on,
     attention_dp_width,
+    cache_radix_off,
+    capture_only,
+    certain_architecture,
+    chunk_dp_width,
     decode_host_receive_on,
     derived_context_length,
+    deterministic_attention_backend,
     deterministic_on,
+    gpu_memory_mib,
+    kv_shard_chunk,
     model_override_attention_backend,
+    resolved_attention_backends,
     resolved_mamba_strategy,
     resolved_page_size,
 )
@@ -114,8 +123,13 @@ def _pdmux(ctx: Context, report: Report) -> None:
     chunk = ctx.args.get("chunked_prefill_size")
     plain = ctx.model.known and not ctx.is_set("enable_mis") and not ctx.is_set("is_embedding")
     # On a hybrid linear-attention model the Mamba radix cache's auto strategy turns the overlap scheduler off where
-    # it settles on no_buffer (overrides.py:477-486); extra_buffer keeps it on.
-    overlap_kept = plain and (not ctx.model.hybrid_linear_attention or resolved_mamba_strategy(ctx) == "extra_buffer") \
+    # it settles on no_buffer (overrides.py:477-486); every other strategy keeps it on: extra_buffer, extra_buffer_lazy
+    # or no_buffer as written (which mamba.no_buffer refuses with the overlap on, mamba_hook.py:158), and ``auto`` with
+    # the radix cache off, which the pass leaves alone (overrides.py:473-474; resolved_mamba_strategy None): the
+    # resolver-differential's MISSED with disable_radix_cache, and with extra_buffer_lazy (validation_hook.py:259).
+    auto_no_buffer = ctx.model.hybrid_linear_attention and str(ctx.get("mamba_radix_cache_strategy", "auto")) == "auto" \
+        and resolved_mamba_strategy(ctx) == "no_buffer"
+    overlap_kept = plain and not auto_no_buffer \
         and not _given(ctx, "dllm_algorithm") \
         and not ctx.env.get("SGLANG_EMBEDDINGS_SPARSE_HEAD") and _choice(ctx, "device", "cuda") not in ("cpu", "mps")
     for bad, dest, why, line in (
@@ -242,6 +256,172 @@ def _combinations(ctx: Context, report: Report) -> None:
         report.refuse("weight_cache_mode", "weight_cache_mode with speculative decoding: the weight cache daemon does not "
                       "export the draft model's weights.", f"set {ctx.var('weight_cache_mode')}: off, or turn speculative "
                       "decoding off (-e spec=off)", "sglang/srt/arg_groups/model_path_hook.py:282")
+
+
+_KS = "sglang/srt/arg_groups/kv_shard_hook.py"
+
+# The prefill attention backends validate_kv_shard_attention_backend lets through (fa3, and trtllm_mla with its own
+# checks, kv_shard_hook.py:68-84), takes down the DSA path (dsa and its deprecated alias nsa, choices.py:74-75,
+# :33-65), or that handle_deprecated_args may rename into trtllm_mla first (cutedsl_mla / tokenspeed_mla,
+# serving_hook.py:303-323): never refused as "not fa3 / trtllm_mla" here.
+KV_SHARD_PREFILL_BACKENDS = ("fa3", "trtllm_mla", "dsa", "nsa", "cutedsl_mla", "tokenspeed_mla")
+
+# The switches handle_kv_cache_sharding refuses outright (kv_shard_hook.py; the 0.5.22 line where it differs): no
+# hook before it (pipeline.py:284; 0.5.22 :272) turns them off.
+KV_SHARD_REFUSED_SWITCHES = (
+    ("enable_unified_cache_external_linker", "the unified cache's external linker (load-back allocates through the "
+     "flat allocator API)", 146, 93),
+    ("enable_streaming_session", "streaming sessions (their virtual nodes carry no KV-shard rotation metadata)", 152, 99),
+    ("enable_session_radix_cache", "the session radix cache", 157, 104),
+    ("enable_flexkv", "FlexKV (its load-back allocates through the stock flat allocator API)", 161, 108),
+    ("enable_unified_memory", "the unified memory pool (another virtual-id allocator and layout)", 166, 113),
+    ("enable_lmcache", "LMCache", 195, 130),
+    ("enable_hisparse", "HiSparse (a non-sharded allocator, each rank owning whole KV pages)", 199, 134),
+    ("enable_two_batch_overlap", "two-batch overlap (it rebuilds the attention metadata and clobbers the shard "
+     "gather plan)", 214, 149),
+)
+
+
+KV_SHARD_SPEC_ARCHITECTURE = "GlmMoeDsaForCausalLM"  # kv_shard_hook.py:110
+
+
+@rule("server.kv_shard", since="0.5.22", file=_KS, sources=(
+    f"{_KS}:71", f"{_KS}:77", f"{_KS}:79", f"{_KS}:84", f"{_KS}:115", f"{_KS}:120", f"{_KS}:126", f"{_KS}:140", f"{_KS}:146",
+    f"{_KS}:152", f"{_KS}:157", f"{_KS}:161", f"{_KS}:166", f"{_KS}:171", f"{_KS}:177", f"{_KS}:195", f"{_KS}:199",
+    f"{_KS}:207", f"{_KS}:214", f"{_KS}:237", f"{_KS}:245", f"{_KS}:254", f"{_KS}:260", f"{_KS}:266", f"{_KS}:274",
+    f"{_KS}:282", f"{_KS}:312",
+))
+def _kv_cache_sharding(ctx: Context, report: Report) -> None:
+    """handle_kv_cache_sharding and validate_kv_shard_attention_backend (kv_shard_hook.py:30-316, new in 0.5.22) on a PD
+    prefill server (elsewhere server.combination refuses the flag, :99-104), on the values SGLang has resolved when the
+    hook runs (pipeline.py:284, after the attention backends, the page size, the memory default of the chunk,
+    enable_mis and the attention-DP division; 0.5.22 pipeline.py:272 the same): the prefill backend
+    (resolved_attention_backends), the page (resolved_page_size), the chunk (kv_shard_chunk). Where a value is not
+    certain (None), or the architecture is outside the model table, the check stays silent. Left to the preflight
+    (they read config.json): the speculative gate's NextN layer count (:111), encoder-decoder and chunked-attention
+    models (:223, :229), the DSA checks (:42-67, :186-191), and the rounding's device-memory query (:303)."""
+    if not ctx.is_set("enable_kv_cache_sharding") or _choice(ctx, "disaggregation_mode", "null") != "prefill":
+        return
+    new = added_in(ctx, "0.5.23")
+    tabled = ctx.model.family not in ("unknown", "deepseek-v3.2")
+    fix = f"or remove {ctx.var('enable_kv_cache_sharding')}"
+    # The speculative gate (:106-118; 0.5.22 :66-68 refuses every speculative algorithm), past the capture's reset
+    # of the algorithm (capture_only, pipeline.py:94). The hook runs before handle_speculative_decoding (pipeline.py:284
+    # against :306), so it reads the algorithm as written (NEXTN is not EAGLE yet) and the host's topk. 0.5.23 passes
+    # only GLM DSA's single-layer NextN MTP: EAGLE with topk 1, no multi-layer EAGLE, architecture GlmMoeDsaForCausalLM.
+    # Refused where one of these certainly fails; the architecture where certain (certain_architecture), and an unset
+    # topk not at all (a GLM DSA override may fill it in); the NextN layer count is config.json's (the preflight's).
+    algo = str(ctx.args.get("speculative_algorithm") or "").upper() if _given(ctx, "speculative_algorithm") else ""
+    if algo and not capture_only(ctx):
+        arch, topk = certain_architecture(ctx), _num(ctx, "speculative_eagle_topk")
+        why = (f"speculative_algorithm {algo} (only EAGLE)" if algo != "EAGLE" else
+               f"the architecture {arch}" if arch is not None and arch != KV_SHARD_SPEC_ARCHITECTURE else
+               f"speculative_eagle_topk {topk}" if topk is not None and topk != 1 else
+               "enable_multi_layer_eagle" if ctx.is_set("enable_multi_layer_eagle") else "")
+        if not new:
+            report.refuse("speculative_algorithm", "enable_kv_cache_sharding does not support speculative decoding in "
+                          "SGLang 0.5.22.", f"turn speculative decoding off (-e spec=off), {fix}", 67)
+        elif why:
+            report.refuse("speculative_algorithm", "enable_kv_cache_sharding supports speculative decoding only for GLM "
+                          f"DSA's single-layer NextN MTP with EAGLE and topk 1, not {why}.",
+                          f"turn speculative decoding off (-e spec=off), {fix}", 115)
+    if _given(ctx, "dllm_algorithm"):
+        report.refuse("dllm_algorithm", "enable_kv_cache_sharding does not support diffusion language models "
+                      "(dllm_algorithm).", f"remove {ctx.var('dllm_algorithm')}, {fix}", 120 if new else 71)
+    if _given(ctx, "radix_cache_backend"):
+        report.refuse("radix_cache_backend", "enable_kv_cache_sharding needs the built-in UnifiedRadixCache, not "
+                      f"radix_cache_backend {ctx.args.get('radix_cache_backend')!r}.",
+                      f"remove {ctx.var('radix_cache_backend')}, {fix}", 126 if new else 77)
+    # SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND: 0.5.23 sets an unset one to python first (:132-135); 0.5.22 reads its
+    # default, rust (environ.py:688 there). Only where the radix cache is surely still on when the hook runs: not
+    # disabled, nor turned off by enable_mis or deterministic inference (cache_radix_off; deterministic inference only
+    # where its backend is certain and keeps the radix cache), for the table's models.
+    tree = ctx.env.get("SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND", "python" if new else "rust")
+    if tree != "python" and tabled and cache_radix_off(ctx) is None and (
+            not deterministic_on(ctx) or deterministic_attention_backend(ctx) in RADIX_DETERMINISTIC_ATTENTION):
+        report.refuse("enable_kv_cache_sharding", f"enable_kv_cache_sharding needs the Python radix tree core, and "
+                      f"SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND is {tree!r}"
+                      + ("" if new or "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND" in ctx.env else
+                         " (SGLang 0.5.22's default)") + " while the radix cache is on.",
+                      f"set SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND=python, or disable_radix_cache: true, {fix}",
+                      140 if new else 87)
+    for dest, what, line, line22 in KV_SHARD_REFUSED_SWITCHES:
+        if ctx.is_set(dest):
+            report.refuse(dest, f"enable_kv_cache_sharding does not support {what}.", f"remove {ctx.var(dest)}, {fix}",
+                          line if new else line22)
+    if _int(ctx, "dcp_size", 1) > 1:
+        report.refuse("dcp_size", "enable_kv_cache_sharding and decode context parallelism (dcp_size > 1) are mutually "
+                      "exclusive.", f"remove {ctx.var('dcp_size')}, {fix}", 171 if new else 118)
+    if ctx.is_set("enable_hierarchical_cache") and (_given(ctx, "hicache_storage_backend") or not new):
+        report.refuse("enable_hierarchical_cache", "enable_kv_cache_sharding supports HiCache host offload "
+                      + ("but not hicache_storage_backend." if new else "only from SGLang 0.5.23."),
+                      f"remove {ctx.var('hicache_storage_backend' if new else 'enable_hierarchical_cache')}, {fix}",
+                      177 if new else 124)
+    if ctx.is_set("enable_dynamic_chunking") and _int(ctx, "pp_size", 1) > 1:
+        report.refuse("enable_dynamic_chunking", "enable_kv_cache_sharding does not support dynamic chunk sizing with "
+                      "pipeline parallelism.", f"remove {ctx.var('enable_dynamic_chunking')}, {fix}", 207 if new else 142)
+    prefill, _decode = resolved_attention_backends(ctx)
+    if tabled and prefill is not None and prefill not in KV_SHARD_PREFILL_BACKENDS:
+        set_ = next((d for d in ("prefill_attention_backend", "attention_backend") if _choice(ctx, d, "")), "")
+        report.refuse(set_ or "attention_backend", f"enable_kv_cache_sharding needs the fa3 prefill attention backend "
+                      f"(or trtllm_mla for an MLA model), not {prefill!r}"
+                      + ("." if set_ else ", which SGLang picks for this model on this GPU."),
+                      f"set {ctx.var('prefill_attention_backend')}: fa3 (trtllm_mla for an MLA model), {fix}",
+                      71 if new else 32)
+    elif tabled and prefill == "trtllm_mla":
+        if not ctx.model.mla:
+            report.refuse("prefill_attention_backend", "enable_kv_cache_sharding with trtllm_mla needs an MLA model.",
+                          f"set {ctx.var('prefill_attention_backend')}: fa3, {fix}", 77 if new else 38)
+        elif _int(ctx, "attn_cp_size", 1) > 1:
+            report.refuse("attn_cp_size", "enable_kv_cache_sharding with trtllm_mla supports plain-TP MLA only "
+                          "(attn_cp_size 1).", f"remove {ctx.var('attn_cp_size')}, {fix}", 79 if new else 40)
+        elif ctx.is_set("disable_chunked_prefix_cache"):
+            report.refuse("disable_chunked_prefix_cache", "enable_kv_cache_sharding with trtllm_mla needs the chunked "
+                          "prefix cache.", f"remove {ctx.var('disable_chunked_prefix_cache')}, {fix}", 84 if new else 45)
+    transfer = _choice(ctx, "disaggregation_transfer_backend", "mooncake")
+    if transfer not in ("mooncake", "nixl", "mooncake_tcp"):  # mooncake_tcp: mooncake (pd_disaggregation_hook.py:30-36)
+        report.refuse("disaggregation_transfer_backend", f"enable_kv_cache_sharding needs the mooncake or nixl transfer "
+                      f"backend, not {transfer!r}.", f"set {ctx.var('disaggregation_transfer_backend')}: mooncake, {fix}",
+                      237 if new else 172)
+    if env_true(ctx.env, "SGLANG_DISAGG_STAGING_BUFFER"):
+        report.refuse("enable_kv_cache_sharding", "enable_kv_cache_sharding with SGLANG_DISAGG_STAGING_BUFFER (the "
+                      "staging path assumes contiguous send slices).", f"unset SGLANG_DISAGG_STAGING_BUFFER, {fix}",
+                      245 if new else 180)
+    if tabled and ctx.model.mla and _int(ctx, "attn_cp_size", 1) <= 1:
+        # attn_dp_enabled_of: attn_dp_size > 1 as handle_dwdp / the deprecated dp_size leave it (chunk_dp_width).
+        if chunk_dp_width(ctx) > 1:
+            report.refuse("attn_dp_size", "enable_kv_cache_sharding for an MLA model without prefill CP shards across "
+                          "attention-TP ranks and needs plain TP attention (no attention DP).",
+                          f"remove {ctx.var('attn_dp_size')}, {fix}", 254 if new else 194)
+        elif _int(ctx, "tp_size", 1) <= 1:
+            report.refuse("tp_size", "enable_kv_cache_sharding for an MLA model without prefill CP shards across "
+                          "attention-TP ranks and needs tp_size > 1.", f"set {ctx.var('tp_size')} > 1, {fix}",
+                          260 if new else 200)
+    elif tabled and not ctx.model.mla and (not ctx.is_set("enable_prefill_cp") or _int(ctx, "attn_cp_size", 1) <= 1):
+        report.refuse("enable_prefill_cp", f"enable_kv_cache_sharding for a GQA model ({ctx.model.architecture}) shards "
+                      "across attention-CP ranks and needs enable_prefill_cp with attn_cp_size > 1.",
+                      f"set {ctx.var('enable_prefill_cp')}: true and attn_cp_size > 1, {fix}", 266 if new else 206)
+    page = resolved_page_size(ctx) if tabled else None
+    if page is not None and page <= 1:
+        report.refuse("page_size", "enable_kv_cache_sharding needs a real page size (page_size > 1; 64 recommended)"
+                      + (", and SGLang settles on 1 here." if not _given(ctx, "page_size") else "."),
+                      f"set {ctx.var('page_size')}: 64, {fix}", 274 if new else 214)
+    chunk = kv_shard_chunk(ctx) if tabled else None
+    if chunk is not None and chunk <= 0:
+        why = " (enable_mis turns chunked prefill off)" if ctx.is_set("enable_mis") else ""
+        report.refuse("chunked_prefill_size", f"enable_kv_cache_sharding needs chunked prefill (chunked_prefill_size > 0, "
+                      f"per attention-DP rank){why}.", f"set {ctx.var('chunked_prefill_size')} > 0, {fix}",
+                      282 if new else 222)
+    elif chunk is not None and page is not None and page > 1 and chunk % page and not _given(ctx, "mem_fraction_static"):
+        # The chunk rounded up to the page takes 1.5 MB per token more activation memory off the automatic
+        # mem_fraction_static (:287-317); at least the whole GPU (resolved fractions are below 1) leaves none.
+        rounded, mib = -(-chunk // page) * page, gpu_memory_mib(ctx)[0]
+        delta = 1.5 * (max(rounded, 2048) - max(chunk, 2048))
+        if mib and delta >= mib:
+            report.refuse("chunked_prefill_size", f"enable_kv_cache_sharding rounds chunked_prefill_size {chunk} up to "
+                          f"the page ({rounded}), whose activation memory ({delta:.0f} MiB) takes all of the GPU's "
+                          f"{mib} MiB.", f"set {ctx.var('chunked_prefill_size')} to a smaller multiple of {page}, {fix}",
+                          312 if new else 252)
 
 
 @rule("server.buckets", sources=(

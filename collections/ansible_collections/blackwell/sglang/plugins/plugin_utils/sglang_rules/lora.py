@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import RAGGED_ENV, _choice, _given, _num, env_true
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import v2_lora_unsupported_mode
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
+    handled_a2a_backend,
+    v2_lora_unsupported_mode,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
@@ -134,7 +137,9 @@ def _lora_moe_runner(ctx: Context, report: Report) -> None:
          211),
         (quant == "modelopt_fp4" and runner != "lora_marlin", "moe_runner_backend", "cannot run ModelOpt NVFP4 MoE "
          "(lora_marlin can)", 216),
-        (_choice(ctx, "moe_a2a_backend", "none") != "none", "moe_a2a_backend", "needs moe_a2a_backend none", 221),
+        # check_server_args reads the backend after handle_a2a_moe (handled_a2a_backend): enable_waterfill's deepep,
+        # ascend_tp's none.
+        (handled_a2a_backend(ctx) != "none", "moe_a2a_backend", "needs moe_a2a_backend none", 221),
         (ctx.is_set("enable_eplb") or _choice(ctx, "init_expert_location", "trivial") != "trivial"
          or (_num(ctx, "ep_num_redundant_experts") or 0) > 0, "enable_eplb",
          "needs trivial expert placement (no EPLB, no redundant experts)", 234),

@@ -8,12 +8,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ARCHITECTURES
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import _given, _json_arg, env_true
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
+    _choice,
+    _given,
+    _int,
+    _json_arg,
+    _override_architectures,
+    env_true,
+)
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     CONTEXT_SOURCE,
-    attention_dp_width,
+    _a2a_may_change,
+    certain_architecture,
+    chunk_dp_width,
     derived_context_length,
+    handled_a2a_backend,
+    kv_shard_rounds_chunk,
+    mis_chunked_prefill_off,
     qwen35_sm100_backend,
     resolved_page_size,
     table_deepseek_v3,
@@ -49,17 +61,22 @@ def _numeric(ctx: Context, report: Report) -> None:
         ctx.error("numeric.page_size", "page_size", f"page_size={page_size} must be at least 1 (SGLang divides by it).",
                   "remove page_size (auto) or set 1, 16, 64 ...", "sglang/srt/arg_groups/validation_hook.py:244")
     chunk, page = ctx.args.get("chunked_prefill_size"), ctx.get("page_size", 1)
-    # check_server_args sees the size per attention-DP rank (parallel_hook.py:326-331).
-    width = attention_dp_width(ctx)
-    rank = chunk // width if isinstance(chunk, int) and not isinstance(chunk, bool) else 0
+    # check_server_args sees the size per attention-DP rank (parallel_hook.py:326-331), DWDP's included
+    # (chunk_dp_width), and none with enable_mis, which sets it -1 first (attention_hook.py:565-570).
+    width = chunk_dp_width(ctx)
+    rank = chunk // width if isinstance(chunk, int) and not isinstance(chunk, bool) and \
+        not mis_chunked_prefill_off(ctx) else 0
     # Qwen3.5 / Qwen3-Next on SM100 without an attention backend: SGLang's model override replaces the host's page
     # size (1 or 64, qwen35_sm100_backend), which memory.chunked_page checks instead. A disaggregation decode server
     # does no prefill: SGLang skips the check there (validation_hook.py:241-243, the same in 0.5.20-0.5.22).
     # Likewise an attention backend that forces its page (PAGE_FORCING_BACKENDS: e.g. trtllm_mha, SGLang's default for
     # Llama on SM100, turns page 17 into 64): SGLang checks the chunk against that page, and so does memory.chunked_page.
+    # With KV-cache sharding SGLang rounds the chunk up to the page first, or refuses the launch before
+    # (kv_shard_hook.py:287-292, kv_shard_rounds_chunk).
     decode = str(ctx.get("disaggregation_mode", "null")) == "decode"
     if (rank > 0 and isinstance(page, int) and page > 1 and rank % page and qwen35_sm100_backend(ctx) is None
-            and not decode and (ctx.model.family == "unknown" or resolved_page_size(ctx) in (None, page))):
+            and not decode and not kv_shard_rounds_chunk(ctx)
+            and (ctx.model.family == "unknown" or resolved_page_size(ctx) in (None, page))):
         ctx.error("numeric.chunked_prefill_size", "chunked_prefill_size",
                   f"chunked_prefill_size={chunk} is not a multiple of page_size={page}." if width == 1 else
                   f"chunked_prefill_size={chunk} per attention-DP rank ({chunk} // {width} = {rank}) is not a multiple "
@@ -236,6 +253,123 @@ def _encoder_replay(ctx: Context, report: Report) -> None:
     if arch and not arch.startswith("DeepseekV4") and ctx.is_set("enable_encoder_swa_bounded_replay"):
         report.refuse("enable_encoder_swa_bounded_replay", f"enable_encoder_swa_bounded_replay needs DeepSeek-V4.1, not "
                       f"{arch}.", f"remove {ctx.var('enable_encoder_swa_bounded_replay')}", 1045)
+
+
+# handle_model_specific_adjustments' per-architecture attention backends (model_hook.py:515-720), on
+# hf_config.architectures[0]: (architectures, the backends allowed, whether both the prefill and the decode backend are
+# checked (attention_backends_of) or attention_backend alone, the backends never allowed instead of a list, the line
+# per release (0.5.23, 0.5.22, 0.5.21, 0.5.20)). The model overrides fill attention_backend only where it is unset
+# (GptOss: all three unset, is_attention_backend_not_set; the others: attention_backend unset), with allowed backends,
+# so only the written backends decide.
+ARCH_ATTENTION_BACKENDS = (
+    (("GptOssForCausalLM",), ("triton", "trtllm_mha", "fa3", "fa4", "ascend", "intel_amx", "intel_xpu", "aiter"), True,
+     (), ("538", "532", "500", "442")),
+    (("Llama4ForConditionalGeneration", "Llama4ForCausalLM"), ("fa3", "aiter", "triton", "ascend", "trtllm_mha",
+                                                               "intel_xpu"), False, (), ("622", "616", "582", "522")),
+    (("Olmo2ForCausalLM",), (), False, ("flashinfer",), ("690", "684", "645", "585")),
+    (("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"), (), False, ("triton",), ("719", "713", "674", "614")),
+)
+
+
+def _release_line(ctx: Context, lines: tuple[str, ...]) -> str:
+    """The line for the context's release out of (0.5.23, 0.5.22, 0.5.21, 0.5.20)."""
+    return lines[0] if added_in(ctx, "0.5.23") else lines[1] if added_in(ctx, "0.5.22") else \
+        lines[2] if added_in(ctx, "0.5.21") else lines[3]
+
+
+@rule("server.model_features", shared=True, file=_MH, sources=(
+    "sglang/srt/arg_groups/model_hook.py:538",
+    "sglang/srt/arg_groups/model_hook.py:569",
+    "sglang/srt/arg_groups/model_hook.py:622",
+    "sglang/srt/arg_groups/model_hook.py:690",
+    "sglang/srt/arg_groups/model_hook.py:719",
+))
+def _arch_attention_backends(ctx: Context, report: Report) -> None:
+    """handle_model_specific_adjustments' architecture branches (model_hook.py:515-720; the same lists in 0.5.20-0.5.22):
+    GPT-OSS's, Llama 4's, OLMo 2's and LFM2's attention backends (ARCH_ATTENTION_BACKENDS) and GPT-OSS's triton_kernel
+    MoE with expert parallelism (:568-571). Refused only where the architecture is certain (certain_architecture: the
+    model table's, or json_model_override_args' architectures); the preflight's for other checkpoints."""
+    arch = certain_architecture(ctx)
+    if arch is None:
+        return
+    base = ctx.args.get("attention_backend") if _given(ctx, "attention_backend") else None
+    for archs, allowed, split, banned, lines in ARCH_ATTENTION_BACKENDS:
+        if arch not in archs:
+            continue
+        if split:
+            written = [_given(ctx, d) for d in ("attention_backend", "prefill_attention_backend", "decode_attention_backend")]
+            if not any(written):
+                break  # _gpt_oss_overrides fills an allowed backend (gpt_oss.py:28-44)
+            sides = ("prefill_attention_backend", "decode_attention_backend")
+            seen = [str(ctx.args.get(d)) if _given(ctx, d) else base for d in sides]
+        else:
+            seen = [base] if base is not None else []  # an unset one: the override's allowed default
+        bad = [str(b) for b in seen if (allowed and str(b) not in allowed) or str(b) in banned or b is None]
+        if bad:
+            what = f"one of {', '.join(allowed)}" if allowed else f"an attention backend other than {banned[0]}"
+            report.refuse("attention_backend" if base is not None else "prefill_attention_backend",
+                          f"{arch} needs {what} (prefill and decode); the launch gives {', '.join(bad)}.",
+                          f"set {ctx.var('attention_backend')} to {allowed[0] if allowed else 'another backend'} (or "
+                          "leave it unset: SGLang picks one for the model)", _release_line(ctx, lines))
+            return
+        break
+    if arch == "GptOssForCausalLM" and _given(ctx, "moe_runner_backend") and \
+            str(ctx.args.get("moe_runner_backend")) == "triton_kernel" and _int(ctx, "ep_size", 1) > 1:
+        report.refuse("ep_size", "GPT-OSS's triton_kernel MoE runs with ep_size 1 only.",
+                      f"set {ctx.var('ep_size')}: 1, or another moe_runner_backend",
+                      _release_line(ctx, ("569", "563", "531", "471")))
+
+
+# validate_flashinfer_megamoe_model's architectures (moe_hook.py:237-262): 0.5.20's (moe_hook.py:198-213), GLM-5 DSA
+# from 0.5.21, Beam and Kimi-K3 from 0.5.23.
+FLASHINFER_MEGAMOE_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+                                    "DeepseekV4ForCausalLM", "Glm4MoeForCausalLM", "NemotronHForCausalLM",
+                                    "NemotronHPuzzleForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM")
+
+
+@rule("server.moe", shared=True, file="sglang/srt/arg_groups/moe_hook.py", sources=(
+    "sglang/srt/arg_groups/moe_hook.py:258",
+    "sglang/srt/arg_groups/moe_hook.py:275",
+))
+def _flashinfer_megamoe_model(ctx: Context, report: Report) -> None:
+    """handle_a2a_moe's validate_flashinfer_megamoe_model (moe_hook.py:237-281, called at :321; 0.5.22 :207-236, 0.5.21
+    :202-231, 0.5.20 :198-226) for moe_a2a_backend flashinfer_megamoe as the handler sees it (handled_a2a_backend; not
+    where DeepSeek's CP overrides may change it, _a2a_may_change): any architecture outside its list, where the
+    architectures are certain (the model table's, or json_model_override_args' list: SGLang checks every entry); then
+    the checkpoint's quantization, where it is certain and no --quantization replaces it: an unquantized or a table FP8
+    checkpoint (ModelFacts.quant_method "" or "fp8": no MXFP4 routed experts, no hybrid NVFP4 MoE), not DeepSeek-V4
+    (whose FP4 experts SGLang detects from the files)."""
+    if handled_a2a_backend(ctx) != "flashinfer_megamoe" or _a2a_may_change(ctx):
+        return
+    arch = certain_architecture(ctx)
+    if arch is None:
+        return
+    names = [str(n) for n in (_override_architectures(ctx) or [arch])]
+    allowed = FLASHINFER_MEGAMOE_ARCHITECTURES + (("GlmMoeDsaForCausalLM",) if added_in(ctx, "0.5.21") else ()) + \
+        (("BeamForCausalLM", "KimiK3ForConditionalGeneration", "KimiK3LinearForCausalLM") if added_in(ctx, "0.5.23")
+         else ())
+    if not any(n in allowed for n in names):
+        report.refuse("moe_a2a_backend", f"moe_a2a_backend flashinfer_megamoe is validated for {', '.join(sorted(allowed))} "
+                      f"only, not {', '.join(names)}.", f"remove {ctx.var('moe_a2a_backend')} (or use another backend)",
+                      _release_line(ctx, ("258", "222", "217", "212")))
+        return
+    method = ctx.model.quant_method
+    if method not in ("", "fp8") or arch.startswith("DeepseekV4"):
+        return
+    # The quantization SGLang resolved (the host's, else the checkpoint's): MXFP8 or ModelOpt NVFP4, or (0.5.23)
+    # nvfp4_online with SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16 on; the checkpoint brings no FP4 experts of its own.
+    # DeepSeek-V3 with quantization nvfp4_online and the switch off was accepted (probe-confirmed refusal at :275).
+    quant = _choice(ctx, "quantization", "") if _given(ctx, "quantization") else method
+    w4a16 = added_in(ctx, "0.5.23") and env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16")
+    if quant in ("mxfp8", "modelopt_fp4") or (quant == "nvfp4_online" and w4a16):
+        return
+    report.refuse("quantization" if _given(ctx, "quantization") else "moe_a2a_backend",
+                  "moe_a2a_backend flashinfer_megamoe needs an MXFP8 or ModelOpt NVFP4 MoE checkpoint"
+                  + (" (or nvfp4_online with SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16=1)" if added_in(ctx, "0.5.23") else "")
+                  + f"; the launch gives {quant or 'an unquantized checkpoint'}"
+                  + ("" if _given(ctx, "quantization") else f" ({ctx.model.path or 'the model'})") + ".",
+                  f"remove {ctx.var('moe_a2a_backend')} (or serve an NVFP4 / MXFP8 checkpoint)",
+                  _release_line(ctx, ("275", "235", "230", "225")))
 
 
 # _verify_quantization (sglang/srt/configs/model_config.py:2042-2054): --quantization values SGLang keeps next to a

@@ -26,7 +26,6 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.prof
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
-    CHUNKED_PREFILL_DEFAULTS,
     CUTEDSL_MOE_QUANT,
     CUTLASS_MOE_QUANT,
     FLASHINFER_A2A_RUNNERS,
@@ -38,10 +37,14 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     attention_dp_on,
     attention_dp_width,
     checkpoint_fp8_filled,
+    chunk_dp_width,
     deepep_v2_architectures,
     deepep_v2_decode_graph_requests,
     default_chunked_prefill_size,
     gpu_memory_mib,
+    handled_a2a_backend,
+    kv_shard_rounds_chunk,
+    mis_chunked_prefill_off,
     modelopt_fp4_moe_runner,
     moe_backends,
     moe_kernel_quantization,
@@ -73,8 +76,9 @@ def _arch_moe(ctx: Context, report: Report) -> None:
                       ("use flashinfer_cutlass (NVFP4 on SM120), triton, or leave it unset (auto)" if fam == "sm12x"
                        else "use triton, flashinfer_cutlass, or leave it unset (auto)"), refusal.source)
     _arch_mxfp8_runner(ctx, profile)
-    # moe_backends: moe_runner_backend megamoe replaces the written backend with megamoe (fuzz-2-06988's class).
-    if not profile.sm100 and moe_backends(ctx)[0] == "flashinfer_megamoe":
+    # moe_backends: moe_runner_backend megamoe replaces the written backend with megamoe (fuzz-2-06988's class); the
+    # check is handle_a2a_moe's, after enable_waterfill makes it deepep (handled_a2a_backend).
+    if not profile.sm100 and handled_a2a_backend(ctx) == "flashinfer_megamoe":
         ctx.error(f"{fam}.moe", "moe_a2a_backend",
                   f"moe_a2a_backend 'flashinfer_megamoe' needs an SM100-family GPU; compute capability {cc} has none of its "
                   "kernels.", "use moe_a2a_backend none (or deepep)", "sglang/srt/arg_groups/moe_hook.py:335-339")
@@ -146,8 +150,12 @@ def _moe_launch(ctx: Context, report: Report) -> None:
     handle_moe_runner_backend_alias leaves them (moe_backends; mega_moe_hook.py:259-276, 0.5.20 :21-38, 0.5.21-0.5.22
     :199-216, run first, pipeline.py:49): moe_runner_backend megamoe replaces whatever moe_a2a_backend the host wrote
     with megamoe, so pplx's, deepep_v2's and flashinfer_megamoe's checks never see it (the seed-2 10,000-case run's
-    false alarm, fuzz-2-06988), and flashinfer_a2a_dispatch_type then lacks its flashinfer backend (:311)."""
-    a2a, runner = moe_backends(ctx)
+    false alarm, fuzz-2-06988), and flashinfer_a2a_dispatch_type then lacks its flashinfer backend (:311). Likewise
+    enable_waterfill, which makes every backend but deepep and megamoe deepep before these checks (handled_a2a_backend:
+    flashinfer_a2a_dispatch_type refused with moe_a2a_backend flashinfer, flashinfer_cutedsl's DeepEP normal dispatch
+    refused with none; pplx's, deepep_v2's, flashinfer_megamoe's and flashinfer's checks skipped)."""
+    runner = moe_backends(ctx)[1]
+    a2a = handled_a2a_backend(ctx)
     overlap = ctx.is_set("enable_two_batch_overlap") or ctx.is_set("enable_single_batch_overlap")
     dispatch = _choice(ctx, "flashinfer_a2a_dispatch_type", "auto")
     if a2a != "flashinfer" and dispatch != "auto":
@@ -230,8 +238,8 @@ MORI_ENV = "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
 ))
 def _mori(ctx: Context, report: Report) -> None:
     """MoRI all-to-all: an AMD ROCm library, and its dispatch buffer against chunked prefill; not where
-    moe_runner_backend megamoe replaces it (moe_backends)."""
-    if moe_backends(ctx)[0] != "mori":
+    moe_runner_backend megamoe replaces it (moe_backends), nor enable_waterfill (deepep: handled_a2a_backend)."""
+    if handled_a2a_backend(ctx) != "mori":
         return
     profile = arch_profile(ctx)
     if profile is not None:
@@ -242,7 +250,9 @@ def _mori(ctx: Context, report: Report) -> None:
     chunk = ctx.args.get("chunked_prefill_size")
     if chunk is None:
         chunk = default_chunked_prefill_size(gpu_memory_mib(ctx)[0])
-    if not isinstance(chunk, int) or str(ctx.get("disaggregation_mode", "null")) == "decode":
+    # enable_mis turns chunked prefill off first (mis_chunked_prefill_off), and the check skips a chunk off.
+    if not isinstance(chunk, int) or str(ctx.get("disaggregation_mode", "null")) == "decode" or \
+            mis_chunked_prefill_off(ctx):
         return
     # required_mori_dispatch_tokens_per_rank (moe_hook.py:834-837) reads chunked_prefill_size after
     # handle_data_parallelism has divided it by the attention-DP width (parallel_hook.py:326-331, pipeline.py:274 before
@@ -277,36 +287,50 @@ PPLX_ENV = "SGLANG_PPLX_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
 ))
 def _pplx(ctx: Context, report: Report) -> None:
     """handle_a2a_moe for pplx (sglang/srt/arg_groups/moe_hook.py:575-594), which moe_runner_backend megamoe turns
-    into megamoe before it runs (moe_backends, mega_moe_hook.py:259-276: fuzz-2-06988, a false alarm)."""
-    if moe_backends(ctx)[0] != "pplx":
+    into megamoe before it runs (moe_backends, mega_moe_hook.py:259-276: fuzz-2-06988, a false alarm), and
+    enable_waterfill into deepep (handled_a2a_backend)."""
+    if handled_a2a_backend(ctx) != "pplx":
         return
     if str(ctx.get("deepep_mode", "auto")) == "normal":
         ctx.error("moe.pplx", "deepep_mode", "moe_a2a_backend pplx runs in low-latency mode only; deepep_mode is normal.",
                   "set sglang_args.deepep_mode: low_latency (or auto)", "sglang/srt/arg_groups/moe_hook.py:577")
-    elif _int(ctx, "attn_dp_size", 1) < 2:
+    elif not attention_dp_on(ctx) or attention_dp_width(ctx) < 2:
+        # 0.5.20 / 0.5.21 ask for enable_dp_attention with dp_size >= 2 (moe_hook.py:497 there), which
+        # attention_dp_on / attention_dp_width read (a false alarm of the old attn_dp_size test on those releases).
         ctx.error("moe.pplx", "moe_a2a_backend",
                   "moe_a2a_backend pplx needs attention data parallelism with at least 2 groups (attn_dp_size >= 2); "
                   "SGLang refuses it without.", "set sglang_args.attn_dp_size >= 2, or use moe_a2a_backend deepep / none",
                   "sglang/srt/arg_groups/moe_hook.py:591")
         return
     # required_pplx_dispatch_tokens_per_rank (moe_hook.py:840-846) against the buffer (moe_hook.py:611-619): chunked
-    # prefill (SGLang's default: at least 2048) or the decode CUDA-graph batch, whichever is larger.
+    # prefill (SGLang's default by the GPUs' memory, the least the architecture's GPUs get where it is not known) or
+    # the decode CUDA-graph batch, whichever is larger. The chunk is per attention-DP rank, which pplx always has:
+    # handle_data_parallelism divides it first (parallel_hook.py:326-331, pipeline.py:274 before :295; 0.5.20-0.5.22
+    # the same order); enable_mis turns it off before either (mis_chunked_prefill_off), and the check skips a chunk off.
+    # The resolver-differential's false alarms: chunked_prefill_size 256 over attn_dp_size 2 (128 per rank), and
+    # enable_mis.
     chunk = ctx.args.get("chunked_prefill_size")
     if chunk is None:
-        chunk = default_chunked_prefill_size(gpu_memory_mib(ctx)[0]) or min(s for _, s in CHUNKED_PREFILL_DEFAULTS)
-    if not isinstance(chunk, int) or chunk <= 0 or str(ctx.get("disaggregation_mode", "null")) == "decode":
+        chunk = min(possible_default_chunked_prefill_sizes(ctx))
+    if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk <= 0 or mis_chunked_prefill_off(ctx) or \
+            str(ctx.get("disaggregation_mode", "null")) == "decode":
+        return
+    width = attention_dp_width(ctx) if attention_dp_on(ctx) else 1
+    per_rank = chunk // width
+    if per_rank <= 0:
         return
     graph = _num(ctx, "cuda_graph_max_bs_decode")
-    need = chunk if graph is None else max(chunk, graph)
+    need = per_rank if graph is None else max(per_rank, graph)
     try:
         limit = int(ctx.env.get(PPLX_ENV, 128))
     except (TypeError, ValueError):
         return
     if need > limit:
+        what = "chunked_prefill_size" if width == 1 else f"chunked_prefill_size // attention-DP width {width}"
         ctx.error("moe.pplx", "moe_a2a_backend",
-                  f"pplx dispatches up to {need} tokens per rank (chunked_prefill_size / cuda_graph_max_bs_decode), more "
+                  f"pplx dispatches up to {need} tokens per rank ({what} / cuda_graph_max_bs_decode), more "
                   f"than {PPLX_ENV}={limit}; SGLang refuses it at start-up.",
-                  f"set sglang_args.chunked_prefill_size <= {limit}, or raise sglang_env.{PPLX_ENV}",
+                  f"set sglang_args.chunked_prefill_size <= {limit * width}, or raise sglang_env.{PPLX_ENV}",
                   "sglang/srt/arg_groups/moe_hook.py:611-619")
 
 
@@ -348,8 +372,8 @@ def _deepep_v2_budget(ctx: Context, report: Report) -> None:
     which refuses nothing at the default capacity. Not judged (the on-host preflight checks them): speculative decoding
     (tokens per request, its own max_running_requests), and whatever may turn the decode graph off or resize it
     (cuda_graph_config, device other than cuda, tensor dumps, diffusion LLMs, torch_native / flex_attention)."""
-    if moe_backends(ctx)[0] != "deepep_v2" or _a2a_may_change(ctx) or \
-            ctx.model.architecture not in deepep_v2_architectures(ctx) or ctx.is_set("enable_mis"):
+    if handled_a2a_backend(ctx) != "deepep_v2" or _a2a_may_change(ctx) or \
+            ctx.model.architecture not in deepep_v2_architectures(ctx):
         return
     try:
         capacity = int(ctx.env.get(DEEPEP_V2_ENV, 128))
@@ -358,7 +382,8 @@ def _deepep_v2_budget(ctx: Context, report: Report) -> None:
     mode = _choice(ctx, "disaggregation_mode", "null")
     if mode != "decode" and _deepep_v2_prefill_budget(ctx, capacity):
         return
-    requests = deepep_v2_decode_graph_requests(ctx) if mode != "prefill" else None
+    # enable_mis turns the decode CUDA graph off (attention_hook.py:539-546): no decode half.
+    requests = deepep_v2_decode_graph_requests(ctx) if mode != "prefill" and not mis_chunked_prefill_off(ctx) else None
     if requests is None or requests[0] <= capacity:
         return
     ctx.error("moe.deepep_v2", "moe_a2a_backend",
@@ -375,6 +400,11 @@ def _deepep_v2_prefill_budget(ctx: Context, capacity: int) -> bool:
     chunk = ctx.args.get("chunked_prefill_size")
     if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool)):
         return True  # not a number: SGLang's parser refuses it first; no decode figure either
+    # enable_mis sets the chunk -1 first (mis_chunked_prefill_off), so the ceiling is max_prefill_tokens: the
+    # resolver-differential's MISSED, DeepSeek-V3 with enable_mis over tp_size 8 (16384 / 8 = 2048 tokens per rank).
+    mis = mis_chunked_prefill_off(ctx)
+    if mis:
+        chunk = -1
     width = attention_dp_width(ctx)
     per_dp = (min(possible_default_chunked_prefill_sizes(ctx)) if chunk is None else chunk) // width
     if per_dp > 0:
@@ -386,7 +416,7 @@ def _deepep_v2_prefill_budget(ctx: Context, capacity: int) -> bool:
         ceiling = _num(ctx, "max_prefill_tokens")
         if ceiling is None:
             ceiling = ctx.schema.default("max_prefill_tokens")  # the release's default (16384 in 0.5.23)
-        what = f"max_prefill_tokens={ceiling} (chunked prefill is off)"
+        what = f"max_prefill_tokens={ceiling} (chunked prefill is off{': enable_mis turns it off' if mis else ''})"
     if not isinstance(ceiling, int) or isinstance(ceiling, bool) or ceiling <= 0:
         return False
     scatter = max(1, _int(ctx, "tp_size", 1) // width) if added_in(ctx, "0.5.22") else 1
@@ -471,6 +501,15 @@ def _megamoe_token_budget(ctx: Context, report: Report) -> None:
         return
     lines = ("192", "226", "241") if added_in(ctx, "0.5.23") else ("132", "166", "181")
     where = "sglang/srt/arg_groups/mega_moe_hook.py:"
+    if mis_chunked_prefill_off(ctx):
+        # handle_multi_item_scoring sets chunked_prefill_size -1 (attention_hook.py:565-570, pipeline.py:263) before
+        # this check (pipeline.py:324; the same order in 0.5.21 / 0.5.22): the resolver-differential's MISSED, enable_mis
+        # with moe_runner_backend megamoe on Qwen3-Next and a written chunked_prefill_size 8192.
+        report.refuse("enable_mis", f"{arch} with moe_a2a_backend megamoe needs chunked prefill: MegaMoE's per-rank token "
+                      "buffer needs a strict prefill bound, and enable_mis turns chunked prefill off "
+                      "(chunked_prefill_size -1).", f"remove {ctx.var('enable_mis')}, or use another MoE backend",
+                      where + lines[0])
+        return
     given = ctx.args.get("chunked_prefill_size")
     if given is not None:
         try:
@@ -571,7 +610,92 @@ def _eplb(ctx: Context, report: Report) -> None:
                       f"{ctx.var('enable_eplb')}", "sglang/srt/arg_groups/parallel_hook.py:791")
 
 
+# The model table's architectures whose model overrides put no MoE runner in for an unset one under moe_a2a_backend
+# flashinfer: qwen3_moe.py:80-86 and overrides.py:810-823 (DeepSeek) pick flashinfer_trtllm only with moe_a2a_backend
+# none, qwen3_moe.py:72-73's marlin (W4A16 NVFP4 MoE layers) is outside FLASHINFER_A2A_RUNNERS too, deepseek_v2.py:90-91
+# is HYV4's, Llama, Grok and dense Qwen3 have none. GptOss's (gpt_oss.py:64-117) may pick deep_gemm: not judged.
+_A2A_AUTO_STAYS = tuple(a for a in ARCHITECTURES if a != "GptOssForCausalLM")
+
+
+def _flashinfer_a2a_auto_runner(ctx: Context) -> str | None:
+    """An unset moe_runner_backend as handle_a2a_moe's FlashInfer A2A assert reads it (resolved_view, moe_hook.py:531;
+    0.5.22 :455, 0.5.21 :448, 0.5.20 :450): _moe_runner_backend_quant_constraints puts flashinfer_trtllm in under
+    quantization mxfp8 or nvfp4_online and flashinfer_cutlass under modelopt_fp4 on SM120 / SM110
+    (overrides.py:1462-1518, resolve.modelopt_fp4_moe_runner); the checkpoint's quantization SGLang fills in does not
+    count (only on SM100, overrides.py:768-808 and qwen3_moe.py:44-51, where modelopt_fp4 maps to nothing). Else, for the
+    table's architectures (_A2A_AUTO_STAYS), it stays auto and the assert refuses it: the resolver-differential's
+    MISSED, Qwen3-Next-80B-A3B with moe_a2a_backend flashinfer and no runner on a B200 and an RTX PRO 6000 (probed for
+    every quantization choice). None where not certain (another architecture, the GPU not known under modelopt_fp4)."""
+    quant = _choice(ctx, "quantization", "")
+    if quant in ("mxfp8", "nvfp4_online"):
+        return "flashinfer_trtllm"
+    if quant == "modelopt_fp4" and ctx.compute_capability is None:
+        return None
+    fp4 = modelopt_fp4_moe_runner(ctx)
+    if fp4 is not None:
+        return fp4
+    return "auto" if ctx.model.architecture in _A2A_AUTO_STAYS else None
+
+
+FLASHINFER_A2A_ENV = "SGLANG_FLASHINFER_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
+# Where each release raises validate_flashinfer_a2a_token_budget's workspace error (moe_hook.py), newest first.
+FLASHINFER_A2A_BUDGET_LINES = (("0.5.23", "766-774"), (None, "690-698"))
+
+
+def _flashinfer_a2a_budget(ctx: Context, report: Report) -> None:
+    """validate_flashinfer_a2a_token_budget's workspace check (moe_hook.py:749-774, pipeline.py:318; 0.5.22 :673-698;
+    0.5.20 / 0.5.21 check a CuteDSL-only budget instead, validate_cutedsl_a2a_token_budget, not judged here). Required:
+    the per-rank prefill buffer (max_prefill_buffer_tokens, overrides.py:1865-1884: chunked_prefill_size after attention
+    DP divides it, chunk_dp_width; not on a PD decode server), a prefill CUDA graph's max_bs, and the largest decode
+    CUDA graph's requests times tokens per request (_decode_graph_dispatch_tokens_per_rank, moe_hook.py:656-676; not on
+    a PD prefill server). Capacity (flashinfer_a2a_max_dispatch_tokens_per_rank, overrides.py:1887-1895):
+    SGLANG_FLASHINFER_NUM_MAX_DISPATCH_TOKENS_PER_RANK when set, else max(prefill buffer, 4096), which only the decode
+    graph can exceed. Judged on lower bounds of what is required (the least default chunk of the GPUs, the decode graph
+    as deepep_v2_decode_graph_requests sizes it: nothing under speculative decoding or whatever may turn the graph off
+    or resize it; no prefill graph) and, with the switch unset, an upper bound of the prefill buffer (the largest
+    default chunk; nothing under KV-cache sharding's rounding or PP dynamic chunking)."""
+    raw = ctx.env.get(FLASHINFER_A2A_ENV)
+    if isinstance(raw, bool) or mis_chunked_prefill_off(ctx):
+        return
+    try:
+        capacity = None if raw is None else int(raw)
+    except (TypeError, ValueError):
+        return
+    chunk = ctx.args.get("chunked_prefill_size")
+    if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool)):
+        return
+    sizes = (chunk,) if chunk is not None else possible_default_chunked_prefill_sizes(ctx)
+    width = chunk_dp_width(ctx)
+    low, high = min(sizes) // width, max(sizes) // width
+    if low <= 0:
+        return
+    mode = _choice(ctx, "disaggregation_mode", "null")
+    requests = deepep_v2_decode_graph_requests(ctx) if mode != "prefill" else None
+    graph = requests[0] if requests is not None else 0
+    prefill = low if mode != "decode" else 0
+    if capacity is None:
+        if kv_shard_rounds_chunk(ctx) or (_int(ctx, "pp_size", 1) > 1 and ctx.is_set("enable_dynamic_chunking")):
+            return
+        need, limit = graph, max(high, 4096)
+        why = f"{FLASHINFER_A2A_ENV} is unset, so the workspace holds max(per-rank prefill chunk, 4096) = {limit} tokens"
+    else:
+        need, limit = max(prefill, graph), capacity
+        why = f"{FLASHINFER_A2A_ENV}={capacity}"
+    if need <= limit:
+        return
+    what = (f"a decode CUDA graph of {graph} requests per rank ({requests[1]}), one token each" if requests is not None
+            and graph == need else f"a prefill chunk of {prefill} tokens per rank (chunked_prefill_size"
+            f"{'' if chunk is not None else ' by default'}{f' over attention-DP width {width}' if width > 1 else ''})")
+    report.refuse(f"sglang_env.{FLASHINFER_A2A_ENV}" if capacity is not None else "moe_a2a_backend",
+                  f"FlashInfer MoE A2A dispatches up to {need} tokens per rank ({what}), more than its workspace: "
+                  f"{why}.", f"set sglang_env.{FLASHINFER_A2A_ENV} >= {need} (or unset it), or lower "
+                  f"{ctx.var('chunked_prefill_size')} / {ctx.var('cuda_graph_max_bs_decode')}",
+                  "sglang/srt/arg_groups/moe_hook.py:" + next(
+                      lines for version, lines in FLASHINFER_A2A_BUDGET_LINES if version is None or added_in(ctx, version)))
+
+
 @rule("server.moe", shared=True, sources=(
+    "sglang/srt/arg_groups/moe_hook.py:766",
     "sglang/srt/arg_groups/overrides.py:1471",
     "sglang/srt/arg_groups/overrides.py:1484-1512",
     "sglang/srt/arg_groups/moe_hook.py:635",
@@ -643,6 +767,10 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
             report.refuse(dest, why + ".", f"fix {ctx.var(dest)}, or use another moe_runner_backend", f"{_MOEH}:{line}")
             break
     dispatch = ctx.args.get("flashinfer_a2a_dispatch_type")
+    # handle_moe_kernel_config's checks above read the backend before handle_a2a_moe; those below after it, where
+    # enable_waterfill has made it deepep and ascend_tp none (handled_a2a_backend): waterfill with flashinfer skips the
+    # FlashInfer A2A checks, with none it passes ep_dispatch_algorithm static; ascend_tp then refuses static.
+    a2a = handled_a2a_backend(ctx)
     if a2a == "flashinfer":
         model_quant = quant or ctx.model.quant_method
         for bad, dest, why, line in (
@@ -660,9 +788,12 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
             (dispatch == "mxfp8" and runner not in ("auto", "flashinfer_trtllm", "flashinfer_trtllm_routed"),
              "moe_runner_backend", f"flashinfer_a2a_dispatch_type mxfp8 needs moe_runner_backend flashinfer_trtllm_routed, "
              f"not {runner}", 197),
-            (runner not in ("auto", *FLASHINFER_A2A_RUNNERS), "moe_runner_backend",
+            (runner != "auto" and runner not in FLASHINFER_A2A_RUNNERS, "moe_runner_backend",
              f"moe_a2a_backend flashinfer works with moe_runner_backend {', '.join(FLASHINFER_A2A_RUNNERS)} only, not "
              f"{runner}", 531),
+            (runner == "auto" and _flashinfer_a2a_auto_runner(ctx) == "auto", "moe_runner_backend",
+             f"moe_a2a_backend flashinfer works with moe_runner_backend {', '.join(FLASHINFER_A2A_RUNNERS)} only, and "
+             f"an unset moe_runner_backend stays auto here (SGLang picks none of them for it first)", 531),
         ):
             if bad:
                 report.refuse(dest, why + ".", f"fix {dest if dest.startswith('sglang_env') else ctx.var(dest)}, or use another "
@@ -675,6 +806,8 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
             report.refuse("chunked_prefill_size", "moe_a2a_backend flashinfer needs chunked prefill (a fixed-size dispatch "
                           "workspace); chunked_prefill_size is off" + mis + ".",
                           f"set {ctx.var('chunked_prefill_size')} > 0 (or remove it)", f"{_MOEH}:756")
+        elif added_in(ctx, "0.5.22"):
+            _flashinfer_a2a_budget(ctx, report)
     algorithm = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") else None
     draft = _choice(ctx, "speculative_moe_a2a_backend", "")
     if not draft and algorithm is not None and str(algorithm).upper() != "NGRAM":

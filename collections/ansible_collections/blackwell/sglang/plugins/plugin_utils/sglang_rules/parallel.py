@@ -12,7 +12,6 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _given,
     _int,
     _num,
-    _override_architectures,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
@@ -21,7 +20,9 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     _per_node,
     attention_dp_on,
     attention_dp_width,
+    certain_architecture,
     gpu_ids,
+    handled_a2a_backend,
     moe_backends,
     table_deepseek_v3,
 )
@@ -94,10 +95,17 @@ def _parallel(ctx: Context, report: Report) -> None:
                   f"dp_size={dp} together with attn_dp_size={attn_dp}: choose data-parallel replicas or attention DP, not both.",
                   "set dp_size: 1 (attention DP inside one TP group) or attn_dp_size: 1",
                   "sglang/srt/arg_groups/parallel_hook.py:288")
-    if tp % attn_dp:
-        ctx.error("parallel.tp_attn_dp", "attn_dp_size", f"tp_size={tp} is not divisible by attn_dp_size={attn_dp}.",
-                  "pick attn_dp_size dividing tp_size (e.g. 2, 4 or 8 for tp 8)",
-                  "sglang/srt/arg_groups/parallel_hook.py:326")
+    # The attention-DP width: attn_dp_size, or before 0.5.22 dp_size with enable_dp_attention (0.5.23 and the schema
+    # move that spelling to attn_dp_size first), asserted to divide tp_size (parallel_hook.py:326; 0.5.22 :314, 0.5.21
+    # :261 and 0.5.20 :193 on dp_size). make conformance-all's MISSED on 0.5.20: tp_size 8, dp_size 3 and
+    # enable_dp_attention, which parallel.gpus had refused by counting 24 GPUs.
+    width = attention_dp_width(ctx)
+    if tp % width:
+        dest = "attn_dp_size" if attn_dp > 1 else "dp_size"
+        line = "326" if added_in(ctx, "0.5.23") else "314" if added_in(ctx, "0.5.22") else \
+            "261" if added_in(ctx, "0.5.21") else "193"
+        ctx.error("parallel.tp_attn_dp", dest, f"tp_size={tp} is not divisible by the attention-DP width {dest}={width}.",
+                  f"pick {dest} dividing tp_size (e.g. 2, 4 or 8 for tp 8)", f"sglang/srt/arg_groups/parallel_hook.py:{line}")
     if nnodes > 1:
         if not ctx.is_set("dist_init_addr"):
             ctx.error("parallel.dist_init_addr", "sglang_args.dist_init_addr",
@@ -155,6 +163,7 @@ def _gpus_overflow(ctx: Context, sizes: dict[str, int], nnodes: int, ids: list[i
 
 @rule("server.parallel", shared=True, file=_PH, sources=(
     "sglang/srt/arg_groups/parallel_hook.py:152",
+    "sglang/srt/arg_groups/parallel_hook.py:128",
     "sglang/srt/arg_groups/parallel_hook.py:244",
     "sglang/srt/arg_groups/parallel_hook.py:250",
     "sglang/srt/arg_groups/parallel_hook.py:252",
@@ -174,6 +183,14 @@ def _parallel_launch(ctx: Context, report: Report) -> None:
         cp, attn_dp = sizes[0], sizes[1]
     if ctx.is_set("enable_prefill_cp") and not _given(ctx, "cp_strategy"):
         report.refuse("cp_strategy", "enable_prefill_cp needs cp_strategy.", f"set {ctx.var('cp_strategy')} (e.g. interleave)", 152)
+    elif ctx.is_set("enable_prefill_cp") and _choice(ctx, "cp_strategy", "") == "zigzag" and \
+            certain_architecture(ctx) == "DeepseekV32ForCausalLM":
+        # handle_context_parallelism's DeepSeek-V3.2 gate, on hf_config.architectures[0] (parallel_hook.py:123-131;
+        # 0.5.22 :122, 0.5.21 :78, 0.5.20 :50): only where the architecture is certain (certain_architecture).
+        report.refuse("cp_strategy", "DeepSeek-V3.2 (DeepseekV32ForCausalLM) prefill context parallelism has no "
+                      "cp_strategy zigzag.", f"set {ctx.var('cp_strategy')}: interleave",
+                      "128" if added_in(ctx, "0.5.23") else "122" if added_in(ctx, "0.5.22") else
+                      "78" if added_in(ctx, "0.5.21") else "50")
     # DeepSeek-V4's hook derives attn_cp_size itself (deepseek_v4_hook.py:220), and so does the DeepSeek family's
     # prefill CP (cp_derived), so only known other models are checked.
     if not added_in(ctx, "0.5.22"):  # tp_size % (dp_size * attn_cp_size) (0.5.21 parallel_hook.py:108-113)
@@ -322,6 +339,9 @@ def _elastic_ep_deploy(ctx: Context, report: Report) -> None:
                      f"remove {ctx.var('max_ep_size')} and {ctx.var('elastic_ep_backend')}")
 
 
+MUSE_SPARK = "MuseSparkForConditionalGeneration"  # MUSE_SP_ARCHITECTURES, sglang/srt/layers/layernorm_sp.py:53
+
+
 @rule("server.layernorm_sp", sources=(
     "sglang/srt/arg_groups/layernorm_sp_hook.py",
 ))
@@ -336,7 +356,17 @@ def _layernorm_sp(ctx: Context, report: Report) -> None:
         return
     algo = str(ctx.args.get("speculative_algorithm") or "").upper() if _given(ctx, "speculative_algorithm") else ""
     arch = ctx.model.architecture if ctx.model.known else None
+    certain = certain_architecture(ctx)
     for bad, dest, why, line in (
+        # 0.5.23's validate_layernorm_sp checks the architecture first (layernorm_sp_hook.py:128-134): the MegaMoE
+        # variant is Muse Spark's, SP itself Muse Spark's and Qwen3ForCausalLM's (SP_SUPPORTED_ARCHITECTURES,
+        # sglang/srt/layers/layernorm_sp.py:53-54). Refused where the architecture is certain (certain_architecture),
+        # the preflight's for other checkpoints. The seed-5 10,000-case run's MISSED fuzz-5-02701: Llama with tp_size 7.
+        (added_in(ctx, "0.5.23") and certain is not None and certain != MUSE_SPARK and
+         ctx.is_set("enable_megamoe_for_layernorm_sp"), "enable_megamoe_for_layernorm_sp",
+         f"with enable_megamoe_for_layernorm_sp runs Muse Spark only, not {certain}", 128),
+        (added_in(ctx, "0.5.23") and certain is not None and certain not in (MUSE_SPARK, "Qwen3ForCausalLM"),
+         "enable_layernorm_sp", f"runs Muse Spark and Qwen3ForCausalLM only, not {certain}", "130-134"),
         # Before 0.5.23 SP_SUPPORTED_ARCHITECTURES is Qwen3ForCausalLM alone (sglang/srt/layers/layernorm_sp.py:53),
         # checked first (layernorm_sp_hook.py:45-49 in 0.5.22, :42-46 in 0.5.20 and 0.5.21); 0.5.23 adds Muse Spark,
         # whose branch reads the checkpoint's config.json (the on-host preflight).
@@ -395,16 +425,6 @@ def _moe_dense_tp(ctx: Context, report: Report) -> None:
 
 SHARED_EXPERTS_A2A = ("deepep", "megamoe", "mooncake", "ascend_fuseep", "mori")  # parallel_hook.py:227-233
 SHARED_EXPERTS_ARCHITECTURE = "KimiK3ForConditionalGeneration"  # parallel_hook.py:225 (0.5.22 :219, 0.5.21 :177)
-
-
-def shared_experts_architecture(ctx: Context) -> str | None:
-    """``hf_config.architectures[0]`` as handle_shared_experts_tp reads it (parallel_hook.py:224): json_model_override_args'
-    first architecture where it names one (merged into the checkpoint's config), else the model table's; None where
-    only the checkpoint's config.json tells (the preflight's)."""
-    names = _override_architectures(ctx)
-    if names is not None:
-        return names[0] if isinstance(names[0], str) else None
-    return str(ctx.model.architecture) if ctx.model.known and ctx.model.architecture else None
 
 
 def _moe_dp_sizes_known(ctx: Context) -> bool:
@@ -470,7 +490,7 @@ def _shared_experts_tp(ctx: Context, report: Report) -> None:
     where DeepSeek's CP override may still change the all-to-all backend (_a2a_may_change, which only the backend check
     waits for): the seed-4 10,000-case run's MISSED fuzz-4-04568, attn_cp_size 5 = tp_size on DeepSeek-V3 (attention TP
     size 1, shared_experts_tp_size 5). Past the divisor, only Kimi-K3 passes (:226, 0.5.22 :220, 0.5.21 :178), whatever
-    the sizes and the backend: refused wherever the architecture is certain (shared_experts_architecture: the model
+    the sizes and the backend: refused wherever the architecture is certain (certain_architecture: the model
     table's, or json_model_override_args' architectures), the preflight's elsewhere; DeepSeek-V3 with attn_cp_size 5,
     tp_size 5 and shared_experts_tp_size 1 (a divisor), which the seed-4 run's re-judge left alone."""
     size = _num(ctx, "shared_experts_tp_size")
@@ -493,7 +513,7 @@ def _shared_experts_tp(ctx: Context, report: Report) -> None:
                           f"attention TP size ({attn_tp} = tp_size / attn_dp_size / attn_cp_size).",
                           f"set {ctx.var('shared_experts_tp_size')} to a divisor of {attn_tp}, or remove it", 216)
             return
-    arch = shared_experts_architecture(ctx)
+    arch = certain_architecture(ctx)
     if arch is not None and arch != SHARED_EXPERTS_ARCHITECTURE:
         report.refuse("shared_experts_tp_size", f"shared_experts_tp_size is only supported for Kimi-K3 "
                       f"({SHARED_EXPERTS_ARCHITECTURE}); the model is {arch}.",
@@ -502,7 +522,7 @@ def _shared_experts_tp(ctx: Context, report: Report) -> None:
         return
     if ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") and not cp_derived(ctx) and \
             attention_dp_width(ctx) >= 1 and _int(ctx, "attn_cp_size", 1) >= 1 and not _a2a_may_change(ctx) and \
-            moe_backends(ctx)[0] not in SHARED_EXPERTS_A2A:
+            handled_a2a_backend(ctx) not in SHARED_EXPERTS_A2A:  # after handle_a2a_moe: enable_waterfill's deepep counts
         report.refuse("shared_experts_tp_size", "shared_experts_tp_size needs an expert-parallel all-to-all backend "
                       "(deepep, megamoe, mooncake or mori).",
                       f"set {ctx.var('moe_a2a_backend')}: deepep, or remove {ctx.var('shared_experts_tp_size')}", 234)

@@ -20,6 +20,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _int,
     _json_arg,
     _num,
+    _override_architectures,
     _spec_values,
     env_true,
 )
@@ -43,6 +44,64 @@ def attention_dp_on(ctx: Context) -> bool:
     """Attention DP as the release's checks test it: attn_dp_enabled_of, attn_dp_size > 1 (0.5.22 on); before 0.5.22,
     which has no attn_dp_size, enable_dp_attention itself (e.g. 0.5.21 kv_cache_hook.py:454, moe_hook.py:272)."""
     return attention_dp_width(ctx) > 1 if added_in(ctx, "0.5.22") else ctx.args.get("enable_dp_attention") is True
+
+
+def chunk_dp_width(ctx: Context) -> int:
+    """What handle_data_parallelism divides chunked_prefill_size by (parallel_hook.py:326-331, pipeline.py:274), as the
+    checks after it read the chunk (check_server_args' page divisibility, validation_hook.py:244; the MoE dispatch
+    budgets): attention_dp_width, or dwdp_size where DWDP is on, whose handle_dwdp sets attn_dp_size = dwdp_size first
+    (parallel_hook.py:466-471, pipeline.py:189; 0.5.20 / 0.5.21 set dp_size and enable_dp_attention instead,
+    parallel_hook.py:302-307 / :370-375 there, the same divisor). The resolver-differential's fuzz-4-07854: dwdp_size 8
+    on an A100, SGLang's chunk 8192 // 8 = 1024."""
+    dwdp = _int(ctx, "dwdp_size", 1)
+    return dwdp if dwdp > 1 else attention_dp_width(ctx)
+
+
+def mis_chunked_prefill_off(ctx: Context) -> bool:
+    """enable_mis: handle_multi_item_scoring sets chunked_prefill_size -1 (attention_hook.py:565-570, pipeline.py:263;
+    0.5.20-0.5.22 the same, before handle_data_parallelism and every check that reads the chunk: check_server_args'
+    page divisibility, validation_hook.py:243; the MoRI / pplx budgets, moe_hook.py:566 / :614, which skip a chunk
+    off; MegaMoE's and FlashInfer A2A's refusal of it, mega_moe_hook.py:192, moe_hook.py:755; DeepEP v2's prefill
+    budget, which falls back to max_prefill_tokens, moe_hook.py:644)."""
+    return ctx.is_set("enable_mis")
+
+
+def final_chunked_prefill_size(ctx: Context) -> int | None:
+    """chunked_prefill_size as SGLang leaves it after resolution (for comparing with its resolved record, not for a
+    rule: each check reads the chunk at its own point, see chunk_dp_width and mis_chunked_prefill_off): -1 with
+    enable_mis, else the written chunk or the default by the GPUs' memory (default_chunked_prefill_size), floor-divided
+    by chunk_dp_width; with KV-cache sharding rounded up to a multiple of the page (kv_shard_hook.py:287-292,
+    kv_shard_rounds_chunk). None where the memory is not known or the chunk is not a number. Not modelled: the model
+    overrides that turn chunked prefill off (model_hook.py:206-221 ...)."""
+    chunk = kv_shard_chunk(ctx)
+    page = resolved_page_size(ctx) if chunk is not None and kv_shard_rounds_chunk(ctx) else None
+    if page is not None and page > 1 and chunk is not None and chunk > 0:
+        return -(-chunk // page) * page
+    return chunk
+
+
+def kv_shard_chunk(ctx: Context) -> int | None:
+    """chunked_prefill_size as handle_kv_cache_sharding reads it (kv_shard_hook.py:280, pipeline.py:284; 0.5.22
+    :220, pipeline.py:272): -1 with enable_mis (pipeline.py:263), else the written chunk or the default by the GPUs'
+    memory (handle_gpu_memory_settings, pipeline.py:218), floor-divided by chunk_dp_width (handle_data_parallelism,
+    pipeline.py:274). None where the memory is not known or the chunk is not a number."""
+    if mis_chunked_prefill_off(ctx):
+        return -1
+    chunk = ctx.args.get("chunked_prefill_size")
+    if chunk is None:
+        chunk = default_chunked_prefill_size(gpu_memory_mib(ctx)[0])
+    if not isinstance(chunk, int) or isinstance(chunk, bool):
+        return None
+    return chunk // chunk_dp_width(ctx)
+
+
+def kv_shard_rounds_chunk(ctx: Context) -> bool:
+    """enable_kv_cache_sharding (new in 0.5.22): handle_kv_cache_sharding rounds chunked_prefill_size up to a multiple
+    of the page size (kv_shard_hook.py:287-292; 0.5.22 :227-232) before check_server_args' page divisibility reads it
+    (validation_hook.py:244), or refuses the launch before that (its own checks, server.kv_shard; :99-104 outside a
+    PD prefill server, server.combination). Either way that check never refuses a sharded launch: the rules that
+    mirror it (numeric.chunked_prefill_size, memory.chunked_page) stay silent."""
+    return added_in(ctx, "0.5.22") and ctx.is_set("enable_kv_cache_sharding")
 
 
 def capture_only(ctx: Context) -> bool:
@@ -93,7 +152,11 @@ def adaptive_stays_on(ctx: Context) -> bool:
 def effective_eagle_topk(ctx: Context, algo: str) -> int | float | None:
     """speculative_eagle_topk as an EAGLE-family algorithm runs it: the host's value, else, with none of the triple
     set, SGLang's choice (auto_spec_triple) or 1 where speculative_adaptive stays on; None where the model is not
-    known."""
+    known. None under the aux hidden-state capture (capture_only): no speculative algorithm runs, so SGLang chooses no
+    triple and leaves speculative_eagle_topk unset (the resolver-differential's fuzz-3-03937, fuzz-1-03533,
+    fuzz-1-04863: EAGLE3 with enable_return_aux_hidden_states; every rule reading this skips the capture already)."""
+    if capture_only(ctx):
+        return None
     topk = _num(ctx, "speculative_eagle_topk")
     if topk is None and all(v is None for v in _spec_values(ctx)):
         topk = 1 if adaptive_stays_on(ctx) else auto_spec_triple(ctx, algo)[1] if (
@@ -107,7 +170,14 @@ MAX_GPUS_PER_HOST = 1024
 
 
 def _per_node(ctx: Context) -> int:
+    """The ranks (GPUs) on one node: tp * pp / nnodes, times dp_size for data-parallel replicas. dp_size with
+    enable_dp_attention (the spelling before 0.5.23, which schema.deprecated_dp_attention turns into attn_dp_size
+    from 0.5.23 on) is attention-DP groups inside the one TP group, no extra GPUs: the DP controller launches the TP
+    group's ranks once (launch_dp_attention_schedulers, sglang/srt/managers/data_parallel_controller.py:206-214 in
+    0.5.21). A probe found parallel.gpus asking 16 GPUs for tp_size 4, dp_size 4 and enable_dp_attention."""
     tp, pp, dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "dp_size", 1)
+    if ctx.args.get("enable_dp_attention") is True:
+        dp = 1
     return max(tp * pp // max(_int(ctx, "nnodes", 1), 1) * dp, 1)
 
 
@@ -457,7 +527,9 @@ def sm100_default_is_trtllm_mha(ctx: Context) -> bool:
     speculative hooks leave attention_backend alone). DFLASH only from 0.5.21: 0.5.20 asks before DFLASH's handler
     sets speculative_eagle_topk, so DFLASH with topk unset gets flashinfer there (model_override_base.py:330-342 in
     0.5.20; make conformance-all's MISSED on arch100-kv-nvfp4-dflash, KV4 MHA refusing flashinfer)."""
-    algo = _choice(ctx, "speculative_algorithm", "").upper()
+    # No algorithm under the aux hidden-state capture, which resets it before (capture_only): EAGLE3 with
+    # enable_return_aux_hidden_states gets trtllm_mha on SM100 (a MISSED: page_size 17 forced to 64 against chunk 34).
+    algo = "" if capture_only(ctx) else _choice(ctx, "speculative_algorithm", "").upper()
     return no_spec_or_topk_one(ctx) and (not algo or ctx.args.get("speculative_eagle_topk") is not None
                                          or (algo == "DFLASH" and added_in(ctx, "0.5.21")))
 
@@ -517,11 +589,17 @@ def qwen35_sm100_backend(ctx: Context) -> str | None:
     resolves); triton otherwise. The model's mamba checks (model_hook.py:737) and check_server_args see its page.
     """
     cc = ctx.compute_capability
+    # Device cpu / hpu fill attention_backend in first (handle_cpu_backends / handle_hpu_backends, platform_hook.py:158-183,
+    # pipeline.py:205-206, before the override at :225), and npu's hook its own defaults (:33-38): the override sees one
+    # set (the resolver-differential's fuzz-3-01919, device cpu on a B300: torch_native, page 1).
     if (ctx.model.architecture not in QWEN35_OVERRIDE_ARCHS or cc is None or cc[0] != 10
-            or _choice(ctx, "attention_backend", "")):
+            or _choice(ctx, "attention_backend", "") or _choice(ctx, "device", "cuda") in ("cpu", "hpu", "npu")):
         return None
+    # cfg.disable_radix_cache as handle_pd_disaggregation leaves it for a PD decode server (radix_cache_off: the
+    # resolver-differential's fuzz-3-01445, page 64 with trtllm_mha); cfg.speculative_algorithm None under the aux
+    # hidden-state capture (capture_only), which resets it first (qwen3_5.py:36-45; 0.5.20-0.5.22 the same).
     wanted = (_choice(ctx, "mamba_radix_cache_strategy", "auto") in MAMBA_EXTRA_BUFFER
-              or ctx.is_set("disable_radix_cache") or bool(_choice(ctx, "speculative_algorithm", "")))
+              or radix_cache_off(ctx) or (bool(_choice(ctx, "speculative_algorithm", "")) and not capture_only(ctx)))
     return "trtllm_mha" if sm100_default_is_trtllm_mha(ctx) and wanted else "triton"
 
 
@@ -552,10 +630,14 @@ def resolved_page_size(ctx: Context) -> int | None:
         resolved["attention_backend"] = override
     elif prefill is not None and prefill == decode:
         resolved["attention_backend"] = prefill  # sglang/srt/arg_groups/overrides.py:1127-1131
-    elif resolved["attention_backend"] is None:
-        # The base backend is SGLang's default (overrides.py:1133-1138): a side not set falls back to it, and the page
-        # handling reads it even when both sides are set.
-        resolved["attention_backend"] = default_attention_backend(ctx)
+    else:
+        # The base backend as the hooks before the page handling fill it (filled_attention_backend: device hpu's
+        # torch_native over the host's, device cpu's, deterministic inference's flashinfer where the default would be
+        # trtllm_mha, the resolver-differential's fuzz-2-05138, page_size 8192 kept on a B300), else SGLang's default
+        # (overrides.py:1133-1138): a side not set falls back to it, and the page handling reads it even when both
+        # sides are set.
+        filled = filled_attention_backend(ctx)
+        resolved["attention_backend"] = default_attention_backend(ctx) if filled == "" else filled
         if resolved["attention_backend"] is None:
             return None
     used = {b for b in resolved.values() if b is not None}
@@ -591,8 +673,10 @@ def resolved_mamba_strategy(ctx: Context) -> str | None:
     reads it: ``auto`` becomes extra_buffer on a hybrid linear-attention model of the table when the overlap scheduler
     is on or pages are larger than 1 (the Qwen3.5 SM100 override's page first) with linear_attn_backend triton, else
     no_buffer. None where the model is not in the table or the radix cache is off (mamba_extra_buffer_of is then
-    false, model_override_base.py:260-265); a non-hybrid model keeps what the host wrote."""
-    if ctx.model.family == "unknown" or ctx.is_set("disable_radix_cache"):
+    false, model_override_base.py:260-265), a PD decode server's included (radix_cache_off: handle_pd_disaggregation
+    turns it off before _mamba_radix_cache_resolution returns nothing for it, overrides.py:473-474, and leaves
+    ``auto``: the resolver-differential's fuzz-3-01445, fuzz-3-01919); a non-hybrid model keeps what the host wrote."""
+    if ctx.model.family == "unknown" or radix_cache_off(ctx):
         return None
     strategy = str(ctx.get("mamba_radix_cache_strategy", "auto"))
     if strategy != "auto" or not ctx.model.hybrid_linear_attention:
@@ -630,25 +714,107 @@ def linear_base_decode_backend(ctx: Context) -> str:
     return "triton" if base == "flashkda" else base
 
 
+# The attention backend handle_cpu_backends sets for device cpu where none is written (platform_hook.py:158-168,
+# pipeline.py:206; 0.5.20-0.5.22 the same): intel_amx, which _attention_backend_platform_fallbacks turns into
+# torch_native on a host CPU without AMX (overrides.py:1301-1310, run by handle_attention_backend_compatibility,
+# attention_hook.py:272; an arm64 host gets torch_native at once). Which one depends on the host's CPU; the checks that
+# read the backends afterwards (enable_mis's flashinfer, attention_hook.py:573; UNO's fa3, speculative_hook.py:606-611;
+# prefill_only_disable_kv_cache's fa3 / fa4, kv_cache_hook.py:344; the paged tree draft's flashinfer / fa3 / triton,
+# speculative_hook.py:1278; NGRAM's flashinfer, :1361) refuse both alike, and the resolver takes torch_native, what the
+# probe's host (no AMX) settles on. The resolver-differential's fuzz-4-01128, fuzz-3-09224, fuzz-1-08691: device cpu
+# on a GPU host, where the GPU's default (flashinfer, fa3) never applies.
+CPU_ATTENTION_BACKEND = "torch_native"
+
+
+def filled_attention_backend(ctx: Context) -> str | None:
+    """view.attention_backend as the hooks before _attention_backend_default (overrides.py:1126-1138, run by
+    handle_attention_backend_compatibility, pipeline.py:242) leave it: device hpu's torch_native whatever is written
+    (handle_hpu_backends, platform_hook.py:176-183, pipeline.py:205), the host's, device cpu's (CPU_ATTENTION_BACKEND),
+    deterministic inference's fill (deterministic_attention_backend, pipeline.py:240: fa3 on an A100, flashinfer for
+    Llama on a B300, where SGLang's default would be flashinfer / trtllm_mha: the resolver-differential's fuzz-0-06567,
+    fuzz-0-09193 of the seed-0 run and fuzz-2-05138) or a model override's (model_override_attention_backend,
+    pipeline.py:225). "" where nothing fills it (SGLang's default does then), None where not certain (device npu, whose
+    hook fills in its own defaults, platform_hook.py:33-38; deterministic inference where its fill is not certain)."""
+    device, backend = _choice(ctx, "device", "cuda"), _choice(ctx, "attention_backend", "")
+    if added_in(ctx, "0.5.23"):
+        backend = BACKEND_ALIASES.get(backend, backend)  # handle_deprecated_args renames first (serving_hook.py:304)
+    if device == "hpu":
+        return "torch_native"
+    if backend:
+        return backend
+    if device == "cpu":
+        return CPU_ATTENTION_BACKEND
+    if device == "npu":
+        return None
+    if deterministic_on(ctx):
+        return deterministic_attention_backend(ctx)
+    return model_override_attention_backend(ctx) or ""
+
+
+def nvfp4_kv_attention_backends(ctx: Context) -> tuple[str | None, str]:
+    """(prefill, decode) as handle_nvfp4_prefill_kv_dequant_dtype leaves them for an NVFP4 KV cache
+    (kv_cache_hook.py:35-92, pipeline.py:241, new in 0.5.21: nvfp4_kv_decodes_with_trtllm_mha): decode trtllm_mha; the
+    host's prefill backend, else the one of the prefill dequant dtype (NVFP4_PREFILL_BACKEND): the host's dtype, else the
+    one the base backend selects (flashinfer fp8_e4m3, trtllm_mha nvfp4: the base as the hooks before leave it,
+    filled_attention_backend), else nvfp4 on SM100 (is_sm100: the major 10) and fp8_e4m3 elsewhere. Every other pairing
+    is refused there (:53-80, server.kv_cache). The prefill side None where not certain. The resolver-differential's
+    fuzz-4-00909, fuzz-4-01359: flashinfer / trtllm_mha on an RTX PRO 6000, where enable_mis's check (attention_hook.py:573)
+    then refuses the trtllm_mha decode side."""
+    decode, prefill = "trtllm_mha", _choice(ctx, "prefill_attention_backend", "")
+    if prefill:
+        return prefill, decode
+    requested = _choice(ctx, "prefill_kv_cache_dequant_dtype", "auto")
+    if requested == "auto":
+        base, cc = filled_attention_backend(ctx), ctx.compute_capability
+        if base:
+            requested = {b: d for d, b in NVFP4_PREFILL_BACKEND.items()}.get(base, "")
+        elif base is None or cc is None:
+            return None, decode
+        else:
+            requested = "nvfp4" if cc[0] == 10 else "fp8_e4m3"
+    return NVFP4_PREFILL_BACKEND.get(requested), decode
+
+
+def fa3_fp8_fallback(ctx: Context, base: str | None) -> str | None:
+    """The base backend after _attention_backend_fa3_fp8_fallback (overrides.py:1263-1269, run by
+    handle_attention_backend_compatibility, attention_hook.py:239; 0.5.20 :170, 0.5.21 :170, 0.5.22 :238): fa3 with
+    kv_cache_dtype fp8_e5m2 becomes triton, before UNO's fa3 check (speculative_hook.py:606-611) and
+    prefill_only_disable_kv_cache's (kv_cache_hook.py:344) read it (the re-judged 10,000-case runs' fuzz-4-03472,
+    fuzz-1-03825, fuzz-0-02369: fa3 against SGLang's triton on Hopper). An explicit prefill / decode fa3 stays."""
+    return "triton" if base == "fa3" and _choice(ctx, "kv_cache_dtype", "") == "fp8_e5m2" else base
+
+
 def resolved_attention_backends(ctx: Context) -> tuple[str | None, str | None]:
-    """(prefill, decode) attention backends as attention_backends_of reads them (model_override_base.py:138-152),
-    None where SGLang's default applies and is not certain (default_attention_backend)."""
-    base = _choice(ctx, "attention_backend", "")
-    prefill, decode = _choice(ctx, "prefill_attention_backend", "") or base, _choice(ctx, "decode_attention_backend", "") or base
+    """(prefill, decode) attention backends as attention_backends_of reads them (model_override_base.py:138-152) from
+    handle_attention_backend_compatibility on (pipeline.py:242; every check that reads them runs there or later): an
+    NVFP4 KV cache's pair (nvfp4_kv_attention_backends), else the host's prefill / decode backend over the base as the
+    hooks before fill it (filled_attention_backend) or SGLang's default (default_attention_backend). None where a side is
+    not certain."""
+    if nvfp4_kv_decodes_with_trtllm_mha(ctx):
+        return nvfp4_kv_attention_backends(ctx)
+    prefill, decode = _choice(ctx, "prefill_attention_backend", ""), _choice(ctx, "decode_attention_backend", "")
+    written_base = _choice(ctx, "attention_backend", "")
+    if added_in(ctx, "0.5.23"):
+        # 0.5.23's deprecated aliases (handle_deprecated_args, serving_hook.py:304-323, before any attention hook):
+        # tokenspeed_mla is cutedsl_mla, and a prefill side named so becomes trtllm_mla (cutedsl_mla decodes only).
+        prefill = "trtllm_mla" if prefill == "tokenspeed_mla" else BACKEND_ALIASES.get(prefill, prefill)
+        decode, written_base = BACKEND_ALIASES.get(decode, decode), BACKEND_ALIASES.get(written_base, written_base)
+    if not prefill and "cutedsl_mla" in (decode, written_base):
+        # _cutedsl_prefill_backend_fill (overrides.py:1233-1259, run by attention_hook.py:196; 0.5.20-0.5.22 the same
+        # pass): CuteDSL MLA decodes only, and an unset prefill side gets trtllm_mla. The seed-5 run's fuzz-5-00473:
+        # decode cutedsl_mla on a B200, SGLang's prefill trtllm_mla.
+        prefill = "trtllm_mla"
     if not (prefill and decode):
-        default = default_attention_backend(ctx)
-        prefill, decode = prefill or default, decode or default
+        base = filled_attention_backend(ctx)
+        if base == "":
+            base = default_attention_backend(ctx)
+        base = fa3_fp8_fallback(ctx, base)
+        prefill, decode = prefill or base, decode or base
     return prefill or None, decode or None
 
 
 NVFP4_PREFILL_BACKEND = {"fp8_e4m3": "flashinfer", "nvfp4": "trtllm_mha"}  # kv_cache_hook.py:23-26
-
-
-def qwen35_sm100_picks_triton(ctx: Context) -> bool:
-    """_qwen3_5_hybrid_overrides (sglang/srt/arg_groups/model_overrides/qwen3_5.py:25-49) sets attention_backend
-    triton: Qwen3.5 / Qwen3-Next on SM100/SM103 with attention_backend unset, and trtllm_mha either not SGLang's
-    default there or not asked for (qwen35_sm100_backend)."""
-    return qwen35_sm100_backend(ctx) == "triton"
+BACKEND_ALIASES = {"compressed": "dsv4", "tokenspeed_mla": "cutedsl_mla"}  # 0.5.23's, serving_hook.py:304
 
 
 def moe_backends(ctx: Context) -> tuple[str, str]:
@@ -656,6 +822,35 @@ def moe_backends(ctx: Context) -> tuple[str, str]:
     (sglang/srt/arg_groups/mega_moe_hook.py:259-276): moe_runner_backend megamoe means moe_a2a_backend megamoe."""
     a2a, runner = _choice(ctx, "moe_a2a_backend", "none"), _choice(ctx, "moe_runner_backend", "auto")
     return ("megamoe", "auto") if runner == "megamoe" else (a2a, runner)
+
+
+def mla_prefill_cp_deepep(ctx: Context) -> bool:
+    """DeepSeek's model override sets moe_a2a_backend deepep for MLA prefill context parallelism, whatever was written
+    (model_overrides/deepseek_v2.py:191-202; 0.5.22 :192-202, 0.5.21 :156-164, 0.5.20 :163-171), before handle_a2a_moe
+    and check_server_args read it: certain for DeepSeek-V3 (MLA, not DSA) with enable_prefill_cp. The resolver
+    differential's fuzz-5-03265 (SGLang's deepep); LoRA's MoE runners need none (lora_hook.py:221), a MISSED."""
+    return ctx.is_set("enable_prefill_cp") and ctx.model.known and ctx.model.mla and ctx.model.family == "deepseek-v3"
+
+
+def handled_a2a_backend(ctx: Context) -> str:
+    """moe_a2a_backend as the checks from handle_a2a_moe on read it (moe_hook.py:283-469, pipeline.py:295; 0.5.20-0.5.22
+    the same): moe_backends' backend, which _a2a_backend_overrides, run first by handle_a2a_moe (moe_hook.py:292),
+    turns into deepep under enable_waterfill unless it is deepep or megamoe (overrides.py:1596-1606; 0.5.22 :1548-1558,
+    0.5.21 :1524-1535, 0.5.20 :1642-1653), and which handle_a2a_moe then resets from ascend_tp to none on CUDA
+    (moe_hook.py:462-469; 0.5.22 :398-405, 0.5.21 :388-395, 0.5.20 :390-397). Its per-backend blocks (flashinfer's,
+    flashinfer_megamoe's, deepep's, deepep_v2's, pplx's, mori's: moe_hook.py:300-620), validate_flashinfer_a2a_token_budget
+    and the DeepEP v2 checks (pipeline.py:318, :374-375), handle_shared_experts_tp (parallel_hook.py:227),
+    handle_eplb_and_dispatch (:764), DSpark's (speculative_hook.py:677-710) and check_server_args' (the LoRA MoE runner,
+    lora_hook.py:220; two-batch overlap, validation_hook.py:765) all read it so (a resolving view sees the declaration);
+    ascend_tp has no block of its own, so the blocks reading it before the reset see the same. handle_moe_kernel_config
+    (moe_hook.py:106-120, pipeline.py:294), the model overrides and the PD hook read moe_backends' backend, before.
+    The resolver-differential's fuzz-1-08858 (waterfill: none, SGLang's deepep) and fuzz-4-04145 (ascend_tp, SGLang's
+    none). DeepSeek's context-parallel override sets deepep earlier (mla_prefill_cp_deepep); its other cases stay
+    uncertain (_a2a_may_change)."""
+    a2a = "deepep" if mla_prefill_cp_deepep(ctx) else moe_backends(ctx)[0]
+    if ctx.is_set("enable_waterfill") and a2a not in ("deepep", "megamoe"):
+        a2a = "deepep"
+    return "none" if a2a == "ascend_tp" else a2a
 
 
 # The MoE runners MXFP8 runs on CUDA (sglang/srt/arg_groups/choices.py:161-167, MXFP8_MOE_RUNNER_BACKEND_CHOICES).
@@ -751,6 +946,8 @@ def deterministic_attention_backend(ctx: Context) -> str | None:
     with no backend written, an unknown GPU or model, gpt-oss and DeepSeek-V3.2 with their own
     overrides, another DeepSeek-family checkpoint on SM100)."""
     device, backend = _choice(ctx, "device", "cuda"), _choice(ctx, "attention_backend", "")
+    if added_in(ctx, "0.5.23"):
+        backend = BACKEND_ALIASES.get(backend, backend)  # handle_deprecated_args renames first (serving_hook.py:304)
     if device == "hpu":
         return "torch_native"
     if device == "cpu" and not backend:
@@ -768,30 +965,6 @@ def deterministic_attention_backend(ctx: Context) -> str | None:
     if cc[0] in (10, 12):
         return "triton" if arch in DETERMINISTIC_TRITON_ARCHS else "flashinfer"
     return "fa3"
-
-
-def mis_attention_backends(ctx: Context) -> tuple[str | None, str | None]:
-    """(prefill, decode) attention backends as handle_multi_item_scoring reads them (attention_backends_of on the
-    resolved view, attention_hook.py:572; pipeline.py:263, after the model overrides at :225 and deterministic
-    inference at :240; the same order in 0.5.20-0.5.22): the host's prefill / decode backend over the base backend, and
-    an unset base as the hooks before it fill it in: a model override's (model_override_attention_backend: Qwen3.5 /
-    Qwen3-Next's triton or trtllm_mha on SM100, model_overrides/qwen3_5.py:25-49, DeepSeek-V3's trtllm_mla there),
-    deterministic inference's (deterministic_attention_backend, overrides.py:1093-1116), else SGLang's default
-    (resolved_attention_backends, default_attention_backend: for the table's DeepSeek-V3 on SM100 with one side
-    written get_default_attn_backend's flashinfer, not its override's trtllm_mla). Other devices keep
-    resolved_attention_backends. The seed-4 10,000-case run's MISSED fuzz-4-05272: enable_mis for Qwen3-Next on a
-    B200, whose override picks triton. None where a side is not certain."""
-    base = _choice(ctx, "attention_backend", "")
-    prefill, decode = _choice(ctx, "prefill_attention_backend", ""), _choice(ctx, "decode_attention_backend", "")
-    if base or (prefill and decode) or _choice(ctx, "device", "cuda") != "cuda":
-        return resolved_attention_backends(ctx)
-    if deterministic_on(ctx):
-        filled = deterministic_attention_backend(ctx)
-    else:
-        filled = model_override_attention_backend(ctx)
-        if filled is None:
-            return resolved_attention_backends(ctx)
-    return (prefill or filled or None), (decode or filled or None)
 
 
 def cache_radix_off(ctx: Context) -> tuple[str, str, str] | None:
@@ -898,15 +1071,22 @@ PAGE_TREE_SPEC_BACKENDS = ("flashinfer", "fa3", "triton")  # speculative_hook.py
 
 
 def resolved_base_attention_backend(ctx: Context) -> str | None:
-    """view.attention_backend where certain: the explicit one, the shared prefill/decode one
-    (overrides.py:1127-1131), or SGLang's default when no backend is set (default_attention_backend)."""
-    base = _choice(ctx, "attention_backend", "")
-    prefill, decode = _choice(ctx, "prefill_attention_backend", ""), _choice(ctx, "decode_attention_backend", "")
-    if base:
-        return base
+    """view.attention_backend where certain, as the checks from handle_attention_backend_compatibility on read it
+    (pipeline.py:242; the paged tree draft's, speculative_hook.py:1278, and NGRAM's, :1361): the shared prefill/decode
+    one, which replaces the base whatever it is (_attention_backend_default, overrides.py:1127-1131; an NVFP4 KV cache's
+    pair included, nvfp4_kv_attention_backends: trtllm_mha for both with native NVFP4 on SM100), else the base as the
+    hooks before fill it (filled_attention_backend: the host's, device cpu's / hpu's, deterministic inference's, a model
+    override's), else SGLang's default (default_attention_backend). The resolver-differential's fuzz-1-05769:
+    attention_backend triton with prefill and decode llada2_cfg_flashinfer, whose base is llada2_cfg_flashinfer (a
+    paged EAGLE tree there is refused, :1278; flashinfer with triton for both is refused NGRAM's paged tree, :1361)."""
+    if nvfp4_kv_decodes_with_trtllm_mha(ctx):
+        prefill, decode = nvfp4_kv_attention_backends(ctx)
+    else:
+        prefill, decode = _choice(ctx, "prefill_attention_backend", ""), _choice(ctx, "decode_attention_backend", "")
     if prefill and prefill == decode:
-        return prefill
-    return default_attention_backend(ctx) if not (prefill or decode) else None
+        return fa3_fp8_fallback(ctx, prefill)
+    base = filled_attention_backend(ctx)
+    return fa3_fp8_fallback(ctx, default_attention_backend(ctx) if base == "" else base)
 
 
 def linear_decode_backend_settled(ctx: Context) -> str | None:
@@ -919,3 +1099,14 @@ def linear_decode_backend_settled(ctx: Context) -> str | None:
     if decode is None and ctx.args.get("mamba_ssm_dtype") is None:
         return linear_base_decode_backend(ctx)
     return decode
+
+
+def certain_architecture(ctx: Context) -> str | None:
+    """``hf_config.architectures[0]`` as SGLang's architecture gates read it (handle_shared_experts_tp,
+    parallel_hook.py:224; handle_layernorm_sp, layernorm_sp_hook.py:29-31): json_model_override_args' first
+    architecture where it names one (merged into the checkpoint's config), else the model table's; None where only the
+    checkpoint's config.json tells (the preflight's)."""
+    names = _override_architectures(ctx)
+    if names is not None:
+        return names[0] if isinstance(names[0], str) else None
+    return str(ctx.model.architecture) if ctx.model.known and ctx.model.architecture else None

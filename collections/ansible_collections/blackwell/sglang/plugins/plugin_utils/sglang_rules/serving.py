@@ -21,7 +21,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     env_true,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import mis_attention_backends
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import resolved_attention_backends
 
 if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
@@ -367,16 +367,20 @@ def _json_args(ctx: Context, report: Report) -> None:
 ))
 def _multi_item_scoring(ctx: Context, report: Report) -> None:
     """handle_multi_item_scoring (attention_hook.py:536-577): enable_mis needs flashinfer for prefill and decode, as the
-    hooks before it have resolved them (mis_attention_backends: a model override's pick for an unset backend, e.g.
+    hooks before it have resolved them (resolved_attention_backends: a model override's pick for an unset backend, e.g.
     Qwen3-Next's triton on SM100, the seed-4 10,000-case run's MISSED fuzz-4-05272 and fuzz-4-01360)."""
     if not ctx.is_set("enable_mis"):
         return
-    prefill, decode = mis_attention_backends(ctx)
+    prefill, decode = resolved_attention_backends(ctx)
     bad = [b for b in (prefill, decode) if b is not None and b != "flashinfer"]
     if bad:
         picked = "" if _choice(ctx, "attention_backend", "") or bad[0] in (
             _choice(ctx, "prefill_attention_backend", ""), _choice(ctx, "decode_attention_backend", "")) else (
             f" (which SGLang picks for {ctx.model.architecture} on this GPU when attention_backend is unset)")
+        if decode == "trtllm_mha" and _choice(ctx, "kv_cache_dtype", "") == "nvfp4":
+            picked = " (kv_cache_dtype nvfp4 decodes with trtllm_mha: kv_cache_hook.py:77-89)"
+        elif _choice(ctx, "device", "cuda") in ("cpu", "hpu") and bad[0] == "torch_native":
+            picked = f" (device {_choice(ctx, 'device', 'cuda')}'s attention backend: platform_hook.py:158-183)"
         ctx.error("server.multi_item_scoring", "enable_mis", f"enable_mis (multi-item scoring) needs the flashinfer "
                   f"attention backend for prefill and decode (custom attention masks), not {bad[0]}{picked}. SGLang "
                   "refuses the launch.", f"set {ctx.var('attention_backend')}: flashinfer (and no other prefill / decode "

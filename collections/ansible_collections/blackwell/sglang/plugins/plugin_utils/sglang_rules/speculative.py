@@ -39,7 +39,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     capture_only,
     dflash_draft_block_size,
     effective_eagle_topk,
-    moe_backends,
+    handled_a2a_backend,
     nvfp4_kv_decodes_with_trtllm_mha,
     resolved_attention_backends,
     resolved_base_attention_backend,
@@ -419,6 +419,7 @@ def _uno(ctx: Context, report: Report) -> None:
     """_handle_uno's argument checks (speculative_hook.py:453-612)."""
     profile = arch_profile(ctx)
     for bad, dest, why, line in (
+        (not _choice(ctx, "device", "cuda").startswith("cuda"), "device", "UNO runs on CUDA devices only", 453),
         (_given(ctx, "speculative_draft_model_path"), "speculative_draft_model_path", "UNO reuses the target model and "
          "takes no speculative_draft_model_path", 455),
         (not _given(ctx, "uno_lora_path"), "uno_lora_path", "UNO needs uno_lora_path", 460),
@@ -531,7 +532,8 @@ def _speculative_shapes(ctx: Context, report: Report) -> None:
 
 
 def _dspark_shapes(ctx: Context, report: Report, draft: int | float | None) -> None:
-    a2a, attn_dp = moe_backends(ctx)[0], attention_dp_width(ctx)
+    # _handle_dspark runs after handle_a2a_moe (pipeline.py:295, :306): enable_waterfill's deepep, ascend_tp's none.
+    a2a, attn_dp = handled_a2a_backend(ctx), attention_dp_width(ctx)
     if attn_dp > 1 and ctx.is_set("enable_dp_lm_head") and _int(ctx, "attn_cp_size", 1) == 1 and not _a2a_may_change(ctx):
         ragged = ctx.env.get(RAGGED_ENV, "static")
         spec_a2a = _choice(ctx, "speculative_moe_a2a_backend", "")
