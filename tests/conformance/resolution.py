@@ -55,10 +55,18 @@ def _decode(ctx: Any) -> str | None:
     return resolve.resolved_attention_backends(ctx)[1]
 
 
-def _chunk(ctx: Any) -> int | None:
-    # The final value, composed of what the rules read at their own points: the default by the GPUs' memory, the
-    # per-rank division (chunk_dp_width), enable_mis turning chunked prefill off (mis_chunked_prefill_off).
-    return resolve.final_chunked_prefill_size(ctx)
+def final_chunked_prefill_size(ctx: Any) -> int | None:
+    """chunked_prefill_size as SGLang leaves it after resolution, composed of what the rules read at their own points:
+    the chunk as the KV-sharding hook reads it (resolve.kv_shard_chunk: -1 with enable_mis, else the written chunk or
+    the default by the GPUs' memory, floor-divided by chunk_dp_width), rounded up to a multiple of the page under
+    KV-cache sharding (kv_shard_hook.py:287-292, resolve.kv_shard_rounds_chunk). None where the memory is not known or
+    the chunk is not a number. Not modelled: the model overrides that turn chunked prefill off
+    (model_hook.py:206-221 ...)."""
+    chunk = resolve.kv_shard_chunk(ctx)
+    page = resolve.resolved_page_size(ctx) if chunk is not None and resolve.kv_shard_rounds_chunk(ctx) else None
+    if page is not None and page > 1 and chunk is not None and chunk > 0:
+        return -(-chunk // page) * page
+    return chunk
 
 
 def _mamba(ctx: Any) -> str | None:
@@ -96,7 +104,7 @@ OURS: dict[str, Callable[[Any], Any]] = {
     "prefill_attention_backend": _prefill,
     "decode_attention_backend": _decode,
     "page_size": resolve.resolved_page_size,
-    "chunked_prefill_size": _chunk,
+    "chunked_prefill_size": final_chunked_prefill_size,
     "mamba_radix_cache_strategy": _mamba,
     "moe_a2a_backend": _a2a,
     "moe_runner_backend": _moe_runner,

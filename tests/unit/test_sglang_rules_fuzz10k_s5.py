@@ -13,11 +13,9 @@ from typing import Any
 
 import pytest
 from test_sglang_rules_fuzz10k_s3 import errors
+from test_sglang_rules_fuzz10k_s4 import DEEPSEEK, LLAMA, QWEN3_NEXT
 from test_sglang_rules_seed0_2000 import host
 
-LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
-DEEPSEEK = "deepseek-ai/DeepSeek-V3"
-QWEN3_NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
 QWEN3 = '{"architectures": ["Qwen3ForCausalLM"]}'
 MUSE = '{"architectures": ["MuseSparkForConditionalGeneration"]}'
 

@@ -19,12 +19,10 @@ from typing import Any
 import pytest
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import resolve
 from test_sglang_rules_fuzz10k_s3 import errors, with_memory
+from test_sglang_rules_fuzz10k_s4 import DEEPSEEK, LLAMA, QWEN3_NEXT
 from test_sglang_rules_resolution_B import context
 from test_sglang_rules_seed0_2000 import host
 
-DEEPSEEK = "deepseek-ai/DeepSeek-V3"
-QWEN3_NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
-LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 RTX_PRO_6000, B200, B300, A100, H200 = 97887, 183359, 275040, 81920, 143771
 NVFP4_RELEASES = ["0.5.21", "0.5.22", "0.5.23"]
 ALL = ["0.5.20", *NVFP4_RELEASES]

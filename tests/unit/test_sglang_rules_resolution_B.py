@@ -12,19 +12,20 @@ corpus cases are the ``resolve-b-...`` block of tests/conformance/cases.yaml.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_validate as sv
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import resolve
 from test_sglang_rules_fuzz10k_s3 import errors, with_memory
+from test_sglang_rules_fuzz10k_s4 import DEEPSEEK, LLAMA, QWEN3_NEXT, QWEN35
 from test_sglang_rules_seed0_2000 import host
 
-DEEPSEEK = "deepseek-ai/DeepSeek-V3"
-QWEN3_NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
-QWEN35 = "nvidia/Qwen3.5-397B-A17B-NVFP4"
-LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
+import resolution  # noqa: E402
+
 RTX_PRO_6000, B200, A100, H100, GB10 = 97887, 183359, 81920, 81559, 122570
 ALL = ["0.5.20", "0.5.21", "0.5.22", "0.5.23"]
 
@@ -157,7 +158,7 @@ def test_deepep_v2_with_mis(version: str, capacity: str, extra: dict[str, Any], 
         assert "enable_mis turns it off" in found[0].message
 
 
-# --- the value SGLang leaves (resolve.final_chunked_prefill_size), the resolver-differential's cases -----------------
+# --- the value SGLang leaves (resolution.final_chunked_prefill_size), the resolver-differential's cases --------------
 
 
 @pytest.mark.parametrize(("args", "model", "cc", "mib", "final"), [
@@ -172,4 +173,4 @@ def test_deepep_v2_with_mis(version: str, capacity: str, extra: dict[str, Any], 
 ])
 def test_final_chunked_prefill_size(args: dict[str, Any], model: str, cc: str, mib: int, final: int) -> None:
     ctx = context(with_memory(host(args, model=model, cc=cc, gpus=8), mib))
-    assert resolve.final_chunked_prefill_size(ctx) == final
+    assert resolution.final_chunked_prefill_size(ctx) == final

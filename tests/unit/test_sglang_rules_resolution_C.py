@@ -19,13 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import resolve
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import validate_host
 from test_sglang_rules_fuzz10k_s3 import errors
-from test_sglang_rules_fuzz10k_s4 import KIMI_K3, LLAMA, QWEN3_NEXT, QWEN35
+from test_sglang_rules_fuzz10k_s4 import DEEPSEEK, KIMI_K3, LLAMA, QWEN3_NEXT, QWEN35
+from test_sglang_rules_resolution_B import ALL, context
 from test_sglang_rules_seed0_2000 import host
 
-DEEPSEEK = "deepseek-ai/DeepSeek-V3"
-ALL = ["0.5.20", "0.5.21", "0.5.22", "0.5.23"]
 ATTN_DP = ["0.5.22", "0.5.23"]  # attn_dp_size is new in 0.5.22
 LORA = {"enable_lora": True, "max_lora_rank": 16, "lora_target_modules": ["all"], "lora_backend": "triton_v2",
         "moe_runner_backend": "lora_triton", "tp_size": 2}
@@ -169,28 +169,11 @@ def test_the_fuzz_cases_are_accepted() -> None:
 
 
 def test_no_automatic_topk_under_the_capture() -> None:
-    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import resolve
-    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
-
-    seen: dict[str, Any] = {}
-
-    def grab(hostvars: dict[str, Any]) -> None:
-        from unittest import mock
-
-        from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_validate as sv
-        real = sv.run_rules
-
-        def keep(ctx: Context) -> Any:
-            seen["ctx"] = ctx
-            return real(ctx)
-        with mock.patch.object(sv, "run_rules", keep):
-            sv.validate_host(hostvars)
-
-    grab(host({"speculative_algorithm": "EAGLE3", "enable_return_aux_hidden_states": True,
-               "return_aux_hidden_state_layer_ids": 5}, cc="8.9", gpus=2))
-    assert resolve.effective_eagle_topk(seen["ctx"], "EAGLE3") is None
-    grab(host({"speculative_algorithm": "EAGLE3"}, cc="8.9", gpus=2))
-    assert resolve.effective_eagle_topk(seen["ctx"], "EAGLE3") == 4  # Llama's automatic triple
+    ctx = context(host({"speculative_algorithm": "EAGLE3", "enable_return_aux_hidden_states": True,
+                        "return_aux_hidden_state_layer_ids": 5}, cc="8.9", gpus=2))
+    assert resolve.effective_eagle_topk(ctx, "EAGLE3") is None
+    ctx = context(host({"speculative_algorithm": "EAGLE3"}, cc="8.9", gpus=2))
+    assert resolve.effective_eagle_topk(ctx, "EAGLE3") == 4  # Llama's automatic triple
 
 
 @pytest.mark.parametrize(("args", "model", "refused"), [
@@ -209,21 +192,8 @@ def test_the_capture_leaves_sm100s_default_backend(args: dict[str, Any], model: 
 
 
 def test_decode_server_reads_the_radix_cache_off() -> None:
-    from unittest import mock
-
-    from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_validate as sv
-    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import resolve
-
-    seen: dict[str, Any] = {}
-    real = sv.run_rules
-
-    def keep(ctx: Any) -> Any:
-        seen["ctx"] = ctx
-        return real(ctx)
-    with mock.patch.object(sv, "run_rules", keep):
-        sv.validate_host(host({"disaggregation_mode": "decode", "moe_runner_backend": "marlin",
-                               "quantization": "quark_mxfp4"}, model=QWEN35, cc="10.3"))
-    ctx = seen["ctx"]
+    ctx = context(host({"disaggregation_mode": "decode", "moe_runner_backend": "marlin", "quantization": "quark_mxfp4"},
+                       model=QWEN35, cc="10.3"))
     assert resolve.resolved_mamba_strategy(ctx) is None  # SGLang leaves auto
     assert resolve.qwen35_sm100_backend(ctx) == "trtllm_mha"
     assert resolve.resolved_page_size(ctx) == 64

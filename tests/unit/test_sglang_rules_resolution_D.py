@@ -19,10 +19,9 @@ from typing import Any
 import pytest
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import validate_host
 from test_sglang_rules_fuzz10k_s3 import errors, with_memory
-from test_sglang_rules_fuzz10k_s4 import LLAMA
+from test_sglang_rules_fuzz10k_s4 import DEEPSEEK, LLAMA
 from test_sglang_rules_seed0_2000 import host
 
-DEEPSEEK = "deepseek-ai/DeepSeek-V3"
 H100, B200 = 81559, 183359
 SHARDED = ["0.5.22", "0.5.23"]
 # A sharded Llama prefill server SGLang accepts on Hopper (fa3): prefill CP 2, interleaved, page 64.

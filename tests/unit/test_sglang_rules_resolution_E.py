@@ -23,15 +23,11 @@ from typing import Any
 import pytest
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import validate_host
 from test_sglang_rules_fuzz10k_s3 import errors, with_memory
-from test_sglang_rules_resolution_B import attention_dp
+from test_sglang_rules_fuzz10k_s4 import DEEPSEEK, LLAMA, QWEN3_NEXT, QWEN35
+from test_sglang_rules_resolution_B import ALL, attention_dp
 from test_sglang_rules_seed0_2000 import host
 
-DEEPSEEK = "deepseek-ai/DeepSeek-V3"
-QWEN3_NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
-QWEN35 = "nvidia/Qwen3.5-397B-A17B-NVFP4"
-LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 B200 = 183359
-ALL = ["0.5.20", "0.5.21", "0.5.22", "0.5.23"]
 ENV = "SGLANG_FLASHINFER_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
 
 

@@ -14,15 +14,12 @@ from typing import Any
 
 import pytest
 from test_sglang_rules_fuzz10k_s3 import errors
+from test_sglang_rules_fuzz10k_s4 import DEEPSEEK, LLAMA, QWEN3_NEXT, QWEN35
+from test_sglang_rules_resolution_B import ALL
 from test_sglang_rules_seed0_2000 import host
 
-DEEPSEEK = "deepseek-ai/DeepSeek-V3"
 DEEPSEEK_FP4 = "nvidia/DeepSeek-V3-0324-FP4"
-QWEN3_NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
-QWEN35 = "nvidia/Qwen3.5-397B-A17B-NVFP4"
-LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 UNKNOWN = "/models/some-checkpoint"
-VERSIONS = ["0.5.20", "0.5.21", "0.5.22", "0.5.23"]
 
 
 def arch(name: str) -> str:
@@ -36,7 +33,7 @@ MEGAMOE = {"moe_a2a_backend": "flashinfer_megamoe", "tp_size": 8, "enable_dp_att
 # --- validate_flashinfer_megamoe_model (moe_hook.py:237-281) ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", ALL)
 @pytest.mark.parametrize(("model", "args", "where"), [
     (QWEN35, {}, "moe_hook.py:2"),  # archgate-megamoe-qwen35-refused: not a validated architecture
     (QWEN3_NEXT, {}, "moe_hook.py:2"),
@@ -77,7 +74,7 @@ def test_flashinfer_megamoe_reads_the_written_quantization(version: str, args: d
 
 
 def test_flashinfer_megamoe_lines_per_release() -> None:
-    lines = {v: errors(host(MEGAMOE, v, model=QWEN35), "server.moe")[0].source for v in VERSIONS}
+    lines = {v: errors(host(MEGAMOE, v, model=QWEN35), "server.moe")[0].source for v in ALL}
     assert lines == {"0.5.20": "sglang/srt/arg_groups/moe_hook.py:212", "0.5.21": "sglang/srt/arg_groups/moe_hook.py:217",
                      "0.5.22": "sglang/srt/arg_groups/moe_hook.py:222", "0.5.23": "sglang/srt/arg_groups/moe_hook.py:258"}
 
@@ -91,7 +88,7 @@ def test_flashinfer_megamoe_glm5_dsa_from_0_5_21(version: str, refused: bool) ->
 # --- handle_model_specific_adjustments' attention backends per architecture (model_hook.py:515-720) --------------------
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", ALL)
 @pytest.mark.parametrize(("name", "args", "cc", "refused"), [
     ("GptOssForCausalLM", {"attention_backend": "flashinfer"}, "9.0", True),  # archgate-gptoss-flashinfer-refused
     ("GptOssForCausalLM", {"prefill_attention_backend": "triton"}, "10.0", True),  # the decode backend stays None
@@ -124,7 +121,7 @@ def test_architecture_gate_from_the_declared_architecture() -> None:
     assert not [p for p in errors(unknown, "server.model_features") if "GptOss" in p.message]
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", ALL)
 @pytest.mark.parametrize(("args", "refused"), [
     ({"moe_runner_backend": "triton_kernel", "tp_size": 2, "ep_size": 2}, True),  # archgate-gptoss-triton-kernel-ep
     ({"moe_runner_backend": "triton_kernel", "tp_size": 2}, False),
@@ -138,7 +135,7 @@ def test_gpt_oss_triton_kernel_ep(version: str, args: dict[str, Any], refused: b
 # --- handle_context_parallelism's DeepSeek-V3.2 zigzag gate (parallel_hook.py:123-131) ----------------------------------
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", ALL)
 @pytest.mark.parametrize(("args", "model", "refused"), [
     ({"json_model_override_args": arch("DeepseekV32ForCausalLM"), "enable_prefill_cp": True}, DEEPSEEK, True),
     ({"json_model_override_args": arch("DeepseekV32ForCausalLM")}, DEEPSEEK, False),  # no prefill CP

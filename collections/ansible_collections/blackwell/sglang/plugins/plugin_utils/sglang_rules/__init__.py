@@ -98,7 +98,7 @@ ORDER: tuple[str, ...] = (
     "hicache._hicache",
     "parallel._layernorm_sp",
     "moe._moe_launch",
-    "model._flashinfer_megamoe_model",
+    "moe._flashinfer_megamoe_model",
     "launch._features",
     "launch._pdmux",
     "launch._int8_mamba_checkpoint",

@@ -9,21 +9,22 @@ from typing import TYPE_CHECKING
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ARCHITECTURES
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
-    _choice,
     _given,
     _int,
     _json_arg,
-    _override_architectures,
     env_true,
 )
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import (
+    Report,
+    added_in,
+    release_line,
+    rule,
+)
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     CONTEXT_SOURCE,
-    _a2a_may_change,
     certain_architecture,
     chunk_dp_width,
     derived_context_length,
-    handled_a2a_backend,
     kv_shard_rounds_chunk,
     mis_chunked_prefill_off,
     qwen35_sm100_backend,
@@ -258,23 +259,20 @@ def _encoder_replay(ctx: Context, report: Report) -> None:
 # handle_model_specific_adjustments' per-architecture attention backends (model_hook.py:515-720), on
 # hf_config.architectures[0]: (architectures, the backends allowed, whether both the prefill and the decode backend are
 # checked (attention_backends_of) or attention_backend alone, the backends never allowed instead of a list, the line
-# per release (0.5.23, 0.5.22, 0.5.21, 0.5.20)). The model overrides fill attention_backend only where it is unset
+# per release (release_line)). The model overrides fill attention_backend only where it is unset
 # (GptOss: all three unset, is_attention_backend_not_set; the others: attention_backend unset), with allowed backends,
 # so only the written backends decide.
 ARCH_ATTENTION_BACKENDS = (
     (("GptOssForCausalLM",), ("triton", "trtllm_mha", "fa3", "fa4", "ascend", "intel_amx", "intel_xpu", "aiter"), True,
-     (), ("538", "532", "500", "442")),
+     (), {"0.5.23": "538", "0.5.22": "532", "0.5.21": "500", "0.5.20": "442"}),
     (("Llama4ForConditionalGeneration", "Llama4ForCausalLM"), ("fa3", "aiter", "triton", "ascend", "trtllm_mha",
-                                                               "intel_xpu"), False, (), ("622", "616", "582", "522")),
-    (("Olmo2ForCausalLM",), (), False, ("flashinfer",), ("690", "684", "645", "585")),
-    (("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"), (), False, ("triton",), ("719", "713", "674", "614")),
+                                                               "intel_xpu"), False,
+     (), {"0.5.23": "622", "0.5.22": "616", "0.5.21": "582", "0.5.20": "522"}),
+    (("Olmo2ForCausalLM",), (), False, ("flashinfer",),
+     {"0.5.23": "690", "0.5.22": "684", "0.5.21": "645", "0.5.20": "585"}),
+    (("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"), (), False, ("triton",),
+     {"0.5.23": "719", "0.5.22": "713", "0.5.21": "674", "0.5.20": "614"}),
 )
-
-
-def _release_line(ctx: Context, lines: tuple[str, ...]) -> str:
-    """The line for the context's release out of (0.5.23, 0.5.22, 0.5.21, 0.5.20)."""
-    return lines[0] if added_in(ctx, "0.5.23") else lines[1] if added_in(ctx, "0.5.22") else \
-        lines[2] if added_in(ctx, "0.5.21") else lines[3]
 
 
 @rule("server.model_features", shared=True, file=_MH, sources=(
@@ -310,66 +308,14 @@ def _arch_attention_backends(ctx: Context, report: Report) -> None:
             report.refuse("attention_backend" if base is not None else "prefill_attention_backend",
                           f"{arch} needs {what} (prefill and decode); the launch gives {', '.join(bad)}.",
                           f"set {ctx.var('attention_backend')} to {allowed[0] if allowed else 'another backend'} (or "
-                          "leave it unset: SGLang picks one for the model)", _release_line(ctx, lines))
+                          "leave it unset: SGLang picks one for the model)", release_line(ctx, lines))
             return
         break
     if arch == "GptOssForCausalLM" and _given(ctx, "moe_runner_backend") and \
             str(ctx.args.get("moe_runner_backend")) == "triton_kernel" and _int(ctx, "ep_size", 1) > 1:
         report.refuse("ep_size", "GPT-OSS's triton_kernel MoE runs with ep_size 1 only.",
                       f"set {ctx.var('ep_size')}: 1, or another moe_runner_backend",
-                      _release_line(ctx, ("569", "563", "531", "471")))
-
-
-# validate_flashinfer_megamoe_model's architectures (moe_hook.py:237-262): 0.5.20's (moe_hook.py:198-213), GLM-5 DSA
-# from 0.5.21, Beam and Kimi-K3 from 0.5.23.
-FLASHINFER_MEGAMOE_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
-                                    "DeepseekV4ForCausalLM", "Glm4MoeForCausalLM", "NemotronHForCausalLM",
-                                    "NemotronHPuzzleForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM")
-
-
-@rule("server.moe", shared=True, file="sglang/srt/arg_groups/moe_hook.py", sources=(
-    "sglang/srt/arg_groups/moe_hook.py:258",
-    "sglang/srt/arg_groups/moe_hook.py:275",
-))
-def _flashinfer_megamoe_model(ctx: Context, report: Report) -> None:
-    """handle_a2a_moe's validate_flashinfer_megamoe_model (moe_hook.py:237-281, called at :321; 0.5.22 :207-236, 0.5.21
-    :202-231, 0.5.20 :198-226) for moe_a2a_backend flashinfer_megamoe as the handler sees it (handled_a2a_backend; not
-    where DeepSeek's CP overrides may change it, _a2a_may_change): any architecture outside its list, where the
-    architectures are certain (the model table's, or json_model_override_args' list: SGLang checks every entry); then
-    the checkpoint's quantization, where it is certain and no --quantization replaces it: an unquantized or a table FP8
-    checkpoint (ModelFacts.quant_method "" or "fp8": no MXFP4 routed experts, no hybrid NVFP4 MoE), not DeepSeek-V4
-    (whose FP4 experts SGLang detects from the files)."""
-    if handled_a2a_backend(ctx) != "flashinfer_megamoe" or _a2a_may_change(ctx):
-        return
-    arch = certain_architecture(ctx)
-    if arch is None:
-        return
-    names = [str(n) for n in (_override_architectures(ctx) or [arch])]
-    allowed = FLASHINFER_MEGAMOE_ARCHITECTURES + (("GlmMoeDsaForCausalLM",) if added_in(ctx, "0.5.21") else ()) + \
-        (("BeamForCausalLM", "KimiK3ForConditionalGeneration", "KimiK3LinearForCausalLM") if added_in(ctx, "0.5.23")
-         else ())
-    if not any(n in allowed for n in names):
-        report.refuse("moe_a2a_backend", f"moe_a2a_backend flashinfer_megamoe is validated for {', '.join(sorted(allowed))} "
-                      f"only, not {', '.join(names)}.", f"remove {ctx.var('moe_a2a_backend')} (or use another backend)",
-                      _release_line(ctx, ("258", "222", "217", "212")))
-        return
-    method = ctx.model.quant_method
-    if method not in ("", "fp8") or arch.startswith("DeepseekV4"):
-        return
-    # The quantization SGLang resolved (the host's, else the checkpoint's): MXFP8 or ModelOpt NVFP4, or (0.5.23)
-    # nvfp4_online with SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16 on; the checkpoint brings no FP4 experts of its own.
-    # DeepSeek-V3 with quantization nvfp4_online and the switch off was accepted (probe-confirmed refusal at :275).
-    quant = _choice(ctx, "quantization", "") if _given(ctx, "quantization") else method
-    w4a16 = added_in(ctx, "0.5.23") and env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16")
-    if quant in ("mxfp8", "modelopt_fp4") or (quant == "nvfp4_online" and w4a16):
-        return
-    report.refuse("quantization" if _given(ctx, "quantization") else "moe_a2a_backend",
-                  "moe_a2a_backend flashinfer_megamoe needs an MXFP8 or ModelOpt NVFP4 MoE checkpoint"
-                  + (" (or nvfp4_online with SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16=1)" if added_in(ctx, "0.5.23") else "")
-                  + f"; the launch gives {quant or 'an unquantized checkpoint'}"
-                  + ("" if _given(ctx, "quantization") else f" ({ctx.model.path or 'the model'})") + ".",
-                  f"remove {ctx.var('moe_a2a_backend')} (or serve an NVFP4 / MXFP8 checkpoint)",
-                  _release_line(ctx, ("275", "235", "230", "225")))
+                      release_line(ctx, {"0.5.23": "569", "0.5.22": "563", "0.5.21": "531", "0.5.20": "471"}))
 
 
 # _verify_quantization (sglang/srt/configs/model_config.py:2042-2054): --quantization values SGLang keeps next to a

@@ -16,6 +16,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _given,
     _int,
     _num,
+    _override_architectures,
     env_true,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.profiles import (
@@ -24,7 +25,12 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.prof
     ArchProfile,
     arch_profile,
 )
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import (
+    Report,
+    added_in,
+    release_line,
+    rule,
+)
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     CUTEDSL_MOE_QUANT,
     CUTLASS_MOE_QUANT,
@@ -36,6 +42,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     _a2a_may_change,
     attention_dp_on,
     attention_dp_width,
+    certain_architecture,
     checkpoint_fp8_filled,
     chunk_dp_width,
     deepep_v2_architectures,
@@ -580,18 +587,15 @@ def resolved_ep_size(ctx: Context) -> int | None:
     """The ep_size SGLang resolves to (resolved_view(server_args).ep_size), or None where a model's override may set it
     from what only its checkpoint tells (DeepSeek's CP overrides, deepseek_v2.py:118, :202; DeepSeek-V4's hook;
     MiniMax-M3's megamoe, minimax_m3.py:112) or the model is not in the table: DWDP sets it to dwdp_size
-    (parallel_hook.py:486-489), an EP-spanning all-to-all backend to tp_size (overrides.py:1609-1620; waterfill forces
-    deepep first, :1596-1606), else it is the host's."""
+    (parallel_hook.py:486-489), an EP-spanning all-to-all backend to tp_size (overrides.py:1609-1620; the backend as
+    handled_a2a_backend gives it, waterfill's deepep first, :1596-1606), else it is the host's."""
     arch = str(ctx.model.architecture or "")
     if not ctx.model.known or _a2a_may_change(ctx) or "DeepseekV4" in arch or "MiniMaxM3" in arch:
         return None
     tp, dwdp = _int(ctx, "tp_size", 1), _int(ctx, "dwdp_size", 1)
     if dwdp > 1:
         return dwdp
-    a2a = moe_backends(ctx)[0]
-    if ctx.is_set("enable_waterfill") and a2a not in ("deepep", "megamoe"):
-        a2a = "deepep"
-    return tp if a2a in A2A_EP_SPANNING else _int(ctx, "ep_size", 1)
+    return tp if handled_a2a_backend(ctx) in A2A_EP_SPANNING else _int(ctx, "ep_size", 1)
 
 
 @rule("server.moe", shared=True, sources=(
@@ -639,7 +643,7 @@ def _flashinfer_a2a_auto_runner(ctx: Context) -> str | None:
 
 FLASHINFER_A2A_ENV = "SGLANG_FLASHINFER_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
 # Where each release raises validate_flashinfer_a2a_token_budget's workspace error (moe_hook.py), newest first.
-FLASHINFER_A2A_BUDGET_LINES = (("0.5.23", "766-774"), (None, "690-698"))
+FLASHINFER_A2A_BUDGET_LINES = {"0.5.23": "766-774", "0.5.22": "690-698"}
 
 
 def _flashinfer_a2a_budget(ctx: Context, report: Report) -> None:
@@ -690,8 +694,7 @@ def _flashinfer_a2a_budget(ctx: Context, report: Report) -> None:
                   f"FlashInfer MoE A2A dispatches up to {need} tokens per rank ({what}), more than its workspace: "
                   f"{why}.", f"set sglang_env.{FLASHINFER_A2A_ENV} >= {need} (or unset it), or lower "
                   f"{ctx.var('chunked_prefill_size')} / {ctx.var('cuda_graph_max_bs_decode')}",
-                  "sglang/srt/arg_groups/moe_hook.py:" + next(
-                      lines for version, lines in FLASHINFER_A2A_BUDGET_LINES if version is None or added_in(ctx, version)))
+                  "sglang/srt/arg_groups/moe_hook.py:" + release_line(ctx, FLASHINFER_A2A_BUDGET_LINES))
 
 
 @rule("server.moe", shared=True, sources=(
@@ -821,3 +824,55 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
         report.refuse("ep_dispatch_algorithm", f"ep_dispatch_algorithm {ctx.args.get('ep_dispatch_algorithm')} picks a different "
                       "replica per rank, which needs an a2a backend; with moe_a2a_backend none all ranks must agree.",
                       f"set {ctx.var('ep_dispatch_algorithm')}: dynamic (or leave it unset)", f"{_PH}:783")
+
+
+# validate_flashinfer_megamoe_model's architectures (moe_hook.py:237-262): 0.5.20's (moe_hook.py:198-213), GLM-5 DSA
+# from 0.5.21, Beam and Kimi-K3 from 0.5.23.
+FLASHINFER_MEGAMOE_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+                                    "DeepseekV4ForCausalLM", "Glm4MoeForCausalLM", "NemotronHForCausalLM",
+                                    "NemotronHPuzzleForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM")
+
+
+@rule("server.moe", shared=True, file="sglang/srt/arg_groups/moe_hook.py", sources=(
+    "sglang/srt/arg_groups/moe_hook.py:258",
+    "sglang/srt/arg_groups/moe_hook.py:275",
+))
+def _flashinfer_megamoe_model(ctx: Context, report: Report) -> None:
+    """handle_a2a_moe's validate_flashinfer_megamoe_model (moe_hook.py:237-281, called at :321; 0.5.22 :207-236, 0.5.21
+    :202-231, 0.5.20 :198-226) for moe_a2a_backend flashinfer_megamoe as the handler sees it (handled_a2a_backend; not
+    where DeepSeek's CP overrides may change it, _a2a_may_change): any architecture outside its list, where the
+    architectures are certain (the model table's, or json_model_override_args' list: SGLang checks every entry); then
+    the checkpoint's quantization, where it is certain and no --quantization replaces it: an unquantized or a table FP8
+    checkpoint (ModelFacts.quant_method "" or "fp8": no MXFP4 routed experts, no hybrid NVFP4 MoE), not DeepSeek-V4
+    (whose FP4 experts SGLang detects from the files)."""
+    if handled_a2a_backend(ctx) != "flashinfer_megamoe" or _a2a_may_change(ctx):
+        return
+    arch = certain_architecture(ctx)
+    if arch is None:
+        return
+    names = [str(n) for n in (_override_architectures(ctx) or [arch])]
+    allowed = FLASHINFER_MEGAMOE_ARCHITECTURES + (("GlmMoeDsaForCausalLM",) if added_in(ctx, "0.5.21") else ()) + \
+        (("BeamForCausalLM", "KimiK3ForConditionalGeneration", "KimiK3LinearForCausalLM") if added_in(ctx, "0.5.23")
+         else ())
+    if not any(n in allowed for n in names):
+        report.refuse("moe_a2a_backend", f"moe_a2a_backend flashinfer_megamoe is validated for {', '.join(sorted(allowed))} "
+                      f"only, not {', '.join(names)}.", f"remove {ctx.var('moe_a2a_backend')} (or use another backend)",
+                      release_line(ctx, {"0.5.23": "258", "0.5.22": "222", "0.5.21": "217", "0.5.20": "212"}))
+        return
+    method = ctx.model.quant_method
+    if method not in ("", "fp8") or arch.startswith("DeepseekV4"):
+        return
+    # The quantization SGLang resolved (the host's, else the checkpoint's): MXFP8 or ModelOpt NVFP4, or (0.5.23)
+    # nvfp4_online with SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16 on; the checkpoint brings no FP4 experts of its own.
+    # DeepSeek-V3 with quantization nvfp4_online and the switch off was accepted (probe-confirmed refusal at :275).
+    quant = _choice(ctx, "quantization", "") if _given(ctx, "quantization") else method
+    w4a16 = added_in(ctx, "0.5.23") and env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16")
+    if quant in ("mxfp8", "modelopt_fp4") or (quant == "nvfp4_online" and w4a16):
+        return
+    report.refuse("quantization" if _given(ctx, "quantization") else "moe_a2a_backend",
+                  "moe_a2a_backend flashinfer_megamoe needs an MXFP8 or ModelOpt NVFP4 MoE checkpoint"
+                  + (" (or nvfp4_online with SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16=1)" if added_in(ctx, "0.5.23") else "")
+                  + f"; the launch gives {quant or 'an unquantized checkpoint'}"
+                  + ("" if _given(ctx, "quantization") else f" ({ctx.model.path or 'the model'})") + ".",
+                  f"remove {ctx.var('moe_a2a_backend')} (or serve an NVFP4 / MXFP8 checkpoint)",
+                  release_line(ctx, {"0.5.23": "275", "0.5.22": "235", "0.5.21": "230", "0.5.20": "225"}))

@@ -13,7 +13,12 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _int,
     _num,
 )
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import (
+    Report,
+    added_in,
+    release_line,
+    rule,
+)
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     MAX_GPUS_PER_HOST,
     _a2a_may_change,
@@ -23,7 +28,6 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     certain_architecture,
     gpu_ids,
     handled_a2a_backend,
-    moe_backends,
     table_deepseek_v3,
 )
 
@@ -102,8 +106,7 @@ def _parallel(ctx: Context, report: Report) -> None:
     width = attention_dp_width(ctx)
     if tp % width:
         dest = "attn_dp_size" if attn_dp > 1 else "dp_size"
-        line = "326" if added_in(ctx, "0.5.23") else "314" if added_in(ctx, "0.5.22") else \
-            "261" if added_in(ctx, "0.5.21") else "193"
+        line = release_line(ctx, {"0.5.23": "326", "0.5.22": "314", "0.5.21": "261", "0.5.20": "193"})
         ctx.error("parallel.tp_attn_dp", dest, f"tp_size={tp} is not divisible by the attention-DP width {dest}={width}.",
                   f"pick {dest} dividing tp_size (e.g. 2, 4 or 8 for tp 8)", f"sglang/srt/arg_groups/parallel_hook.py:{line}")
     if nnodes > 1:
@@ -189,8 +192,7 @@ def _parallel_launch(ctx: Context, report: Report) -> None:
         # 0.5.22 :122, 0.5.21 :78, 0.5.20 :50): only where the architecture is certain (certain_architecture).
         report.refuse("cp_strategy", "DeepSeek-V3.2 (DeepseekV32ForCausalLM) prefill context parallelism has no "
                       "cp_strategy zigzag.", f"set {ctx.var('cp_strategy')}: interleave",
-                      "128" if added_in(ctx, "0.5.23") else "122" if added_in(ctx, "0.5.22") else
-                      "78" if added_in(ctx, "0.5.21") else "50")
+                      release_line(ctx, {"0.5.23": "128", "0.5.22": "122", "0.5.21": "78", "0.5.20": "50"}))
     # DeepSeek-V4's hook derives attn_cp_size itself (deepseek_v4_hook.py:220), and so does the DeepSeek family's
     # prefill CP (cp_derived), so only known other models are checked.
     if not added_in(ctx, "0.5.22"):  # tp_size % (dp_size * attn_cp_size) (0.5.21 parallel_hook.py:108-113)
@@ -396,10 +398,9 @@ def _two_batch_overlap(ctx: Context, report: Report) -> None:
     """check_two_batch_overlap (sglang/srt/arg_groups/validation_hook.py:756-771)."""
     if not ctx.is_set("enable_two_batch_overlap") or _int(ctx, "attn_dp_size", 1) > 1 or _a2a_may_change(ctx):
         return
-    a2a = moe_backends(ctx)[0]  # moe_runner_backend megamoe makes it megamoe first (mega_moe_hook.py:259-276)
-    if ctx.is_set("enable_waterfill") and a2a not in ("deepep", "megamoe"):
-        a2a = "deepep"  # sglang/srt/arg_groups/overrides.py:1596-1605
-    if a2a not in ("none", "ascend_tp"):  # ascend_tp resolves to none (sglang/srt/arg_groups/moe_hook.py:463-469)
+    # As check_server_args reads it, after handle_a2a_moe (handled_a2a_backend: megamoe from the runner, waterfill's
+    # deepep, ascend_tp's none).
+    if handled_a2a_backend(ctx) != "none":
         return
     ctx.error("tbo.attention_dp", "enable_two_batch_overlap",
               "two-batch overlap without an expert-parallel all-to-all backend (moe_a2a_backend none) needs attention "
@@ -517,8 +518,8 @@ def _shared_experts_tp(ctx: Context, report: Report) -> None:
     if arch is not None and arch != SHARED_EXPERTS_ARCHITECTURE:
         report.refuse("shared_experts_tp_size", f"shared_experts_tp_size is only supported for Kimi-K3 "
                       f"({SHARED_EXPERTS_ARCHITECTURE}); the model is {arch}.",
-                      f"remove {ctx.var('shared_experts_tp_size')}", "226" if added_in(ctx, "0.5.23") else
-                      "220" if added_in(ctx, "0.5.22") else "178")
+                      f"remove {ctx.var('shared_experts_tp_size')}",
+                      release_line(ctx, {"0.5.23": "226", "0.5.22": "220", "0.5.21": "178"}))
         return
     if ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") and not cp_derived(ctx) and \
             attention_dp_width(ctx) >= 1 and _int(ctx, "attn_cp_size", 1) >= 1 and not _a2a_may_change(ctx) and \

@@ -17,7 +17,7 @@ SGLang's own refusal with the rule's id and its file; ``report.of(problem_id)`` 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -128,3 +128,10 @@ def added_in(ctx: Context, version: str) -> bool:
     """A check's own lower bound inside a rule (a table entry SGLang added after the rule's ``since=``): True when
     the context's SGLang release has it, ``version`` <= release, compared as Rule.applies compares."""
     return ctx.version >= Version(version)
+
+
+def release_line(ctx: Context, lines: Mapping[str, str]) -> str:
+    """What a check cites for the context's release out of ``lines`` ({first release: its line}): the entry of the
+    newest release the context has (added_in), the oldest entry for a release before all of them."""
+    ordered = sorted(lines.items(), key=lambda item: Version(item[0]), reverse=True)
+    return next((line for version, line in ordered if added_in(ctx, version)), ordered[-1][1])

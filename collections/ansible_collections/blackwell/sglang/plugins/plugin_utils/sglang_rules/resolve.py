@@ -66,20 +66,6 @@ def mis_chunked_prefill_off(ctx: Context) -> bool:
     return ctx.is_set("enable_mis")
 
 
-def final_chunked_prefill_size(ctx: Context) -> int | None:
-    """chunked_prefill_size as SGLang leaves it after resolution (for comparing with its resolved record, not for a
-    rule: each check reads the chunk at its own point, see chunk_dp_width and mis_chunked_prefill_off): -1 with
-    enable_mis, else the written chunk or the default by the GPUs' memory (default_chunked_prefill_size), floor-divided
-    by chunk_dp_width; with KV-cache sharding rounded up to a multiple of the page (kv_shard_hook.py:287-292,
-    kv_shard_rounds_chunk). None where the memory is not known or the chunk is not a number. Not modelled: the model
-    overrides that turn chunked prefill off (model_hook.py:206-221 ...)."""
-    chunk = kv_shard_chunk(ctx)
-    page = resolved_page_size(ctx) if chunk is not None and kv_shard_rounds_chunk(ctx) else None
-    if page is not None and page > 1 and chunk is not None and chunk > 0:
-        return -(-chunk // page) * page
-    return chunk
-
-
 def kv_shard_chunk(ctx: Context) -> int | None:
     """chunked_prefill_size as handle_kv_cache_sharding reads it (kv_shard_hook.py:280, pipeline.py:284; 0.5.22
     :220, pipeline.py:272): -1 with enable_mis (pipeline.py:263), else the written chunk or the default by the GPUs'
@@ -1103,10 +1089,10 @@ def linear_decode_backend_settled(ctx: Context) -> str | None:
 
 def certain_architecture(ctx: Context) -> str | None:
     """``hf_config.architectures[0]`` as SGLang's architecture gates read it (handle_shared_experts_tp,
-    parallel_hook.py:224; handle_layernorm_sp, layernorm_sp_hook.py:29-31): json_model_override_args' first
-    architecture where it names one (merged into the checkpoint's config), else the model table's; None where only the
-    checkpoint's config.json tells (the preflight's)."""
+    parallel_hook.py:224; handle_layernorm_sp, layernorm_sp_hook.py:29-31), where it is certain: ctx.model's (the
+    architecture after json_model_override_args, which run_rules publishes: base.model_after_overrides) when the
+    override names one or the model is the table's or declared; None where only the checkpoint's config.json tells
+    (the preflight's), or the override's first entry is not a name."""
     names = _override_architectures(ctx)
-    if names is not None:
-        return names[0] if isinstance(names[0], str) else None
-    return str(ctx.model.architecture) if ctx.model.known and ctx.model.architecture else None
+    certain = isinstance(names[0], str) if names is not None else ctx.model.known
+    return str(ctx.model.architecture) if certain and ctx.model.architecture else None
