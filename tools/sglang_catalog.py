@@ -89,6 +89,8 @@ SCOPE: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("sglang/srt/mem_cache/unified_cache/linker_config.py", frozenset({"UnifiedCacheLinkerConfig"})),
     ("sglang/srt/runtime_context.py", frozenset({"derive_attn_tp_size"})),
     ("sglang/srt/utils/common.py", frozenset({"configure_media_url_security", "_normalize_media_domain"})),
+    # validate_experimental_sgl_marlin (arg_groups/validation_hook.py:565-575) calls it during argument handling.
+    ("sglang/srt/lora/marlin_lora_temp/policy.py", frozenset({"validate_experimental_sgl_marlin_server_args"})),
 )
 
 

@@ -73,13 +73,25 @@ def _mamba(ctx: Any) -> str | None:
     return resolve.resolved_mamba_strategy(ctx) if ctx.model.hybrid_linear_attention else None
 
 
+# "No quantization" is a value the rules act on (the CuteDSL runner refuses it, moe_hook.py:95-101), not "not
+# claimed": compared as NO_QUANTIZATION on both sides. Comparing it found Qwen3.5-397B-A17B-NVFP4 on a B200, where a
+# model override fills in the checkpoint's modelopt_fp4 (resolve.checkpoint_quantization_filled).
+NO_QUANTIZATION = "(none)"
+
+
 def _quantization(ctx: Any) -> str | None:
     quant = resolve.moe_kernel_quantization(ctx)
-    return None if quant == resolve.UNCERTAIN else quant
+    return None if quant == resolve.UNCERTAIN else NO_QUANTIZATION if quant is None else quant
 
 
 def _moe_runner(ctx: Any) -> str | None:
-    return resolve.modelopt_fp4_moe_runner(ctx) or resolve.mxfp8_moe_runner(ctx)
+    # As the checks from handle_moe_kernel_config on read it (resolve.resolved_moe_runner: the quantizations'
+    # replacements, the runner written, the SM100 model overrides' flashinfer_trtllm). Not claimed where handle_a2a_moe
+    # replaces an unset one afterwards (flashinfer_megamoe, deepep_v2, pplx: moe_hook.py:328-330, :405-409, :603-608).
+    runner = resolve.resolved_moe_runner(ctx)
+    if runner == "auto" and resolve.handled_a2a_backend(ctx) in ("flashinfer_megamoe", "deepep_v2", "pplx"):
+        return None
+    return runner
 
 
 def _a2a(ctx: Any) -> str | None:
@@ -97,6 +109,27 @@ def _eagle_topk(ctx: Any) -> int | float | None:
     return resolve.effective_eagle_topk(ctx, algo)
 
 
+def _attn_dp_size(ctx: Any) -> int | None:
+    # The attention-DP width the checks from handle_dwdp on read (resolve.attention_dp_width: handle_dwdp's dwdp_size,
+    # parallel_hook.py:466-471, pipeline.py:189; the deprecated dp_size + enable_dp_attention moved first, :45). Not
+    # claimed where a hook derives it from the checkpoint: the DeepSeek family's prefill-CP overrides
+    # (parallel.cp_derived, deepseek_v2.py:191-212), DeepSeek-V4's hook (deepseek_v4_hook.py:209), a model not in the
+    # table. The resolver-differential's fuzz-3-06256 / fuzz-4-07854: dwdp_size 4 / 8, SGLang's attn_dp_size 4 / 8.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import parallel  # noqa: PLC0415
+
+    if not ctx.model.known or "DeepseekV4" in str(ctx.model.architecture or "") or parallel.cp_derived(ctx):
+        return None
+    return resolve.attention_dp_width(ctx)
+
+
+def _ep_size(ctx: Any) -> int | None:
+    # moe.resolved_ep_size: DWDP's dwdp_size (parallel_hook.py:485-489), an EP-spanning all-to-all backend's tp_size
+    # (_a2a_ep_size, overrides.py:1609-1620), else the host's; None where a model override may set it.
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import moe  # noqa: PLC0415
+
+    return moe.resolved_ep_size(ctx)
+
+
 # SGLang's resolved field -> our resolver's value for it (None: not claimed). An unset prefill or decode backend in
 # SGLang's answer is its base backend's (attention_backends_of, model_override_base.py:138-152).
 OURS: dict[str, Callable[[Any], Any]] = {
@@ -110,6 +143,8 @@ OURS: dict[str, Callable[[Any], Any]] = {
     "moe_runner_backend": _moe_runner,
     "quantization": _quantization,
     "speculative_eagle_topk": _eagle_topk,
+    "attn_dp_size": _attn_dp_size,
+    "ep_size": _ep_size,
 }
 FALLBACK = {"prefill_attention_backend": "attention_backend", "decode_attention_backend": "attention_backend"}
 
@@ -144,6 +179,8 @@ def sglang_value(resolved: Mapping[str, Any], field: str) -> Any:
     value = resolved.get(field)
     if value is None and field in FALLBACK:
         value = resolved.get(FALLBACK[field])
+    if value is None and field == "quantization":
+        return NO_QUANTIZATION
     return value
 
 

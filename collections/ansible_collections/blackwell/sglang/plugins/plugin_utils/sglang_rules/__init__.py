@@ -106,6 +106,7 @@ ORDER: tuple[str, ...] = (
     "launch._decode_host_receive",
     "launch._platform_gates",
     "lora._lora_moe_runner",
+    "lora._experimental_sgl_marlin",
     "lora._lora_init",
     "model._checkpoint_quantization",
     "model._model_features",

@@ -35,6 +35,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     kv_shard_rounds_chunk,
     linear_decode_backend_settled,
     mis_chunked_prefill_off,
+    platform_fallback,
     possible_default_chunked_prefill_sizes,
     qwen35_sm100_backend,
     radix_cache_off,
@@ -366,6 +367,7 @@ def _page_major_backends_outside(ctx: Context) -> list[str]:
     default depends on more than the table knows. The 10,000-case fuzz run's MISSED, nsa with unified memory
     (issue 36)."""
     base = _choice(ctx, "attention_backend", "")
+    base = platform_fallback(ctx, base) if base else base  # intel_xpu on device xpu is triton here, intel_amx torch_native
     used = {_choice(ctx, "prefill_attention_backend", "") or base, _choice(ctx, "decode_attention_backend", "") or base}
     allowed = _page_major_allowed(ctx)
     return sorted(b for b in used if b and b not in allowed)
@@ -405,6 +407,7 @@ def _page_major_linear_outside(ctx: Context) -> tuple[str, str, str, tuple[str, 
     "sglang/srt/arg_groups/kv_cache_hook.py:783",
     "sglang/srt/arg_groups/kv_cache_hook.py:610",
     "sglang/srt/arg_groups/kv_cache_hook.py:727",
+    "sglang/srt/arg_groups/kv_cache_hook.py:740",
     "sglang/srt/arg_groups/kv_cache_hook.py:848 (0.5.22 :860, 0.5.21 :753, 0.5.20 :435)",
     "sglang/srt/arg_groups/kv_cache_hook.py:853 (0.5.22 :865, 0.5.21 :758, 0.5.20 :440)",
 ))
@@ -483,6 +486,12 @@ def _unified_memory(ctx: Context, report: Report) -> None:
         (_int(ctx, "dcp_size", 1) > 1 and ctx.model.architecture in ARCHITECTURES and not ctx.model.mla, "dcp_size",
          f"enable_unified_memory with dcp_size > 1 (decode context parallelism) runs MLA models only, not "
          f"{ctx.model.architecture}", "727 (0.5.22 :732, 0.5.21 :621, 0.5.20 :303)"),
+        # Its third (whatever the model: the first two refuse the others): the seed-6 10,000-case run's MISSED
+        # fuzz-6-06103, DeepSeek-V3 with dcp_size 8 on a PD prefill server on a B300.
+        (_int(ctx, "dcp_size", 1) > 1 and _choice(ctx, "disaggregation_mode", "null") != "null", "disaggregation_mode",
+         "enable_unified_memory with dcp_size > 1 (decode context parallelism) does not support PD disaggregation (the "
+         "KV transfer ships whole page envelopes, which hold only this rank's shard under DCP)",
+         "740 (0.5.22 :745, 0.5.21 :634, 0.5.20 :316)"),
     ):
         if bad:
             report.refuse(dest, why + ".", f"fix {ctx.var(dest)}, or remove {ctx.var('enable_unified_memory')}", line)

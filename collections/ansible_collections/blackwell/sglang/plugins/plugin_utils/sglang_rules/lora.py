@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import RAGGED_ENV, _choice, _given, _num, env_true
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.moe import resolved_ep_size
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     handled_a2a_backend,
@@ -147,6 +148,52 @@ def _lora_moe_runner(ctx: Context, report: Report) -> None:
         if bad:
             report.refuse(dest, f"moe_runner_backend {runner} {why}.", f"fix {ctx.var(dest)}, or use another "
                           "moe_runner_backend", line)
+            return
+
+
+MARLIN_POLICY = "sglang/srt/lora/marlin_lora_temp/policy.py"
+
+
+@rule("server.lora", shared=True, file=MARLIN_POLICY, sources=(
+    f"{MARLIN_POLICY}:23",
+    f"{MARLIN_POLICY}:34",
+    f"{MARLIN_POLICY}:40",
+    f"{MARLIN_POLICY}:51",
+))
+def _experimental_sgl_marlin(ctx: Context, report: Report) -> None:
+    """validate_experimental_sgl_marlin_server_args (sglang/srt/lora/marlin_lora_temp/policy.py:16-55, run by
+    validate_experimental_sgl_marlin, validation_hook.py:565-575, pipeline.py:300; 0.5.20-0.5.22 the same, 0.5.20 also
+    refusing elastic_ep_rejoin), where moe_runner_backend is experimental_sgl_marlin as written (MXFP8 replaces a runner
+    it does not run first, overrides.py:1484-1512): expert parallelism needs moe_a2a_backend none, LoRA (enable_lora,
+    or lora_paths with enable_lora unset) needs lora_use_virtual_experts and lora_backend triton, and LoRA with expert
+    parallelism trivial expert placement. The resolved ep_size and all-to-all backend (resolved_ep_size,
+    handled_a2a_backend); nothing about expert parallelism where the ep_size is not certain. The seed-6 10,000-case
+    run's refusals at policy.py:34, a file the catalog had not read (issue 36)."""
+    if _choice(ctx, "moe_runner_backend", "auto") != "experimental_sgl_marlin" or _choice(ctx, "quantization", "") == "mxfp8":
+        return
+    ep = resolved_ep_size(ctx)
+    lora = ctx.is_set("enable_lora") or (ctx.args.get("enable_lora") is None and bool(ctx.args.get("lora_paths")))
+    placement = [dest for dest, bad in (
+        ("init_expert_location", _choice(ctx, "init_expert_location", "trivial") != "trivial"),
+        ("ep_num_redundant_experts", (_num(ctx, "ep_num_redundant_experts") or 0) != 0),
+        ("enable_eplb", ctx.is_set("enable_eplb")),
+        ("elastic_ep_backend", _given(ctx, "elastic_ep_backend")),
+        ("enable_elastic_expert_backup", ctx.is_set("enable_elastic_expert_backup")),
+        ("elastic_ep_rejoin", not added_in(ctx, "0.5.21") and ctx.is_set("elastic_ep_rejoin")),
+    ) if bad]
+    for bad, dest, why, line in (
+        (ep is not None and ep > 1 and handled_a2a_backend(ctx) != "none", "moe_a2a_backend",
+         f"with expert parallelism (ep_size {ep}) needs moe_a2a_backend none", 23),
+        (lora and not ctx.is_set("lora_use_virtual_experts"), "lora_use_virtual_experts",
+         "with LoRA needs lora_use_virtual_experts", 34),
+        (lora and _choice(ctx, "lora_backend", "csgmv") != "triton", "lora_backend",
+         f"with LoRA needs lora_backend triton, not {_choice(ctx, 'lora_backend', 'csgmv')}", 40),
+        (lora and ep is not None and ep > 1 and bool(placement), placement[0] if placement else "enable_eplb",
+         "with LoRA and expert parallelism needs trivial expert placement without redundancy, EPLB or elastic EP", 51),
+    ):
+        if bad:
+            report.refuse(dest, f"moe_runner_backend experimental_sgl_marlin {why}.",
+                          f"fix {ctx.var(dest)}, or use another moe_runner_backend", line)
             return
 
 

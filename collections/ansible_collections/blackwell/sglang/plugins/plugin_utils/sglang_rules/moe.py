@@ -48,6 +48,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     deepep_v2_architectures,
     deepep_v2_decode_graph_requests,
     default_chunked_prefill_size,
+    dwdp_on,
     gpu_memory_mib,
     handled_a2a_backend,
     kv_shard_rounds_chunk,
@@ -57,6 +58,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     moe_kernel_quantization,
     mxfp8_moe_runner,
     possible_default_chunked_prefill_sizes,
+    resolved_moe_runner,
     trtllm_routed_quant,
 )
 
@@ -697,6 +699,41 @@ def _flashinfer_a2a_budget(ctx: Context, report: Report) -> None:
                   "sglang/srt/arg_groups/moe_hook.py:" + release_line(ctx, FLASHINFER_A2A_BUDGET_LINES))
 
 
+# Where 0.5.20 / 0.5.21 raise validate_cutedsl_a2a_token_budget's error (moe_hook.py), newest first.
+CUTEDSL_A2A_BUDGET_LINES = {"0.5.21": "649-667", "0.5.20": "651-669"}
+
+
+def _cutedsl_a2a_budget(ctx: Context, report: Report) -> None:
+    """0.5.20 / 0.5.21's FlashInfer A2A budget, for the CuteDSL runner only (validate_cutedsl_a2a_token_budget,
+    moe_hook.py:630-669 in 0.5.20, :628-667 in 0.5.21; 0.5.22 replaced it with _flashinfer_a2a_budget's check): with
+    moe_a2a_backend flashinfer, moe_runner_backend flashinfer_cutedsl, max_prefill_tokens > 0 and no PD decode role,
+    SGLANG_FLASHINFER_NUM_MAX_DISPATCH_TOKENS_PER_RANK (1024 when unset or 0) times the resolved ep_size must cover the
+    largest CuteDSL forward (cutedsl_moe_max_num_tokens, overrides.py:1853-1872 in 0.5.20): at least max_prefill_tokens
+    (16384 by default), which is what is judged here (the piecewise prefill graph and the decode graph only add to it).
+    With the switch unset, 8 GPUs of expert parallelism cover 8,192 tokens: every such launch on one 8-GPU host was
+    refused unless the switch is set (probed on DeepSeek-V3 NVFP4-style arguments, attention DP 8, a B200)."""
+    if _choice(ctx, "disaggregation_mode", "null") == "decode":
+        return
+    prefill = ctx.args.get("max_prefill_tokens") if _given(ctx, "max_prefill_tokens") else 16384
+    ep = resolved_ep_size(ctx)
+    raw = ctx.env.get(FLASHINFER_A2A_ENV)
+    if not isinstance(prefill, int) or isinstance(prefill, bool) or prefill <= 0 or ep is None or isinstance(raw, bool):
+        return
+    try:
+        per_rank = (int(raw) if raw is not None else 0) or 1024
+    except (TypeError, ValueError):
+        return
+    if per_rank * ep >= prefill:
+        return
+    need, default = -(-prefill // ep), "" if _given(ctx, "max_prefill_tokens") else ", the default"
+    report.refuse(f"sglang_env.{FLASHINFER_A2A_ENV}" if raw is not None else "moe_a2a_backend",
+                  f"SGLang {ctx.version} sizes the FlashInfer A2A workspace of moe_runner_backend flashinfer_cutedsl at "
+                  f"{FLASHINFER_A2A_ENV} ({per_rank}{'' if raw is not None else ', unset'}) x ep_size ({ep}) = "
+                  f"{per_rank * ep} tokens, less than max_prefill_tokens ({prefill}{default}).",
+                  f"set sglang_env.{FLASHINFER_A2A_ENV} >= {need}, or lower {ctx.var('max_prefill_tokens')} to <= {per_rank * ep}",
+                  "sglang/srt/arg_groups/moe_hook.py:" + release_line(ctx, CUTEDSL_A2A_BUDGET_LINES))
+
+
 @rule("server.moe", shared=True, sources=(
     "sglang/srt/arg_groups/moe_hook.py:766",
     "sglang/srt/arg_groups/overrides.py:1471",
@@ -715,19 +752,24 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
     explicit values (nothing where DeepSeek's context-parallel overrides may change the a2a backend first)."""
     a2a, runner = moe_backends(ctx)
     tp, ep, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "ep_size", 1), attention_dp_width(ctx)
+    if dwdp_on(ctx):
+        # handle_dwdp sets ep_size = dwdp_size and moe_a2a_backend none (parallel_hook.py:485-499, pipeline.py:189) before
+        # handle_moe_kernel_config (:294) reads them. The DWDP probes: cutlass on DeepSeek-V3's FP8 with dwdp_size =
+        # tp_size 8 on a B200 refused (moe_hook.py:161, a MISSED); flashinfer_cutlass / flashinfer_cutedsl with ep_size 2,
+        # flashinfer_cutedsl with moe_a2a_backend mooncake accepted (false alarms).
+        a2a, ep = "none", _int(ctx, "dwdp_size", 1)
     quant = _choice(ctx, "quantization", "")
     w4a16 = env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16")
     cc = ctx.compute_capability
-    if runner != "auto":
-        # MXFP8 replaces a runner it does not run with its default (resolve.mxfp8_moe_runner), before
-        # handle_moe_kernel_config and handle_a2a_moe read it: triton there is flashinfer_trtllm. An unset runner
-        # stays auto here, as for every other quantization: the checks below judge explicit runners.
-        runner = mxfp8_moe_runner(ctx) or runner
-    else:
-        # An unset runner under modelopt_fp4 on SM120 / SM110 is flashinfer_cutlass (resolve.modelopt_fp4_moe_runner)
-        # before handle_moe_kernel_config's ep_size assert reads it (moe_hook.py:89, :56 in 0.5.20, :60 in 0.5.21, :65
-        # in 0.5.22): the g10k fuzzer's MISSED, ep_size 6 on an RTX 5090 (issue 36).
-        runner = modelopt_fp4_moe_runner(ctx) or runner
+    # The runner as handle_moe_kernel_config and handle_a2a_moe read it (resolve.resolved_moe_runner; as written
+    # where it is not certain). MXFP8 replaces a runner it does not run with its default (resolve.mxfp8_moe_runner):
+    # triton there is flashinfer_trtllm. An unset runner under modelopt_fp4 on SM120 / SM110 is flashinfer_cutlass
+    # (resolve.modelopt_fp4_moe_runner) before handle_moe_kernel_config's ep_size assert reads it (moe_hook.py:89, :56
+    # in 0.5.20, :60 in 0.5.21, :65 in 0.5.22): the g10k fuzzer's MISSED, ep_size 6 on an RTX 5090 (issue 36). The SM100
+    # model overrides' flashinfer_trtllm for Qwen3-Next, Qwen3.5 and DeepSeek-V3 (pipeline.py:225) passes every check
+    # below (they pick it only under the quantizations it runs, with no A2A backend): verdict-neutral, read for
+    # fidelity (the resolver differential's 411 cases, fuzz-5-00257).
+    runner = resolved_moe_runner(ctx) or runner
     if quant == "nvfp4_online" and (cc is None or cc[0] == 10) and runner not in ("auto", *NVFP4_ONLINE_RUNNERS) and not (
             added_in(ctx, "0.5.23") and runner == "flashinfer_megamoe" and a2a == "flashinfer_megamoe" and w4a16):
         report.refuse("moe_runner_backend", f"quantization nvfp4_online runs the MoE with flashinfer_trtllm, "
@@ -811,6 +853,8 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
                           f"set {ctx.var('chunked_prefill_size')} > 0 (or remove it)", f"{_MOEH}:756")
         elif added_in(ctx, "0.5.22"):
             _flashinfer_a2a_budget(ctx, report)
+        elif runner == "flashinfer_cutedsl":
+            _cutedsl_a2a_budget(ctx, report)
     algorithm = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") else None
     draft = _choice(ctx, "speculative_moe_a2a_backend", "")
     if not draft and algorithm is not None and str(algorithm).upper() != "NGRAM":

@@ -25,7 +25,9 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     _per_node,
     attention_dp_on,
     attention_dp_width,
+    capture_only,
     certain_architecture,
+    dwdp_on,
     gpu_ids,
     handled_a2a_backend,
     table_deepseek_v3,
@@ -51,11 +53,17 @@ def cp_sizes(ctx: Context) -> tuple[int, int, int] | None:
     ep_size = tp_size, deepseek_v2.py:191-212, model_override_base.py:229-247; 0.5.22's override derives the same,
     and its resolver refuses catalog-deepseek-mla-prefill-cp-moe-dp as 0.5.23's does, make conformance-release)."""
     tp, cp, attn_dp, ep = (_int(ctx, d, 1) for d in ("tp_size", "attn_cp_size", "attn_dp_size", "ep_size"))
+    dp = _int(ctx, "dp_size", 1)
+    if dwdp_on(ctx):
+        # handle_dwdp's attn_dp_size = ep_size = dwdp_size and dp_size 1 (parallel_hook.py:466-489, pipeline.py:189),
+        # before the model overrides (:225) and handle_context_parallelism (:278) read them (0.5.20 / 0.5.21: dp_size =
+        # dwdp_size, which their assert divides by). The DWDP probes' MISSED: attn_cp_size 2 with dwdp_size = tp_size 4.
+        attn_dp, dp, ep = _int(ctx, "dwdp_size", 1), 1, _int(ctx, "dwdp_size", 1)
     if not cp_derived(ctx):
         return cp, attn_dp, ep
-    if not (added_in(ctx, "0.5.22") and table_deepseek_v3(ctx)) or _int(ctx, "dp_size", 1) < 1 or attn_dp < 1:
+    if not (added_in(ctx, "0.5.22") and table_deepseek_v3(ctx)) or dp < 1 or attn_dp < 1:
         return None
-    width = attn_dp * _int(ctx, "dp_size", 1)
+    width = attn_dp * dp
     return max(tp // width, 1), width, tp
 
 
@@ -80,6 +88,14 @@ def _parallel(ctx: Context, report: Report) -> None:
     tp, pp, dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "dp_size", 1)
     attn_dp, nnodes, rank = _int(ctx, "attn_dp_size", 1), _int(ctx, "nnodes", 1), _int(ctx, "node_rank", 0)
     base, step = _int(ctx, "base_gpu_id", 0), _int(ctx, "gpu_id_step", 1)
+    if dwdp_on(ctx):
+        # handle_dwdp sets dp_size 1 and attn_dp_size = dwdp_size (parallel_hook.py:466-471, pipeline.py:189) before
+        # every check below reads them (check_server_args' multi-node DP, validation_hook.py:198; handle_data_parallelism's
+        # parallel_hook.py:288 and :326; 0.5.20 / 0.5.21: dp_size = dwdp_size with enable_dp_attention, which their
+        # asserts exempt), and one TP group runs (resolve._per_node); dwdp_size == tp_size is its own assert
+        # (server.parallel). The DWDP probes' false alarms: dp_size 2 with nnodes 2, dp_size 2 with attn_dp_size 2,
+        # attn_dp_size 0 / 3 / 8, dp_size 3 on 8 GPUs, each with dwdp_size = tp_size 4.
+        dp = attn_dp = 1
     for dest, value in (("tp_size", tp), ("pp_size", pp), ("dp_size", dp), ("attn_dp_size", attn_dp), ("nnodes", nnodes)):
         if value < 1:
             ctx.error("parallel.size", dest, f"{dest} must be at least 1, got {value}.", f"set {ctx.var(dest)} >= 1")
@@ -104,7 +120,7 @@ def _parallel(ctx: Context, report: Report) -> None:
     # :261 and 0.5.20 :193 on dp_size). make conformance-all's MISSED on 0.5.20: tp_size 8, dp_size 3 and
     # enable_dp_attention, which parallel.gpus had refused by counting 24 GPUs.
     width = attention_dp_width(ctx)
-    if tp % width:
+    if tp % width and not dwdp_on(ctx):
         dest = "attn_dp_size" if attn_dp > 1 else "dp_size"
         line = release_line(ctx, {"0.5.23": "326", "0.5.22": "314", "0.5.21": "261", "0.5.20": "193"})
         ctx.error("parallel.tp_attn_dp", dest, f"tp_size={tp} is not divisible by the attention-DP width {dest}={width}.",
@@ -176,6 +192,7 @@ def _gpus_overflow(ctx: Context, sizes: dict[str, int], nnodes: int, ids: list[i
     "sglang/srt/arg_groups/parallel_hook.py:178",
     "sglang/srt/arg_groups/parallel_hook.py:269",
     "sglang/srt/arg_groups/parallel_hook.py:444",
+    "sglang/srt/arg_groups/overrides.py:1432",
 ))
 def _parallel_launch(ctx: Context, report: Report) -> None:
     """Context parallelism, decode context parallelism and DWDP (parallel_hook.py), on the explicit sizes."""
@@ -195,7 +212,7 @@ def _parallel_launch(ctx: Context, report: Report) -> None:
                       release_line(ctx, {"0.5.23": "128", "0.5.22": "122", "0.5.21": "78", "0.5.20": "50"}))
     # DeepSeek-V4's hook derives attn_cp_size itself (deepseek_v4_hook.py:220), and so does the DeepSeek family's
     # prefill CP (cp_derived), so only known other models are checked.
-    if not added_in(ctx, "0.5.22"):  # tp_size % (dp_size * attn_cp_size) (0.5.21 parallel_hook.py:108-113)
+    if not added_in(ctx, "0.5.22") and not dwdp_on(ctx):  # tp_size % (dp_size * attn_cp_size) (0.5.21 parallel_hook.py:108-113)
         attn_dp = _int(ctx, "dp_size", 1)
     if cp > 1 and tp >= 1 and attn_dp >= 1 and ctx.model.known and "DeepseekV4" not in str(ctx.model.architecture or "") \
             and sizes is not None:
@@ -232,7 +249,10 @@ def _parallel_launch(ctx: Context, report: Report) -> None:
             (_choice(ctx, "disaggregation_mode", "null") not in ("null", "prefill"), "disaggregation_mode",
              "DWDP runs without PD disaggregation or on a prefill server, not on a decode server", 444),
             (ctx.is_set("enable_eplb"), "enable_eplb", "DWDP does not work with enable_eplb", 448),
-            (_given(ctx, "speculative_algorithm"), "speculative_algorithm", "DWDP does not support speculative decoding", 451),
+            # enable_return_aux_hidden_states resets the algorithm to None first (resolve.capture_only, pipeline.py:94):
+            # the DWDP probes' false alarm, EAGLE3 as the capture convention with dwdp_size = tp_size 4.
+            (_given(ctx, "speculative_algorithm") and not capture_only(ctx), "speculative_algorithm",
+             "DWDP does not support speculative decoding", 451),
             (pp != 1, "pp_size", "DWDP needs pp_size 1", 454),
             (ctx.is_set("enable_two_batch_overlap"), "enable_two_batch_overlap", "DWDP does not support two-batch overlap",
              455),
@@ -240,6 +260,16 @@ def _parallel_launch(ctx: Context, report: Report) -> None:
             if bad:
                 report.refuse(dest, why + ".", f"fix {ctx.var(dest)}, or set dwdp_size: 1", line)
                 break
+        else:
+            if ctx.args.get("enable_tp_lm_head_all_to_all") is True:
+                # handle_dwdp's enable_dp_lm_head (parallel_hook.py:475-479), which _tp_lm_head_all_to_all_default then
+                # refuses next to enable_tp_lm_head_all_to_all (overrides.py:1432, run by handle_data_parallelism,
+                # pipeline.py:274); launch._features' check reads the host's enable_dp_lm_head.
+                report.error("enable_tp_lm_head_all_to_all", "enable_tp_lm_head_all_to_all with DWDP: handle_dwdp turns "
+                             "enable_dp_lm_head on, and the TP-sharded LM head all-to-all is incompatible with it. SGLang "
+                             "refuses the launch.", f"remove {ctx.var('enable_tp_lm_head_all_to_all')}, or set dwdp_size: 1",
+                             "sglang/srt/arg_groups/overrides.py:" + release_line(
+                                 ctx, {"0.5.23": "1432", "0.5.22": "1395", "0.5.21": "1372", "0.5.20": "1491"}))
 
 
 @rule("server.parallel", shared=True, file=_PH, sources=(
@@ -415,9 +445,11 @@ def _two_batch_overlap(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/validation_hook.py:207",
 ))
 def _moe_dense_tp(ctx: Context, report: Report) -> None:
-    """check_server_args (sglang/srt/arg_groups/validation_hook.py:207-211)."""
+    """check_server_args (sglang/srt/arg_groups/validation_hook.py:207-211). handle_dwdp sets moe_dense_tp_size 1 before
+    it (parallel_hook.py:480-484, pipeline.py:189; dwdp_on): the DWDP probes' false alarm, moe_dense_tp_size 2 with
+    dwdp_size = tp_size 4."""
     dense, tp = ctx.args.get("moe_dense_tp_size"), _int(ctx, "tp_size", 1)
-    if dense is None or isinstance(dense, bool) or dense in (1, tp):
+    if dense is None or isinstance(dense, bool) or dense in (1, tp) or dwdp_on(ctx):
         return
     ctx.error("parallel.moe_dense_tp", "moe_dense_tp_size",
               f"moe_dense_tp_size={dense} must be 1 or tp_size ({tp}); SGLang refuses other values.",

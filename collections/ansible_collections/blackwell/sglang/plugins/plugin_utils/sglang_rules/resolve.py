@@ -30,10 +30,26 @@ if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
 
 
+def dwdp_on(ctx: Context) -> bool:
+    """handle_dwdp runs (dwdp_size > 1: parallel_hook.py:433-515, run by pipeline.py:189; 0.5.22 :410, 0.5.21 :334,
+    0.5.20 :266). Past its asserts (:438-457, server.parallel) it forces, for every hook and check after it: attn_dp_size
+    = dwdp_size and dp_size 1 (:466-471; 0.5.20 / 0.5.21 dp_size = dwdp_size with enable_dp_attention, the same
+    attention-DP width inside the one TP group), enable_dp_lm_head, moe_dense_tp_size 1, ep_size = dwdp_size, moe_dp_size
+    1, moe_a2a_backend none and disable_cuda_graph (:472-507). The hooks before it (handle_deprecated_dp_attention,
+    check_mega_moe_compat, handle_expert_pack, handle_pd_disaggregation: pipeline.py:45-171) read the host's values."""
+    return _int(ctx, "dwdp_size", 1) > 1
+
+
 def attention_dp_width(ctx: Context) -> int:
     """The attention-DP width SGLang divides chunked_prefill_size by (parallel_hook.py:314-331): attn_dp_size, or
     the deprecated dp_size + enable_dp_attention of releases that still have it (0.5.23 moves it to attn_dp_size
-    first, and so does schema.deprecated_dp_attention here); 1 without attention DP."""
+    first, and so does schema.deprecated_dp_attention here); 1 without attention DP. With DWDP dwdp_size, which
+    handle_dwdp forces before every check its callers mirror (dwdp_on; they all run after pipeline.py:189:
+    handle_cuda_graph_config on, the model overrides, handle_hicache, handle_data_parallelism, handle_context_parallelism,
+    the MoE hooks, the speculative and layernorm-SP hooks, check_server_args). The DWDP probes: attn_cp_size 2 with
+    dwdp_size = tp_size 4 (parallel_hook.py:162), enable_lmcache (kv_cache_hook.py:454), both refused."""
+    if dwdp_on(ctx):
+        return _int(ctx, "dwdp_size", 1)
     width = _int(ctx, "attn_dp_size", 1)
     if width <= 1 and ctx.args.get("enable_dp_attention") is True:
         width = _int(ctx, "dp_size", 1)
@@ -43,6 +59,8 @@ def attention_dp_width(ctx: Context) -> int:
 def attention_dp_on(ctx: Context) -> bool:
     """Attention DP as the release's checks test it: attn_dp_enabled_of, attn_dp_size > 1 (0.5.22 on); before 0.5.22,
     which has no attn_dp_size, enable_dp_attention itself (e.g. 0.5.21 kv_cache_hook.py:454, moe_hook.py:272)."""
+    if dwdp_on(ctx):  # 0.5.20 / 0.5.21's handle_dwdp sets enable_dp_attention itself (parallel_hook.py:375 in 0.5.21)
+        return True
     return attention_dp_width(ctx) > 1 if added_in(ctx, "0.5.22") else ctx.args.get("enable_dp_attention") is True
 
 
@@ -162,7 +180,9 @@ def _per_node(ctx: Context) -> int:
     group's ranks once (launch_dp_attention_schedulers, sglang/srt/managers/data_parallel_controller.py:206-214 in
     0.5.21). A probe found parallel.gpus asking 16 GPUs for tp_size 4, dp_size 4 and enable_dp_attention."""
     tp, pp, dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "dp_size", 1)
-    if ctx.args.get("enable_dp_attention") is True:
+    if ctx.args.get("enable_dp_attention") is True or dwdp_on(ctx):
+        # DWDP: handle_dwdp sets dp_size 1 (0.5.20 / 0.5.21: dp_size = dwdp_size with enable_dp_attention), one TP
+        # group of tp_size ranks whatever dp_size the host wrote (dwdp_on).
         dp = 1
     return max(tp * pp // max(_int(ctx, "nnodes", 1), 1) * dp, 1)
 
@@ -260,7 +280,8 @@ def _a2a_may_change(ctx: Context) -> bool:
 def v2_lora_unsupported_mode(ctx: Context) -> str | None:
     """_check_v2_lora_modes (sglang/srt/arg_groups/lora_hook.py:20-30): what the triton_v2 LoRA paths do not run."""
     for bad, mode in (
-        (_int(ctx, "attn_dp_size", 1) > 1, "attn_dp_size > 1 (DP attention)"),
+        # attention_dp_width: handle_dwdp's attn_dp_size = dwdp_size, before check_server_args runs this (dwdp_on).
+        (attention_dp_width(ctx) > 1, "attn_dp_size > 1 (DP attention)"),
         (ctx.is_set("enable_pdmux"), "enable_pdmux (PD-multiplexing)"),
         (ctx.is_set("enable_two_batch_overlap"), "enable_two_batch_overlap"),
         (env_true(ctx.env, "SGLANG_EXPERIMENTAL_LORA_OPTI"), "sglang_env.SGLANG_EXPERIMENTAL_LORA_OPTI"),
@@ -712,6 +733,20 @@ def linear_base_decode_backend(ctx: Context) -> str:
 CPU_ATTENTION_BACKEND = "torch_native"
 
 
+def platform_fallback(ctx: Context, backend: str) -> str:
+    """``backend`` after _attention_backend_platform_fallbacks (overrides.py:1300-1319, a post-process pass of
+    handle_attention_backend_compatibility): device cpu's intel_amx is CPU_ATTENTION_BACKEND (a host CPU without AMX,
+    above), device xpu's intel_xpu is triton without Intel XMX, which no NVIDIA host has (xpu_has_xmx_support). The
+    seed-6 10,000-case run's STRICTER-UNEXPLAINED fuzz-6-03732: intel_xpu with device xpu and enable_unified_memory,
+    whose page-major allow-list SGLang checks against triton."""
+    device = _choice(ctx, "device", "cuda")
+    if backend == "intel_amx" and device == "cpu":
+        return CPU_ATTENTION_BACKEND
+    if backend == "intel_xpu" and device == "xpu":
+        return "triton"
+    return backend
+
+
 def filled_attention_backend(ctx: Context) -> str | None:
     """view.attention_backend as the hooks before _attention_backend_default (overrides.py:1126-1138, run by
     handle_attention_backend_compatibility, pipeline.py:242) leave it: device hpu's torch_native whatever is written
@@ -727,7 +762,7 @@ def filled_attention_backend(ctx: Context) -> str | None:
     if device == "hpu":
         return "torch_native"
     if backend:
-        return backend
+        return platform_fallback(ctx, backend)
     if device == "cpu":
         return CPU_ATTENTION_BACKEND
     if device == "npu":
@@ -833,7 +868,9 @@ def handled_a2a_backend(ctx: Context) -> str:
     The resolver-differential's fuzz-1-08858 (waterfill: none, SGLang's deepep) and fuzz-4-04145 (ascend_tp, SGLang's
     none). DeepSeek's context-parallel override sets deepep earlier (mla_prefill_cp_deepep); its other cases stay
     uncertain (_a2a_may_change)."""
-    a2a = "deepep" if mla_prefill_cp_deepep(ctx) else moe_backends(ctx)[0]
+    # handle_dwdp sets none before all of them (parallel_hook.py:495-499, pipeline.py:189; dwdp_on): the DWDP probes'
+    # false alarms, flashinfer / pplx / mori / deepep_v2 / flashinfer_megamoe with dwdp_size = tp_size.
+    a2a = "deepep" if mla_prefill_cp_deepep(ctx) else "none" if dwdp_on(ctx) else moe_backends(ctx)[0]
     if ctx.is_set("enable_waterfill") and a2a not in ("deepep", "megamoe"):
         a2a = "deepep"
     return "none" if a2a == "ascend_tp" else a2a
@@ -871,6 +908,92 @@ def mxfp8_moe_runner(ctx: Context) -> str | None:
 
 FLASHINFER_A2A_RUNNERS = ("flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm", "flashinfer_trtllm_routed",
                           "deep_gemm")  # moe_hook.py:531-537
+
+
+# _qwen3_moe_family_overrides' architectures (sglang/srt/arg_groups/model_overrides/qwen3_moe.py:29-37; 0.5.20 :32-40,
+# 0.5.21-0.5.22 :29-37, the same list).
+QWEN3_MOE_FAMILY_ARCHS = ("Qwen3MoeForCausalLM", "Qwen3VLMoeForConditionalGeneration", "Qwen3NextForCausalLM",
+                          "Qwen3_5MoeForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
+                          "Qwen3_5ForConditionalGeneration", "Qwen4ExpForConditionalGeneration")
+# The quantizations (None: bf16) under which the SM100 overrides pick flashinfer_trtllm for an unset runner: the Qwen3
+# MoE family's (qwen3_moe.py:76-86) and the DeepSeek family's (overrides.py:810-823, which adds modelopt_fp8 and Kimi
+# K2.5's int4 compressed-tensors checkpoints).
+QWEN3_TRTLLM_QUANT = ("fp8", "modelopt_fp4", "modelopt_mixed", None)
+DEEPSEEK_TRTLLM_QUANT = ("fp8", "modelopt_fp8", "modelopt_fp4", "modelopt_mixed", None)
+
+
+def _sm100_override_moe_runner(ctx: Context, arch: str) -> str | None:
+    """The runner the SM100 model overrides leave for an unset moe_runner_backend of the Qwen3 MoE family
+    (_qwen3_moe_family_overrides, model_overrides/qwen3_moe.py:38-90) and the DeepSeek family but LongCat
+    (_deepseek_moe_quant_resolution, overrides.py:763-842, run at model_hook.py:439), both in
+    handle_model_specific_adjustments (pipeline.py:225; 0.5.20-0.5.22 the same conditions): flashinfer_trtllm where the
+    moe_a2a_backend is none there and the quantization, the host's or the checkpoint's quant_method filled in for an
+    unset one, is one of QWEN3_TRTLLM_QUANT / DEEPSEEK_TRTLLM_QUANT; "auto" where it is not. None where not certain: the
+    GPU is not SM100, the checkpoint's quantization is not known (or json_model_override_args may change it), Qwen's
+    modelopt_mixed (marlin for W4A16 NVFP4 MoE layers, qwen3_moe.py:50-73, which only the checkpoint's
+    quantized_layers tell), DeepSeek's compressed-tensors (Kimi K2.5's int4 is trtllm, overrides.py:779-786), context
+    parallelism that may set deepep first (_a2a_may_change, but DeepSeek-V3's MLA prefill CP: deepep, auto)."""
+    cc = ctx.compute_capability
+    if cc is None or cc[0] != 10:
+        return None
+    if _a2a_may_change(ctx) and not mla_prefill_cp_deepep(ctx):
+        return None
+    # moe_a2a_backend as the overrides read it: handle_dwdp sets none before them (parallel_hook.py:495-499,
+    # pipeline.py:189; dwdp_on), DeepSeek's MLA prefill CP deepep (deepseek_v2.py:201, declared before the DeepSeek
+    # pass); enable_waterfill's deepep and ascend_tp's reset come after (handle_a2a_moe, pipeline.py:295).
+    a2a = "deepep" if mla_prefill_cp_deepep(ctx) else "none" if dwdp_on(ctx) else moe_backends(ctx)[0]
+    if a2a != "none":
+        return "auto"
+    override = _model_override(ctx)
+    quant = ctx.args.get("quantization")
+    if quant is not None and quant is not False:
+        quant = None if str(quant) == "unquant" else str(quant)  # serving_hook.py:692-703: unquant is none, not filled
+    elif override is None or "quantization_config" in override or ctx.model.quant_method is None or not ctx.model.known:
+        return None
+    else:
+        quant = ctx.model.quant_method or None
+    if arch in QWEN3_MOE_FAMILY_ARCHS:
+        if quant == "modelopt_mixed":
+            return None
+        return "flashinfer_trtllm" if quant in QWEN3_TRTLLM_QUANT else "auto"
+    if quant == "compressed-tensors":
+        return None
+    return "flashinfer_trtllm" if quant in DEEPSEEK_TRTLLM_QUANT else "auto"
+
+
+def resolved_moe_runner(ctx: Context) -> str | None:
+    """moe_runner_backend as the checks from handle_moe_kernel_config on read it (moe_hook.py:78-163, pipeline.py:294;
+    then handle_a2a_moe, :295, layernorm SP, :315, validate_experimental_sgl_marlin, validation_hook.py:567, and
+    check_server_args' LoRA checks, lora_hook.py:51, :197, :285): MXFP8's or NVFP4's replacement (mxfp8_moe_runner,
+    modelopt_fp4_moe_runner; nvfp4_online's flashinfer_trtllm for an unset one, overrides.py:1462-1465), the runner as
+    written (moe_backends: megamoe is auto), else, unset, what the SM100 model overrides put in
+    (_sm100_override_moe_runner: flashinfer_trtllm for Qwen3-Next, Qwen3.5 and DeepSeek-V3 on a B200 / B300 with no
+    A2A backend), "auto" for the table's other architectures. None where not certain (another architecture, GptOss,
+    the overrides' inputs not known, nvfp4_online under flashinfer_megamoe). handle_a2a_moe later turns auto into
+    flashinfer_megamoe / deep_gemm under those A2A backends (moe_hook.py:328-330, :405-409, :603-608), and
+    flashinfer_trtllm into flashinfer_trtllm_routed under FlashInfer A2A with a dispatch type (:511-517): not here.
+
+    None of the checks reading the runner after the overrides refuses differently for their flashinfer_trtllm than
+    for auto (the resolver differential's 411 cases, fuzz-5-00257): the TRT-LLM runner's quantization assert
+    (moe_hook.py:123-135) takes every quantization the overrides pick it under, the A2A blocks see no A2A backend (the
+    overrides need none; enable_waterfill's deepep checks only flashinfer_cutedsl, :362-378), the LoRA checks test a
+    lora_* prefix or experimental_sgl_trtllm, layernorm SP's runner check is Muse Spark's (layernorm_sp_hook.py:167),
+    and SM100's profile refuses no TRT-LLM runner."""
+    replaced = modelopt_fp4_moe_runner(ctx) or mxfp8_moe_runner(ctx)
+    if replaced is not None:
+        return replaced
+    a2a, runner = moe_backends(ctx)
+    if runner != "auto":
+        return runner
+    if _choice(ctx, "quantization", "") == "nvfp4_online":
+        return None if a2a == "flashinfer_megamoe" else "flashinfer_trtllm"
+    arch = certain_architecture(ctx)
+    if arch in QWEN3_MOE_FAMILY_ARCHS or (arch in DEEPSEEK_FAMILY_ARCHS and not arch.startswith("LongcatFlash")):
+        return _sm100_override_moe_runner(ctx, arch) if ctx.compute_capability is not None and \
+            ctx.compute_capability[0] == 10 else "auto" if ctx.compute_capability is not None else None
+    # The table's other architectures: no model override picks a MoE runner for them (model_overrides/*.py register
+    # none); GptOssForCausalLM's may (gpt_oss.py:64-117, by the checkpoint, the driver and triton_kernels).
+    return "auto" if arch in ARCHITECTURES and arch != "GptOssForCausalLM" else None
 
 
 NVFP4_ONLINE_RUNNERS = ("flashinfer_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutedsl")  # overrides.py:1466-1470
@@ -1018,23 +1141,38 @@ SM100_QUANT_FILL_ARCHS = (*DEEPSEEK_FAMILY_ARCHS, "Qwen3MoeForCausalLM", "Qwen3V
 ANY_GPU_QUANT_FILL_ARCHS = ("MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration")
 
 
+def checkpoint_quantization_filled(ctx: Context) -> str | None:
+    """The quantization a model override puts in for an unset --quantization before handle_moe_kernel_config reads
+    it: the checkpoint's quant_method (get_quantization_config, as ModelConfig reads it: the model table's) for
+    SM100_QUANT_FILL_ARCHS on SM100 (model_overrides/qwen3_moe.py:41-49, glm4_moe.py:19-32) and
+    ANY_GPU_QUANT_FILL_ARCHS on any GPU (minimax_m3.py:46-53). None where nothing is filled: the host wrote one, the
+    checkpoint is unquantized or not known for certain, or another GPU. The DeepSeek family's fill is claimed for its
+    FP8 checkpoints only (what the fuzzer confirmed, checkpoint_fp8_filled). Qwen3.5-397B-A17B-NVFP4 on a B200 with
+    moe_runner_backend flashinfer_cutedsl is modelopt_fp4 there, which the CuteDSL runner runs (moe_hook.py:95-101):
+    a false alarm while the rules read "none"."""
+    method = ctx.model.quant_method
+    if _given(ctx, "quantization") or not ctx.model.known or not method:
+        return None
+    arch, cc = ctx.model.architecture, ctx.compute_capability
+    if arch in DEEPSEEK_FAMILY_ARCHS and method != "fp8":
+        return None
+    return method if arch in ANY_GPU_QUANT_FILL_ARCHS or (cc is not None and cc[0] == 10
+                                                          and arch in SM100_QUANT_FILL_ARCHS) else None
+
+
 def checkpoint_fp8_filled(ctx: Context) -> bool:
     """Whether a model override turns an unset --quantization into the checkpoint's fp8 before handle_moe_kernel_config
-    (SM100_QUANT_FILL_ARCHS, ANY_GPU_QUANT_FILL_ARCHS): the host writes no quantization and the checkpoint is one the
-    model table knows as FP8 (quant_method fp8 in config.json: DeepSeek-V3 / R1, the Qwen3-Next and Qwen3.5 FP8
-    exports). The seed-3 10,000-case run's MISSED fuzz-3-00403: DeepSeek-V3 with moe_runner_backend cutlass and
-    ep_size 2048 on a B200, refused as FP8 (moe_hook.py:161)."""
-    if _given(ctx, "quantization") or not ctx.model.known or ctx.model.quant_method != "fp8":
-        return False
-    arch, cc = ctx.model.architecture, ctx.compute_capability
-    return arch in ANY_GPU_QUANT_FILL_ARCHS or (cc is not None and cc[0] == 10 and arch in SM100_QUANT_FILL_ARCHS)
+    (checkpoint_quantization_filled): DeepSeek-V3 / R1, the Qwen3-Next and Qwen3.5 FP8 exports. The seed-3 10,000-case
+    run's MISSED fuzz-3-00403: DeepSeek-V3 with moe_runner_backend cutlass and ep_size 2048 on a B200, refused as FP8
+    (moe_hook.py:161)."""
+    return checkpoint_quantization_filled(ctx) == "fp8"
 
 
 def moe_kernel_quantization(ctx: Context) -> str | None:
     """The quantization handle_moe_kernel_config compares (view.quantization, moe_hook.py:78-100): the host's
-    --quantization (unquant: none, serving_hook.py:692-699), else none, except where SGLang fills it in first: fp8 where
-    the model table knows the checkpoint as FP8 (checkpoint_fp8_filled: DeepSeek-V3 with flashinfer_cutlass or
-    flashinfer_cutedsl on a B200 is refused, moe_hook.py:81, :98), UNCERTAIN for the DeepSeek family's other checkpoints
+    --quantization (unquant: none, serving_hook.py:692-699), else none, except where SGLang fills it in first: the
+    checkpoint's (checkpoint_quantization_filled: DeepSeek-V3's fp8 with flashinfer_cutlass or flashinfer_cutedsl on a
+    B200 is refused, moe_hook.py:81, :98; Qwen3.5's modelopt_fp4 there is not), UNCERTAIN for the DeepSeek family's other checkpoints
     on SM100, a GGUF file or a model that is not known. MXFP8 and nvfp4_online are UNCERTAIN too: their runner
     constraints come first (overrides.py:1449-1512: MXFP8 replaces a runner it does not run, nvfp4_online refuses one;
     server.moe and the hardware profiles report those)."""
@@ -1046,8 +1184,9 @@ def moe_kernel_quantization(ctx: Context) -> str | None:
     cc = ctx.compute_capability
     if not ctx.model.known or cc is None or str(ctx.model.path or "").endswith(".gguf"):
         return UNCERTAIN
-    if checkpoint_fp8_filled(ctx):
-        return "fp8"
+    filled = checkpoint_quantization_filled(ctx)
+    if filled is not None:
+        return UNCERTAIN if filled in ("mxfp8", "nvfp4_online") else filled
     if cc[0] == 10 and ctx.model.architecture in DEEPSEEK_FAMILY_ARCHS:
         return UNCERTAIN
     return None
