@@ -57,6 +57,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     moe_backends,
     moe_kernel_quantization,
     mxfp8_moe_runner,
+    override_a2a_backend,
     possible_default_chunked_prefill_sizes,
     resolved_moe_runner,
     trtllm_routed_quant,
@@ -750,14 +751,14 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
     gguf, issue 36), handle_a2a_moe's FlashInfer A2A checks, the nvfp4_online runner constraint,
     handle_eplb_and_dispatch and the DeepEP v2 draft check (moe_hook.py, overrides.py, parallel_hook.py), on the
     explicit values (nothing where DeepSeek's context-parallel overrides may change the a2a backend first)."""
-    a2a, runner = moe_backends(ctx)
+    runner, a2a = moe_backends(ctx)[1], override_a2a_backend(ctx)
     tp, ep, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "ep_size", 1), attention_dp_width(ctx)
     if dwdp_on(ctx):
-        # handle_dwdp sets ep_size = dwdp_size and moe_a2a_backend none (parallel_hook.py:485-499, pipeline.py:189) before
-        # handle_moe_kernel_config (:294) reads them. The DWDP probes: cutlass on DeepSeek-V3's FP8 with dwdp_size =
-        # tp_size 8 on a B200 refused (moe_hook.py:161, a MISSED); flashinfer_cutlass / flashinfer_cutedsl with ep_size 2,
-        # flashinfer_cutedsl with moe_a2a_backend mooncake accepted (false alarms).
-        a2a, ep = "none", _int(ctx, "dwdp_size", 1)
+        # handle_dwdp sets ep_size = dwdp_size and moe_a2a_backend none (override_a2a_backend; parallel_hook.py:485-499,
+        # pipeline.py:189) before handle_moe_kernel_config (:294) reads them. The DWDP probes: cutlass on DeepSeek-V3's
+        # FP8 with dwdp_size = tp_size 8 on a B200 refused (moe_hook.py:161, a MISSED); flashinfer_cutlass /
+        # flashinfer_cutedsl with ep_size 2, flashinfer_cutedsl with moe_a2a_backend mooncake accepted (false alarms).
+        ep = _int(ctx, "dwdp_size", 1)
     quant = _choice(ctx, "quantization", "")
     w4a16 = env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16")
     cc = ctx.compute_capability

@@ -853,6 +853,15 @@ def mla_prefill_cp_deepep(ctx: Context) -> bool:
     return ctx.is_set("enable_prefill_cp") and ctx.model.known and ctx.model.mla and ctx.model.family == "deepseek-v3"
 
 
+def override_a2a_backend(ctx: Context) -> str:
+    """moe_a2a_backend as the model overrides (handle_model_specific_adjustments, pipeline.py:225) and
+    handle_moe_kernel_config (:294) read it: deepep under DeepSeek's MLA prefill context parallelism (mla_prefill_cp_deepep,
+    deepseek_v2.py:201, declared before the DeepSeek pass), none under DWDP (handle_dwdp, parallel_hook.py:495-499,
+    pipeline.py:189; dwdp_on: the DWDP probes' false alarms, flashinfer / pplx / mori / deepep_v2 / flashinfer_megamoe
+    with dwdp_size = tp_size), else moe_backends'. handle_a2a_moe changes it further (handled_a2a_backend)."""
+    return "deepep" if mla_prefill_cp_deepep(ctx) else "none" if dwdp_on(ctx) else moe_backends(ctx)[0]
+
+
 def handled_a2a_backend(ctx: Context) -> str:
     """moe_a2a_backend as the checks from handle_a2a_moe on read it (moe_hook.py:283-469, pipeline.py:295; 0.5.20-0.5.22
     the same): moe_backends' backend, which _a2a_backend_overrides, run first by handle_a2a_moe (moe_hook.py:292),
@@ -868,9 +877,7 @@ def handled_a2a_backend(ctx: Context) -> str:
     The resolver-differential's fuzz-1-08858 (waterfill: none, SGLang's deepep) and fuzz-4-04145 (ascend_tp, SGLang's
     none). DeepSeek's context-parallel override sets deepep earlier (mla_prefill_cp_deepep); its other cases stay
     uncertain (_a2a_may_change)."""
-    # handle_dwdp sets none before all of them (parallel_hook.py:495-499, pipeline.py:189; dwdp_on): the DWDP probes'
-    # false alarms, flashinfer / pplx / mori / deepep_v2 / flashinfer_megamoe with dwdp_size = tp_size.
-    a2a = "deepep" if mla_prefill_cp_deepep(ctx) else "none" if dwdp_on(ctx) else moe_backends(ctx)[0]
+    a2a = override_a2a_backend(ctx)
     if ctx.is_set("enable_waterfill") and a2a not in ("deepep", "megamoe"):
         a2a = "deepep"
     return "none" if a2a == "ascend_tp" else a2a
@@ -938,10 +945,8 @@ def _sm100_override_moe_runner(ctx: Context, arch: str) -> str | None:
         return None
     if _a2a_may_change(ctx) and not mla_prefill_cp_deepep(ctx):
         return None
-    # moe_a2a_backend as the overrides read it: handle_dwdp sets none before them (parallel_hook.py:495-499,
-    # pipeline.py:189; dwdp_on), DeepSeek's MLA prefill CP deepep (deepseek_v2.py:201, declared before the DeepSeek
-    # pass); enable_waterfill's deepep and ascend_tp's reset come after (handle_a2a_moe, pipeline.py:295).
-    a2a = "deepep" if mla_prefill_cp_deepep(ctx) else "none" if dwdp_on(ctx) else moe_backends(ctx)[0]
+    # enable_waterfill's deepep and ascend_tp's reset come after the overrides (handle_a2a_moe, pipeline.py:295).
+    a2a = override_a2a_backend(ctx)
     if a2a != "none":
         return "auto"
     override = _model_override(ctx)
