@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE))
 from conformance_support import _import_validator  # noqa: E402
 
 _import_validator()  # puts the collection on sys.path
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import resolve  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import moe, parallel, resolve  # noqa: E402
 
 SPEC_TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 EAGLE_FAMILY = {"EAGLE": "EAGLE", "EAGLE3": "EAGLE3", "NEXTN": "EAGLE", "STANDALONE": "STANDALONE"}
@@ -115,19 +115,9 @@ def _attn_dp_size(ctx: Any) -> int | None:
     # claimed where a hook derives it from the checkpoint: the DeepSeek family's prefill-CP overrides
     # (parallel.cp_derived, deepseek_v2.py:191-212), DeepSeek-V4's hook (deepseek_v4_hook.py:209), a model not in the
     # table. The resolver-differential's fuzz-3-06256 / fuzz-4-07854: dwdp_size 4 / 8, SGLang's attn_dp_size 4 / 8.
-    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import parallel  # noqa: PLC0415
-
     if not ctx.model.known or "DeepseekV4" in str(ctx.model.architecture or "") or parallel.cp_derived(ctx):
         return None
     return resolve.attention_dp_width(ctx)
-
-
-def _ep_size(ctx: Any) -> int | None:
-    # moe.resolved_ep_size: DWDP's dwdp_size (parallel_hook.py:485-489), an EP-spanning all-to-all backend's tp_size
-    # (_a2a_ep_size, overrides.py:1609-1620), else the host's; None where a model override may set it.
-    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import moe  # noqa: PLC0415
-
-    return moe.resolved_ep_size(ctx)
 
 
 # SGLang's resolved field -> our resolver's value for it (None: not claimed). An unset prefill or decode backend in
@@ -144,7 +134,9 @@ OURS: dict[str, Callable[[Any], Any]] = {
     "quantization": _quantization,
     "speculative_eagle_topk": _eagle_topk,
     "attn_dp_size": _attn_dp_size,
-    "ep_size": _ep_size,
+    # DWDP's dwdp_size (parallel_hook.py:485-489), an EP-spanning all-to-all backend's tp_size (overrides.py:1609-1620),
+    # else the host's; None where a model override may set it.
+    "ep_size": moe.resolved_ep_size,
 }
 FALLBACK = {"prefill_attention_backend": "attention_backend", "decode_attention_backend": "attention_backend"}
 

@@ -17,15 +17,13 @@ with release_conformance.py's probe on 0.5.20 and 0.5.21).
 from __future__ import annotations
 
 from typing import Any
-from unittest import mock
 
 import pytest
-from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_validate
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import resolve
 from test_sglang_rules_fuzz10k_s3 import errors
 from test_sglang_rules_fuzz10k_s4 import DEEPSEEK, QWEN35
 from test_sglang_rules_resolution_B import ALL
-from test_sglang_rules_seed0_2000 import host
+from test_sglang_rules_seed0_2000 import host, rules_context
 
 ENV = "SGLANG_FLASHINFER_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
 
@@ -51,11 +49,7 @@ def test_qwen35_nvfp4_cutedsl(version: str, cc: str, args: dict[str, Any], refus
 
 
 def _ctx(model: str, cc: str, args: dict[str, Any]) -> Any:
-    """The rules' Context for the host, as run_rules is handed it."""
-    seen: list[Any] = []
-    with mock.patch.object(sglang_validate, "run_rules", seen.append):
-        sglang_validate.validate_host(host(args, model=model, cc=cc))
-    return seen[-1]
+    return rules_context(host(args, model=model, cc=cc))
 
 
 @pytest.mark.parametrize(("model", "cc", "args", "filled"), [

@@ -18,15 +18,13 @@ Each verdict is probe-confirmed by the ``dwdp_resolved-*`` cases of tests/confor
 from __future__ import annotations
 
 from typing import Any
-from unittest import mock
 
 import pytest
-from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_validate
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import resolve
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import validate_host
 from test_sglang_rules_fuzz10k_s4 import DEEPSEEK, LLAMA, QWEN3_NEXT, QWEN35
 from test_sglang_rules_resolution_B import ALL
-from test_sglang_rules_seed0_2000 import host
+from test_sglang_rules_seed0_2000 import host, rules_context
 
 T4 = {"tp_size": 4, "dwdp_size": 4}
 T8 = {"tp_size": 8, "dwdp_size": 8}
@@ -37,11 +35,7 @@ def rules(hostvars: dict[str, Any]) -> list[str]:
 
 
 def _ctx(args: dict[str, Any], version: str = "0.5.23", model: str = DEEPSEEK, cc: str = "12.0") -> Any:
-    """The rules' Context for the host, as run_rules is handed it."""
-    seen: list[Any] = []
-    with mock.patch.object(sglang_validate, "run_rules", seen.append):
-        sglang_validate.validate_host(host(args, version, model=model, cc=cc))
-    return seen[-1]
+    return rules_context(host(args, version, model=model, cc=cc))
 
 
 @pytest.mark.parametrize("version", ALL)

@@ -80,8 +80,8 @@ LORA = {"enable_lora": True, "max_lora_rank": 16, "lora_target_modules": ["all"]
 @pytest.mark.parametrize("version", ALL)
 @pytest.mark.parametrize(("args", "line"), [
     ({**LORA, "lora_use_virtual_experts": False}, 34),  # marlin-lora-needs-virtual-experts-refused
-    ({"lora_paths": ["a=/tmp/a"], "lora_backend": "triton"}, 34),  # lora_paths turn LoRA on
-    ({"lora_paths": ["a=/tmp/a"], "lora_backend": "triton", "enable_lora": False}, None),  # ... unless turned off
+    ({"lora_paths": ["a=/srv/lora/a"], "lora_backend": "triton"}, 34),  # lora_paths turn LoRA on
+    ({"lora_paths": ["a=/srv/lora/a"], "lora_backend": "triton", "enable_lora": False}, None),  # ... unless turned off
     ({**LORA, "lora_backend": "csgmv"}, 40),
     ({k: v for k, v in LORA.items() if k != "lora_backend"}, 40),  # the default csgmv
     (LORA, None),  # marlin-lora-accepted

@@ -18,28 +18,19 @@ verdicts on 0.5.20-0.5.22 too).
 from __future__ import annotations
 
 from typing import Any
-from unittest import mock
 
 import pytest
-from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_validate
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import resolve
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import model_after_overrides
 from test_sglang_rules_fuzz10k_s3 import errors
 from test_sglang_rules_fuzz10k_s4 import DEEPSEEK, LLAMA, QWEN3_NEXT, QWEN35
 from test_sglang_rules_resolution_B import ALL
-from test_sglang_rules_seed0_2000 import host
+from test_sglang_rules_seed0_2000 import host, rules_context
 
 LORA = {"enable_lora": True, "max_lora_rank": 16, "lora_target_modules": ["q_proj"]}
 
 
 def _ctx(model: str, cc: str, args: dict[str, Any], version: str = "0.5.23") -> Any:
-    """The rules' Context for the host, as the rules see it (run_rules publishes the model after
-    json_model_override_args: base.model_after_overrides)."""
-    seen: list[Any] = []
-    with mock.patch.object(sglang_validate, "run_rules", seen.append):
-        sglang_validate.validate_host(host(args, version, model=model, cc=cc))
-    seen[-1].model = model_after_overrides(seen[-1])
-    return seen[-1]
+    return rules_context(host(args, version, model=model, cc=cc))
 
 
 @pytest.mark.parametrize(("model", "cc", "args", "runner"), [

@@ -8,8 +8,11 @@ The refusals themselves, against SGLang 0.5.23's own argument handling, are case
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 import pytest
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_validate
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import model_after_overrides
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import validate_host
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
@@ -21,6 +24,16 @@ def host(args: dict[str, Any], version: str = "0.5.23", model: str = LLAMA, cc: 
     """``gpus`` GPUs of compute capability ``cc`` serving ``model``."""
     return {"sglang_version": version, "sglang_model_path": model, "nvidia_gpu_count": gpus,
             "nvidia_gpu_compute_capability": cc, "sglang_args": dict(args), "sglang_env": dict(env or {})}
+
+
+def rules_context(hostvars: dict[str, Any]) -> Any:
+    """The rules' Context for ``hostvars`` as the rules see it: what validate_host hands run_rules, with the model
+    run_rules publishes (base.model_after_overrides: the architecture after json_model_override_args)."""
+    seen: list[Any] = []
+    with mock.patch.object(sglang_validate, "run_rules", seen.append):
+        validate_host(hostvars)
+    seen[-1].model = model_after_overrides(seen[-1])
+    return seen[-1]
 
 
 def sources(hostvars: dict[str, Any], rule: str) -> list[str]:

@@ -645,7 +645,7 @@ def _flashinfer_a2a_auto_runner(ctx: Context) -> str | None:
 
 
 FLASHINFER_A2A_ENV = "SGLANG_FLASHINFER_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
-# Where each release raises validate_flashinfer_a2a_token_budget's workspace error (moe_hook.py), newest first.
+# Where each release raises validate_flashinfer_a2a_token_budget's workspace error (moe_hook.py; release_line).
 FLASHINFER_A2A_BUDGET_LINES = {"0.5.23": "766-774", "0.5.22": "690-698"}
 
 
@@ -700,7 +700,7 @@ def _flashinfer_a2a_budget(ctx: Context, report: Report) -> None:
                   "sglang/srt/arg_groups/moe_hook.py:" + release_line(ctx, FLASHINFER_A2A_BUDGET_LINES))
 
 
-# Where 0.5.20 / 0.5.21 raise validate_cutedsl_a2a_token_budget's error (moe_hook.py), newest first.
+# Where 0.5.20 / 0.5.21 raise validate_cutedsl_a2a_token_budget's error (moe_hook.py; release_line).
 CUTEDSL_A2A_BUDGET_LINES = {"0.5.21": "649-667", "0.5.20": "651-669"}
 
 

@@ -935,14 +935,16 @@ def _sm100_override_moe_runner(ctx: Context, arch: str) -> str | None:
     (_deepseek_moe_quant_resolution, overrides.py:763-842, run at model_hook.py:439), both in
     handle_model_specific_adjustments (pipeline.py:225; 0.5.20-0.5.22 the same conditions): flashinfer_trtllm where the
     moe_a2a_backend is none there and the quantization, the host's or the checkpoint's quant_method filled in for an
-    unset one, is one of QWEN3_TRTLLM_QUANT / DEEPSEEK_TRTLLM_QUANT; "auto" where it is not. None where not certain: the
-    GPU is not SM100, the checkpoint's quantization is not known (or json_model_override_args may change it), Qwen's
+    unset one, is one of QWEN3_TRTLLM_QUANT / DEEPSEEK_TRTLLM_QUANT; "auto" where it is not, and on any other GPU. None
+    where not certain: the GPU is not known, the checkpoint's quantization is not known (or json_model_override_args may change it), Qwen's
     modelopt_mixed (marlin for W4A16 NVFP4 MoE layers, qwen3_moe.py:50-73, which only the checkpoint's
     quantized_layers tell), DeepSeek's compressed-tensors (Kimi K2.5's int4 is trtllm, overrides.py:779-786), context
     parallelism that may set deepep first (_a2a_may_change, but DeepSeek-V3's MLA prefill CP: deepep, auto)."""
     cc = ctx.compute_capability
-    if cc is None or cc[0] != 10:
+    if cc is None:
         return None
+    if cc[0] != 10:
+        return "auto"
     if _a2a_may_change(ctx) and not mla_prefill_cp_deepep(ctx):
         return None
     # enable_waterfill's deepep and ascend_tp's reset come after the overrides (handle_a2a_moe, pipeline.py:295).
@@ -994,8 +996,7 @@ def resolved_moe_runner(ctx: Context) -> str | None:
         return None if a2a == "flashinfer_megamoe" else "flashinfer_trtllm"
     arch = certain_architecture(ctx)
     if arch in QWEN3_MOE_FAMILY_ARCHS or (arch in DEEPSEEK_FAMILY_ARCHS and not arch.startswith("LongcatFlash")):
-        return _sm100_override_moe_runner(ctx, arch) if ctx.compute_capability is not None and \
-            ctx.compute_capability[0] == 10 else "auto" if ctx.compute_capability is not None else None
+        return _sm100_override_moe_runner(ctx, arch)
     # The table's other architectures: no model override picks a MoE runner for them (model_overrides/*.py register
     # none); GptOssForCausalLM's may (gpt_oss.py:64-117, by the checkpoint, the driver and triton_kernels).
     return "auto" if arch in ARCHITECTURES and arch != "GptOssForCausalLM" else None
@@ -1177,8 +1178,8 @@ def moe_kernel_quantization(ctx: Context) -> str | None:
     """The quantization handle_moe_kernel_config compares (view.quantization, moe_hook.py:78-100): the host's
     --quantization (unquant: none, serving_hook.py:692-699), else none, except where SGLang fills it in first: the
     checkpoint's (checkpoint_quantization_filled: DeepSeek-V3's fp8 with flashinfer_cutlass or flashinfer_cutedsl on a
-    B200 is refused, moe_hook.py:81, :98; Qwen3.5's modelopt_fp4 there is not), UNCERTAIN for the DeepSeek family's other checkpoints
-    on SM100, a GGUF file or a model that is not known. MXFP8 and nvfp4_online are UNCERTAIN too: their runner
+    B200 is refused, moe_hook.py:81, :98; Qwen3.5's modelopt_fp4 there is not), UNCERTAIN for the DeepSeek family's
+    other checkpoints on SM100, a GGUF file or a model that is not known. MXFP8 and nvfp4_online are UNCERTAIN too: their runner
     constraints come first (overrides.py:1449-1512: MXFP8 replaces a runner it does not run, nvfp4_online refuses one;
     server.moe and the hardware profiles report those)."""
     quant = ctx.args.get("quantization")
