@@ -91,6 +91,9 @@ SCOPE: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("sglang/srt/utils/common.py", frozenset({"configure_media_url_security", "_normalize_media_domain"})),
     # validate_experimental_sgl_marlin (arg_groups/validation_hook.py:565-575) calls it during argument handling.
     ("sglang/srt/lora/marlin_lora_temp/policy.py", frozenset({"validate_experimental_sgl_marlin_server_args"})),
+    # With skip_tokenizer_init, _handle_other_validations builds SamplingParams from preferred_sampling_params and
+    # normalizes them without a tokenizer (arg_groups/serving_hook.py:623-629), which raises here.
+    ("sglang/srt/sampling/sampling_params.py", frozenset({"raise_if_tokenizer_required"})),
 )
 
 

@@ -96,8 +96,11 @@ def _moe_runner(ctx: Any) -> str | None:
 
 def _a2a(ctx: Any) -> str | None:
     # As the checks from handle_a2a_moe on read it; not claimed where DeepSeek's context-parallel overrides may set
-    # deepep in ways handled_a2a_backend does not model (the rules stay silent there: _a2a_may_change).
-    if resolve._a2a_may_change(ctx) and not resolve.mla_prefill_cp_deepep(ctx):
+    # deepep in ways handled_a2a_backend does not model (the rules stay silent there: _a2a_may_change). Claimed for MLA
+    # prefill CP (deepep) and a DSA-by-override model's prefill CP (deepep for zigzag only, else the host's:
+    # resolve.dsa_prefill_cp_a2a_certain; the targeted set's targeted-arch-02, -18).
+    if resolve._a2a_may_change(ctx) and not (resolve.mla_prefill_cp_deepep(ctx)
+                                             or resolve.dsa_prefill_cp_a2a_certain(ctx)):
         return None
     return resolve.handled_a2a_backend(ctx)
 

@@ -110,6 +110,7 @@ ORDER: tuple[str, ...] = (
     "lora._lora_init",
     "model._checkpoint_quantization",
     "model._model_features",
+    "model._dsa_by_override",
     "model._encoder_replay",
     "model._cp_decode_attn_tp",
     "model._arch_attention_backends",

@@ -23,7 +23,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.prof
     ArchProfile,
     arch_profile,
 )
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, release_line, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     KV4_BACKENDS,
     KV4_DTYPES,
@@ -87,8 +87,14 @@ def _arch_known(ctx: Context, report: Report) -> None:
              "host first (or add a profile to sglang_rules.PROFILES from SGLang's own checks)", value=_cc(ctx))
 
 
-def _trtllm_in(ctx: Context, dests: tuple[str, ...]) -> bool:
-    return any(b == "trtllm_mha" for d, b in _attention_backends(ctx) if d in dests)
+def _skip_softmax_factor(ctx: Context) -> bool:
+    """Whether SGLANG_SKIP_SOFTMAX_PREFILL_THRESHOLD_SCALE_FACTOR is on as attention_hook.py:212-215 reads it: an
+    EnvFloat (environ.py:1265, unset None) compared ``> 0``. A value that is no float is not judged here."""
+    raw = ctx.env.get("SGLANG_SKIP_SOFTMAX_PREFILL_THRESHOLD_SCALE_FACTOR")
+    try:
+        return raw is not None and float(raw) > 0
+    except (TypeError, ValueError):
+        return False
 
 
 @rule("arch.attention",
@@ -122,14 +128,30 @@ def _arch_attention(ctx: Context, report: Report) -> None:
         ctx.error(f"{fam}.mm_attention", "mm_attention_backend",
                   f"mm_attention_backend {mm!r} (the vision encoder) does not work on compute capability {cc}: {refusal.why}.",
                   "use triton_attn or sdpa, or leave it unset (SGLang picks per GPU)", refusal.source)
-    non_draft = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
-    if profile.trtllm_mha_fp8_kv and _trtllm_in(ctx, non_draft) and str(ctx.args.get("kv_cache_dtype") or "") == "fp8_e4m3":
-        ctx.error(f"{fam}.trtllm_mha_kv", "kv_cache_dtype",
-                  f"trtllm_mha with kv_cache_dtype fp8_e4m3 is not supported on compute capability {cc} "
-                  "(TRTLLM FMHAv2 prefill on SM120).",
-                  "use kv_cache_dtype auto (or bf16), or the triton / flashinfer backend",
-                  "sglang/srt/arg_groups/attention_hook.py:218")
-    if profile.trtllm_mha_cp and _trtllm_in(ctx, ("attention_backend", "prefill_attention_backend")) \
+    # handle_attention_backend_compatibility (attention_hook.py:207-221; 0.5.20-0.5.21 :138-152, 0.5.22 :206-220)
+    # reads the PREFILL side only (attention_backends_of: prefill_attention_backend over attention_backend), so a
+    # decode-only trtllm_mha passes (targeted-spec-61), and refuses fp8_e4m3 KV or the skip-softmax switch
+    # SGLANG_SKIP_SOFTMAX_PREFILL_THRESHOLD_SCALE_FACTOR > 0 (an EnvFloat, environ.py:1265; targeted-spec-47).
+    skip_softmax = _skip_softmax_factor(ctx)
+    fp8_kv = str(ctx.args.get("kv_cache_dtype") or "") == "fp8_e4m3"
+    if profile.trtllm_mha_fp8_kv and resolved_attention_backends(ctx)[0] == "trtllm_mha" and (fp8_kv or skip_softmax):
+        where = "sglang/srt/arg_groups/attention_hook.py:" + release_line(
+            ctx, {"0.5.20": "149", "0.5.22": "217", "0.5.23": "218"})
+        if fp8_kv:
+            ctx.error(f"{fam}.trtllm_mha_kv", "kv_cache_dtype",
+                      f"trtllm_mha with kv_cache_dtype fp8_e4m3 is not supported on compute capability {cc} "
+                      "(TRTLLM FMHAv2 prefill on SM120).",
+                      "use kv_cache_dtype auto (or bf16), or the triton / flashinfer backend", where)
+        else:
+            ctx.error(f"{fam}.trtllm_mha_kv", "attention_backend",
+                      f"the trtllm_mha prefill backend with SGLANG_SKIP_SOFTMAX_PREFILL_THRESHOLD_SCALE_FACTOR="
+                      f"{ctx.env.get('SGLANG_SKIP_SOFTMAX_PREFILL_THRESHOLD_SCALE_FACTOR')} (skip-softmax) is not "
+                      f"supported on compute capability {cc} (TRTLLM FMHAv2 prefill on SM120); SGLang refuses the launch.",
+                      "unset SGLANG_SKIP_SOFTMAX_PREFILL_THRESHOLD_SCALE_FACTOR (or set it to 0), or use "
+                      "prefill_attention_backend flashinfer / triton", where)
+    # attention_hook.py:228-237 reads the resolved prefill side too: attention_backend trtllm_mha under an explicit
+    # prefill_attention_backend flashinfer passes (targeted-spec-68).
+    if profile.trtllm_mha_cp and resolved_attention_backends(ctx)[0] == "trtllm_mha" \
             and _int(ctx, "attn_cp_size", 1) > 1:
         ctx.error(f"{fam}.trtllm_mha_cp", "attn_cp_size",
                   f"prefill context parallelism (attn_cp_size={_int(ctx, 'attn_cp_size', 1)}) with the TRTLLM MHA prefill "

@@ -19,9 +19,11 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _json_arg,
     _num,
     _spec_values,
+    env_true,
 )
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, release_line, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
+    HYBRID_SWA_ARCHITECTURES,
     NVFP4_PREFILL_BACKEND,
     QWEN35_OVERRIDE_PAGE,
     adaptive_stays_on,
@@ -31,6 +33,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     chunk_dp_width,
     decode_host_receive_on,
     deterministic_on,
+    dsa_page_size,
     filled_attention_backend,
     kv_shard_rounds_chunk,
     linear_decode_backend_settled,
@@ -336,6 +339,8 @@ def _chunked_page(ctx: Context, report: Report) -> None:
         why = (f" (which SGLang's {ctx.model.architecture} override on SM100 sets with attention backend {override} "
                "in place of the host's page_size: model_overrides/qwen3_5.py:25-49)"
                if override is not None and page == QWEN35_OVERRIDE_PAGE[override] else
+               " (which SGLang's DSA override sets for this model, index_topk in json_model_override_args, in place of "
+               "the host's page_size: model_overrides/deepseek_v2.py:162-172)" if forced and page == dsa_page_size(ctx) else
                " (which the attention backend forces)" if forced else "")
         ctx.error("memory.chunked_page", "chunked_prefill_size" if chunk is not None else "page_size",
                   f"{what} is not a multiple of the page size {page}" + why + "; SGLang refuses the pair at start-up.",
@@ -410,6 +415,7 @@ def _page_major_linear_outside(ctx: Context) -> tuple[str, str, str, tuple[str, 
     "sglang/srt/arg_groups/kv_cache_hook.py:740",
     "sglang/srt/arg_groups/kv_cache_hook.py:848 (0.5.22 :860, 0.5.21 :753, 0.5.20 :435)",
     "sglang/srt/arg_groups/kv_cache_hook.py:853 (0.5.22 :865, 0.5.21 :758, 0.5.20 :440)",
+    "sglang/srt/arg_groups/kv_cache_hook.py:537 (the PD branch :533-586; 0.5.22 :530-585, 0.5.21 :482-543, 0.5.20 :202-224)",
 ))
 def _unified_memory(ctx: Context, report: Report) -> None:
     """handle_page_major_kv_layout and handle_unified_memory_pool (kv_cache_hook.py:528-861) on the flags."""
@@ -434,6 +440,21 @@ def _unified_memory(ctx: Context, report: Report) -> None:
     linear_bad, linear_dest, linear_phase, linear_allowed, linear_line = _page_major_linear_outside(ctx)
     linear_model = (("MLA" if ctx.model.mla else "non-MLA") + f" model {ctx.model.architecture}"
                     if ctx.model.architecture in ARCHITECTURES else "any model")
+    # handle_unified_memory_pool's PD branch (kv_cache_hook.py:533-586; 0.5.22 :530-585, 0.5.21 :482-543, 0.5.20
+    # :202-224), the constraints of the whole-envelope KV transfer, which runs first: the targeted set's MISSED
+    # targeted-kv-44 (SGLANG_DISABLE_LAZY_COMPACTION on a PD prefill server). The model facts only for the model table's
+    # architectures (mambaish_config: hybrid linear attention; is_hybrid_swa: HYBRID_SWA_ARCHITECTURES).
+    pd = _choice(ctx, "disaggregation_mode", "null") != "null"
+    transfer = _choice(ctx, "disaggregation_transfer_backend", "mooncake")
+    known = ctx.model.architecture in ARCHITECTURES
+    mambaish = known and bool(ctx.model.hybrid_linear_attention)
+    swa = ctx.model.architecture in HYBRID_SWA_ARCHITECTURES and not ctx.is_set("disable_hybrid_swa_memory")
+    offload = pd and added_in(ctx, "0.5.21") and ctx.is_set("disaggregation_decode_enable_offload_kvcache")
+    # disaggregation_decode_retraction_backup as handle_pd_disaggregation leaves it (host_pool with the decode host
+    # receive on, pd_disaggregation_hook.py:68-80).
+    host_pool = pd and added_in(ctx, "0.5.21") and (
+        _choice(ctx, "disaggregation_decode_retraction_backup", "") == "host_pool" or decode_host_receive_on(ctx))
+    old_retraction = not added_in(ctx, "0.5.22")  # 0.5.21 also refuses the decode radix cache and hybrid SWA there
     for bad, dest, why, line in (
         (bool(outside), "attention_backend" if _given(ctx, "attention_backend") else
          "prefill_attention_backend" if _given(ctx, "prefill_attention_backend") else "decode_attention_backend",
@@ -449,6 +470,43 @@ def _unified_memory(ctx: Context, report: Report) -> None:
          f"{', '.join(linear_allowed)} only)", linear_line),
         (mamba != "triton", "mamba_backend", f"enable_unified_memory (page-major layout) needs the Triton Mamba kernels, "
          f"not mamba_backend {mamba}", 858),
+        (pd and transfer != "mooncake", "disaggregation_transfer_backend",
+         f"enable_unified_memory with PD disaggregation supports the mooncake transfer backend only, not {transfer}",
+         release_line(ctx, {"0.5.23": "537", "0.5.22": "534", "0.5.21": "486", "0.5.20": "205"})),
+        (pd and _int(ctx, "pp_size", 1) != 1, "pp_size", "enable_unified_memory with PD disaggregation does not support "
+         "pipeline parallelism (the whole-envelope transfer has no per-layer entries)",
+         release_line(ctx, {"0.5.23": "542", "0.5.22": "539", "0.5.21": "491", "0.5.20": "210"})),
+        (pd and added_in(ctx, "0.5.21") and raw != "", "speculative_algorithm",
+         f"enable_unified_memory with PD disaggregation over the mooncake transfer backend does not support speculative "
+         f"decoding ({raw})", release_line(ctx, {"0.5.23": "549", "0.5.22": "546", "0.5.21": "498"})),
+        (pd and env_true(ctx.env, "SGLANG_DISABLE_LAZY_COMPACTION"), "enable_unified_memory",
+         "enable_unified_memory with PD disaggregation needs lazy compaction, which the environment switch "
+         "SGLANG_DISABLE_LAZY_COMPACTION turns off",
+         release_line(ctx, {"0.5.23": "554", "0.5.22": "551", "0.5.21": "503", "0.5.20": "215"})),
+        (pd and ctx.is_set("enable_hisparse"), "enable_hisparse",
+         "enable_unified_memory with PD disaggregation does not work with enable_hisparse",
+         release_line(ctx, {"0.5.23": "558", "0.5.22": "555", "0.5.21": "507", "0.5.20": "219"})),
+        (offload and _choice(ctx, "hicache_storage_backend", "") != "file", "hicache_storage_backend",
+         "enable_unified_memory with disaggregation_decode_enable_offload_kvcache supports hicache_storage_backend "
+         "file only", release_line(ctx, {"0.5.23": "565", "0.5.22": "562", "0.5.21": "514"})),
+        (offload and known and ctx.model.mla, "disaggregation_decode_enable_offload_kvcache",
+         f"enable_unified_memory with the decode KV offload does not support MLA models ({ctx.model.architecture}) yet",
+         release_line(ctx, {"0.5.23": "570", "0.5.22": "567", "0.5.21": "519"})),
+        (offload and mambaish, "disaggregation_decode_enable_offload_kvcache",
+         f"enable_unified_memory with the decode KV offload does not support hybrid-Mamba models "
+         f"({ctx.model.architecture})", release_line(ctx, {"0.5.23": "574", "0.5.22": "571", "0.5.21": "523"})),
+        (offload and swa, "disaggregation_decode_enable_offload_kvcache",
+         f"enable_unified_memory with the decode KV offload does not support hybrid-SWA models "
+         f"({ctx.model.architecture}) yet", release_line(ctx, {"0.5.23": "578", "0.5.22": "575", "0.5.21": "527"})),
+        (host_pool and old_retraction and ctx.is_set("disaggregation_decode_enable_radix_cache"),
+         "disaggregation_decode_enable_radix_cache", "enable_unified_memory with the host-pool decode retraction "
+         "does not support the decode radix cache in this release", release_line(ctx, {"0.5.21": "533"})),
+        (host_pool and mambaish, "disaggregation_decode_retraction_backup",
+         f"enable_unified_memory with the host-pool decode retraction does not support hybrid-Mamba models "
+         f"({ctx.model.architecture})", release_line(ctx, {"0.5.23": "584", "0.5.22": "581", "0.5.21": "537"})),
+        (host_pool and old_retraction and swa, "disaggregation_decode_retraction_backup",
+         f"enable_unified_memory with the host-pool decode retraction does not support hybrid-SWA models "
+         f"({ctx.model.architecture}) in this release", release_line(ctx, {"0.5.21": "541"})),
         (added_in(ctx, "0.5.22") and algo not in ("", "DSPARK", "EAGLE", "EAGLE3", "DFLASH"), "speculative_algorithm",
          f"enable_unified_memory supports DSPARK, DFLASH, EAGLE / NEXTN and EAGLE3 speculative decoding only, not {raw}", 588),
         # Before 0.5.22 DSPARK only, with a linear chain (kv_cache_hook.py:545-557 in 0.5.21, :225-237 in 0.5.20).

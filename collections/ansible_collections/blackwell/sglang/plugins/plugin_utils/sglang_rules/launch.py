@@ -38,6 +38,9 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     derived_context_length,
     deterministic_attention_backend,
     deterministic_on,
+    dsa_backends,
+    dsa_kv_cache_dtype,
+    dsa_override,
     gpu_memory_mib,
     kv_shard_chunk,
     model_override_attention_backend,
@@ -285,11 +288,57 @@ KV_SHARD_REFUSED_SWITCHES = (
 KV_SHARD_SPEC_ARCHITECTURE = "GlmMoeDsaForCausalLM"  # kv_shard_hook.py:110
 
 
+def _dsa_kv_shard(ctx: Context, report: Report, prefill: str, fix: str) -> None:
+    """validate_kv_shard_attention_backend's DSA path for a DSA-by-override model (resolve.dsa_override), on the values
+    SGLang resolved for it: the prefill backend dsa (resolve.dsa_attention_backend), the DSA backends, KV dtype and page
+    (resolve.dsa_backends, dsa_kv_cache_dtype, dsa_page_size). 0.5.23 (kv_shard_hook.py:33-67): interleave prefill CP
+    with attn_cp_size > 1 as the DSA CP override leaves it (the host's with interleave, else tp_size // attention-DP
+    width: deepseek_v2.py:129-134) and pp_size 1 (:42), trtllm for both DSA backends with an fp8_e4m3 KV cache and
+    page 64 (:51), Mooncake, index_kpool 1 uncompressed, no DSA cache layer split (:61); another prefill backend on a
+    DSA model is refused (:67). 0.5.22 has no DSA path: dsa is not fa3 / trtllm_mla (:32). Before, the rule read the
+    MLA DeepSeek-V3's triton and page 1 and refused for those reasons (probe: enable_kv_cache_sharding with
+    disaggregation_mode prefill on the RTX PRO 6000, refused at :42)."""
+    if not added_in(ctx, "0.5.23"):
+        report.refuse("enable_kv_cache_sharding", "enable_kv_cache_sharding in SGLang 0.5.22 needs the fa3 prefill "
+                      "attention backend (or trtllm_mla for an MLA model), not dsa, which SGLang picks for this DSA model "
+                      "(index_topk in json_model_override_args).", f"upgrade SGLang, {fix}", 32)
+        return
+    if prefill != "dsa":
+        report.refuse("enable_kv_cache_sharding", f"DSA KV sharding needs the dsa attention backend, not {prefill} (the "
+                      "model is DSA by index_topk in json_model_override_args).",
+                      f"remove the attention backends you set, {fix}", 67)
+        return
+    tp, cp, width = _int(ctx, "tp_size", 1), _int(ctx, "attn_cp_size", 1), \
+        _int(ctx, "attn_dp_size", 1) * _int(ctx, "dp_size", 1)
+    interleave = _choice(ctx, "cp_strategy", "") == "interleave"
+    resolved_cp = cp if interleave and cp > 1 else tp // width if width >= 1 else None
+    if not ctx.is_set("enable_prefill_cp") or not interleave or _int(ctx, "pp_size", 1) != 1 or \
+            _given(ctx, "device") and str(ctx.args.get("device")) != "cuda" or \
+            resolved_cp is not None and resolved_cp <= 1:
+        report.refuse("enable_prefill_cp", "DSA KV sharding needs CUDA interleave prefill CP (enable_prefill_cp, "
+                      "cp_strategy interleave, attn_cp_size > 1) and pp_size 1.",
+                      f"set {ctx.var('enable_prefill_cp')}: true and cp_strategy: interleave, {fix}", 42)
+        return
+    backends, kv, page = dsa_backends(ctx), dsa_kv_cache_dtype(ctx), resolved_page_size(ctx)
+    if backends is not None and backends != ("trtllm", "trtllm") or kv is not None and kv != "fp8_e4m3" or \
+            page is not None and page != 64:
+        report.refuse("dsa_prefill_backend", f"DSA KV sharding needs trtllm for both DSA backends with an fp8_e4m3 KV "
+                      f"cache and page size 64 (SGLang resolves {backends}, {kv}, page {page} here).",
+                      f"set kv_cache_dtype: fp8_e4m3 and both DSA backends to trtllm, {fix}", 51)
+        return
+    override = dsa_override(ctx) or {}
+    if _choice(ctx, "disaggregation_transfer_backend", "mooncake") not in ("mooncake", "mooncake_tcp") or \
+            ctx.is_set("enable_dsa_cache_layer_split") or override.get("index_kpool", 1) != 1 or \
+            override.get("index_kpool_compress"):
+        report.refuse("enable_kv_cache_sharding", "DSA KV sharding needs Mooncake, an uncompressed index_kpool 1 and no "
+                      "DSA cache layer split.", f"fix those, {fix}", 61)
+
+
 @rule("server.kv_shard", since="0.5.22", file=_KS, sources=(
     f"{_KS}:71", f"{_KS}:77", f"{_KS}:79", f"{_KS}:84", f"{_KS}:115", f"{_KS}:120", f"{_KS}:126", f"{_KS}:140", f"{_KS}:146",
     f"{_KS}:152", f"{_KS}:157", f"{_KS}:161", f"{_KS}:166", f"{_KS}:171", f"{_KS}:177", f"{_KS}:195", f"{_KS}:199",
     f"{_KS}:207", f"{_KS}:214", f"{_KS}:237", f"{_KS}:245", f"{_KS}:254", f"{_KS}:260", f"{_KS}:266", f"{_KS}:274",
-    f"{_KS}:282", f"{_KS}:312",
+    f"{_KS}:282", f"{_KS}:312", f"{_KS}:42", f"{_KS}:51", f"{_KS}:61", f"{_KS}:67",
 ))
 def _kv_cache_sharding(ctx: Context, report: Report) -> None:
     """handle_kv_cache_sharding and validate_kv_shard_attention_backend (kv_shard_hook.py:30-316, new in 0.5.22) on a PD
@@ -361,7 +410,9 @@ def _kv_cache_sharding(ctx: Context, report: Report) -> None:
         report.refuse("enable_dynamic_chunking", "enable_kv_cache_sharding does not support dynamic chunk sizing with "
                       "pipeline parallelism.", f"remove {ctx.var('enable_dynamic_chunking')}, {fix}", 207 if new else 142)
     prefill, _decode = resolved_attention_backends(ctx)
-    if tabled and prefill is not None and prefill not in KV_SHARD_PREFILL_BACKENDS:
+    if dsa_override(ctx) is not None and prefill is not None and (new or prefill == "dsa"):
+        _dsa_kv_shard(ctx, report, prefill, fix)
+    elif tabled and prefill is not None and prefill not in KV_SHARD_PREFILL_BACKENDS:
         set_ = next((d for d in ("prefill_attention_backend", "attention_backend") if _choice(ctx, d, "")), "")
         report.refuse(set_ or "attention_backend", f"enable_kv_cache_sharding needs the fa3 prefill attention backend "
                       f"(or trtllm_mla for an MLA model), not {prefill!r}"
@@ -387,7 +438,8 @@ def _kv_cache_sharding(ctx: Context, report: Report) -> None:
         report.refuse("enable_kv_cache_sharding", "enable_kv_cache_sharding with SGLANG_DISAGG_STAGING_BUFFER (the "
                       "staging path assumes contiguous send slices).", f"unset SGLANG_DISAGG_STAGING_BUFFER, {fix}",
                       245 if new else 180)
-    if tabled and ctx.model.mla and _int(ctx, "attn_cp_size", 1) <= 1:
+    if tabled and ctx.model.mla and _int(ctx, "attn_cp_size", 1) <= 1 and not (
+            dsa_override(ctx) is not None and ctx.is_set("enable_prefill_cp")):  # DSA CP derives attn_cp_size
         # attn_dp_enabled_of: attn_dp_size > 1 as handle_dwdp / the deprecated dp_size leave it (chunk_dp_width).
         if chunk_dp_width(ctx) > 1:
             report.refuse("attn_dp_size", "enable_kv_cache_sharding for an MLA model without prefill CP shards across "

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ARCHITECTURES
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
+    _choice,
     _given,
     _int,
     _json_arg,
@@ -22,9 +23,14 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.regi
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     CONTEXT_SOURCE,
+    cache_radix_off,
     certain_architecture,
     chunk_dp_width,
     derived_context_length,
+    dsa_backends,
+    dsa_glm_sm12_fp8,
+    dsa_kv_cache_dtype,
+    dsa_override,
     kv_shard_rounds_chunk,
     mis_chunked_prefill_off,
     qwen35_sm100_backend,
@@ -92,9 +98,18 @@ def _numeric(ctx: Context, report: Report) -> None:
                   "served_model_name must not contain ':' (SGLang reserves it for the model:adapter LoRA syntax).",
                   f"use e.g. {str(name).replace(':', '-')!r}", "sglang/srt/arg_groups/validation_hook.py:215")
     grpc, port = ctx.args.get("grpc_port") if _given(ctx, "grpc_port") else None, ctx.get("port", 30000)
+    if grpc is None:
+        # handle_deprecated_args fills an unset grpc_port from SGLANG_GRPC_PORT (an EnvInt) before check_server_args
+        # compares it with the port (serving_hook.py:360-366, the same in 0.5.20-0.5.22; targeted-serving-35).
+        try:
+            grpc = int(str(ctx.env.get("SGLANG_GRPC_PORT", "")).strip())
+        except ValueError:
+            grpc = None
     if grpc is not None and grpc == port and not ctx.is_set("smg_grpc_mode") and not ctx.is_set("grpc_mode"):
-        ctx.error("numeric.grpc_port", "grpc_port", f"grpc_port {grpc} equals the HTTP port {port}.",
-                  "give the gRPC listener its own port", "sglang/srt/arg_groups/validation_hook.py:360")
+        src = "" if _given(ctx, "grpc_port") else " (from SGLANG_GRPC_PORT)"
+        ctx.error("numeric.grpc_port", "grpc_port", f"grpc_port {grpc}{src} equals the HTTP port {port}.",
+                  "give the gRPC listener its own port", "sglang/srt/arg_groups/validation_hook.py:"
+                  + release_line(ctx, {"0.5.23": "360", "0.5.22": "359", "0.5.21": "270", "0.5.20": "242"}))
 
 
 def _context_length(ctx: Context) -> None:
@@ -223,6 +238,179 @@ def _model_features(ctx: Context, report: Report) -> None:
                       f"{_MH}:188 (0.5.22 :188, 0.5.21 :179, 0.5.20 :125)")
 
 
+_OV = "sglang/srt/arg_groups/overrides.py"
+_DV2 = "sglang/srt/arg_groups/model_overrides/deepseek_v2.py"
+
+
+@rule("server.model_features", shared=True, sources=(
+    "sglang/srt/arg_groups/model_hook.py:67",
+    "sglang/srt/arg_groups/model_hook.py:362",
+    "sglang/srt/arg_groups/overrides.py:528",
+    "sglang/srt/arg_groups/overrides.py:541",
+    "sglang/srt/arg_groups/model_overrides/deepseek_v2.py:22",
+    "sglang/srt/arg_groups/model_overrides/deepseek_v2.py:24",
+    "sglang/srt/arg_groups/model_overrides/deepseek_v2.py:26",
+    "sglang/srt/arg_groups/model_overrides/deepseek_v2.py:164",
+))
+def _dsa_by_override(ctx: Context, report: Report) -> None:
+    """DeepSeek-V3 / V3.2 made a DSA model by json_model_override_args' index_topk (resolve.dsa_override): the DSA
+    checks of handle_model_specific_adjustments and its override on a CUDA device, which read the merged config
+    (the targeted set's MISSED: targeted-arch-05, -14, -17, -40, -41, -51, -61). Two-batch overlap with index-topk sharing
+    (index_topk_freq > 1, an "S" in index_topk_pattern, a "shared" indexer type: model_hook.py:55-67); DSA decode
+    context parallelism with HiSparse or HiCache, PD disaggregation or an EAGLE top-k other than 1
+    (model_overrides/deepseek_v2.py:18-26, new in 0.5.22) or with pooled index keys (index_kpool > 1, :160-164, new
+    in 0.5.22); the KV cache dtype _dsa_kv_cache_dtype_default allows (bfloat16 / fp8_e4m3, bfloat16 alone with
+    learnable_sink: overrides.py:524-541); prefill CP on a PD decode worker (model_hook.py:360-363)."""
+    override = dsa_override(ctx)
+    if override is None or _given(ctx, "device") and str(ctx.args.get("device")) != "cuda":
+        return
+    freq, pattern, indexers = (override.get(k) for k in ("index_topk_freq", "index_topk_pattern", "indexer_types"))
+    if ctx.is_set("enable_two_batch_overlap") and ((isinstance(freq, int) and freq > 1)
+                                                    or (isinstance(pattern, str) and "S" in pattern)
+                                                    or (isinstance(indexers, list) and "shared" in indexers)):
+        report.refuse("enable_two_batch_overlap", "enable_two_batch_overlap does not run with DSA index-topk sharing "
+                      "(index_topk_freq, index_topk_pattern or indexer_types in json_model_override_args).",
+                      f"remove {ctx.var('enable_two_batch_overlap')}",
+                      f"{_MH}:" + release_line(ctx, {"0.5.23": "67", "0.5.22": "67", "0.5.21": "63", "0.5.20": "61"}))
+        return
+    if _int(ctx, "dcp_size", 1) > 1 and added_in(ctx, "0.5.22"):
+        topk = ctx.args.get("speculative_eagle_topk")
+        for bad, why, fix, line in (
+                (ctx.is_set("enable_hisparse") or ctx.is_set("enable_hierarchical_cache"), "HiSparse or HiCache",
+                 "enable_hierarchical_cache", 22),
+                (_given(ctx, "disaggregation_mode") and str(ctx.args.get("disaggregation_mode")) != "null",
+                 "PD disaggregation", "disaggregation_mode", 24),
+                (topk is not None and topk != 1, "an EAGLE top-k other than 1", "speculative_eagle_topk", 26)):
+            if bad:
+                report.refuse("dcp_size", f"DSA decode context parallelism (dcp_size > 1) does not run with {why}.",
+                              f"set {ctx.var('dcp_size')}: 1, or remove {ctx.var(fix)}", f"{_DV2}:{line}")
+                return
+    kpool = override.get("index_kpool")
+    if _int(ctx, "dcp_size", 1) > 1 and added_in(ctx, "0.5.22") and isinstance(kpool, int) and kpool > 1:
+        report.refuse("dcp_size", f"dcp_size > 1 does not run with DSA pooled index keys (index_kpool={kpool}).",
+                      f"set {ctx.var('dcp_size')}: 1", f"{_DV2}:" + release_line(ctx, {"0.5.23": "164", "0.5.22": "165"}))
+        return
+    kv = _choice(ctx, "kv_cache_dtype", "auto")
+    sink = bool(override.get("learnable_sink"))
+    allowed = ("auto", "bf16", "bfloat16") + (() if sink else ("fp8_e4m3",))
+    if kv not in allowed:
+        what = "learnable DSA attention sinks need a bfloat16 KV cache" if sink else \
+            "DeepSeek DSA runs a bfloat16 or fp8_e4m3 KV cache only"
+        lines = {"0.5.23": "528", "0.5.22": "519", "0.5.21": "517", "0.5.20": "599"} if sink else \
+            {"0.5.23": "541", "0.5.22": "517", "0.5.21": "515", "0.5.20": "612"}
+        report.refuse("kv_cache_dtype", f"{what}, not kv_cache_dtype={kv}.",
+                      f"set {ctx.var('kv_cache_dtype')}: bfloat16, or remove it", f"{_OV}:" + release_line(ctx, lines))
+        return
+    if ctx.is_set("enable_prefill_cp") and _choice(ctx, "disaggregation_mode", "null") == "decode":
+        report.refuse("enable_prefill_cp", "DSA prefill context parallelism does not run on a PD decode worker.",
+                      f"remove {ctx.var('enable_prefill_cp')}",
+                      f"{_MH}:" + release_line(ctx, {"0.5.23": "362", "0.5.22": "356", "0.5.21": "324", "0.5.20": "264"}))
+        return
+    if ctx.is_set("enable_dsa_cache_layer_split"):
+        # The layer split's own conditions on a DSA model (model_hook.py:365-407; 0.5.22 :359-401, 0.5.21 :327-369,
+        # 0.5.20 :267-309): targeted-arch-03 and -04, refused before for the wrong reason (the model is not DSA).
+        mode = _choice(ctx, "disaggregation_mode", "null")
+        transfer = _choice(ctx, "disaggregation_transfer_backend", "mooncake")
+        for bad, why, fix, lines in (
+                (mode == "decode", "a PD decode worker", "disaggregation_mode",
+                 ("370", "364", "332", "272")),
+                (mode != "prefill", "a worker other than a PD prefill worker", "disaggregation_mode",
+                 ("376", "370", "338", "278")),
+                (not ctx.is_set("enable_prefill_cp") or _choice(ctx, "cp_strategy", "") != "interleave",
+                 "anything but enable_prefill_cp with cp_strategy interleave", "cp_strategy", ("384", "378", "346", "286")),
+                (transfer not in ("mooncake", "mooncake_tcp"), f"disaggregation_transfer_backend {transfer}",
+                 "disaggregation_transfer_backend", ("395", "389", "357", "297")),
+                (_int(ctx, "pp_size", 1) > 1, "pipeline parallelism", "pp_size", ("403", "397", "365", "305"))):
+            if bad:
+                report.refuse("enable_dsa_cache_layer_split", f"enable_dsa_cache_layer_split does not run on {why}.",
+                              f"remove {ctx.var('enable_dsa_cache_layer_split')}, or fix {ctx.var(fix)}",
+                              f"{_MH}:" + release_line(ctx, dict(zip(("0.5.23", "0.5.22", "0.5.21", "0.5.20"), lines, strict=True))))
+                return
+    if ctx.is_set("enable_hisparse") and cache_radix_off(ctx) is None:
+        # validate_hisparse on a DSA model (hisparse_hook.py:109; 0.5.22 :109, 0.5.21 :101, 0.5.20 :99): targeted-arch-13.
+        report.refuse("enable_hisparse", "enable_hisparse needs the radix cache off.",
+                      f"set {ctx.var('disable_radix_cache')}: true",
+                      "sglang/srt/arg_groups/hisparse_hook.py:"
+                      + release_line(ctx, {"0.5.23": "109", "0.5.22": "109", "0.5.21": "101", "0.5.20": "99"}))
+        return
+    _dsa_resolved_checks(ctx, report, override)
+
+
+def _dsa_resolved_checks(ctx: Context, report: Report, override: dict) -> None:
+    """_dsa_by_override's checks on what SGLang resolves for the DSA model by GPU (resolve.dsa_kv_cache_dtype,
+    resolve.dsa_backends; targeted-arch-49, -53, -57 were MISSED): the DSA context-parallel sizes (tp_size <= 8,
+    model_overrides/deepseek_v2.py:123, and interleave keeping an explicit attn_cp_size > 1 from 0.5.22, :129-133,
+    which handle_context_parallelism divides, parallel_hook.py:159-164: cp_sizes leaves the DSA override alone); the
+    DSA backend constraints (_check_dsa_backend_constraints, overrides.py:553-583: triton is ROCm's; an fp8_e4m3 KV
+    cache with tilelang needs tilelang for both, no dcp_size > 1 and SM89+ from 0.5.22, and refuses tilelang outright
+    in 0.5.20 / 0.5.21; learnable sinks' flashmla_sparse, :645-654; TileLang FP8 without HiSparse, :692); HiSparse's
+    backends by the KV dtype (validate_hisparse_dsa_backend, hisparse_hook.py:18-21, 43-62)."""
+    tp = _int(ctx, "tp_size", 1)
+    if ctx.is_set("enable_prefill_cp"):
+        if tp > 8:
+            report.refuse("tp_size", f"DSA prefill context parallelism runs on one machine (tp_size <= 8), not "
+                          f"tp_size={tp}.", f"set {ctx.var('tp_size')} <= 8, or remove {ctx.var('enable_prefill_cp')}",
+                          f"{_DV2}:" + release_line(ctx, {"0.5.23": "123", "0.5.22": "123", "0.5.21": "101",
+                                                          "0.5.20": "108"}))
+            return
+        cp, width = _int(ctx, "attn_cp_size", 1), _int(ctx, "attn_dp_size", 1) * _int(ctx, "dp_size", 1)
+        if added_in(ctx, "0.5.22") and _choice(ctx, "cp_strategy", "") == "interleave" and cp > 1 and tp >= 1 and \
+                width >= 1 and (tp % cp or tp % (width * cp)):
+            report.refuse("attn_cp_size", f"DSA interleave prefill CP keeps attn_cp_size={cp}: tp_size={tp} must be "
+                          f"divisible by attn_dp_size x attn_cp_size = {width} x {cp}.",
+                          f"set {ctx.var('attn_cp_size')} to a divisor of tp_size, or leave it unset",
+                          "sglang/srt/arg_groups/parallel_hook.py:"
+                          + release_line(ctx, {"0.5.23": "159-164", "0.5.22": "153-158"}))
+            return
+    backends, kv = dsa_backends(ctx), dsa_kv_cache_dtype(ctx)
+    written = {str(ctx.args.get(d)) for d in ("dsa_prefill_backend", "dsa_decode_backend") if _given(ctx, d)}
+    glm = dsa_glm_sm12_fp8(ctx) or ctx.model.architecture == "GlmMoeDsaForCausalLM" and kv is None
+    if "triton" in written and not override.get("learnable_sink") and not glm:
+        report.refuse("dsa_prefill_backend", "The triton DSA backend runs on ROCm only.",
+                      "pick a CUDA DSA backend (flashmla_kv on Hopper, trtllm on Blackwell)",
+                      f"{_OV}:" + release_line(ctx, {"0.5.23": "563", "0.5.22": "539", "0.5.21": "536", "0.5.20": "633"}))
+        return
+    if backends is None or kv is None:
+        return
+    prefill, decode = backends
+    if override.get("learnable_sink"):
+        bad = sorted(written - {"flashmla_sparse"})
+        if bad:
+            report.refuse("dsa_prefill_backend", f"learnable DSA attention sinks need the flashmla_sparse DSA backends, "
+                          f"not {', '.join(bad)}.", "set dsa_prefill_backend / dsa_decode_backend: flashmla_sparse",
+                          f"{_OV}:" + release_line(ctx, {"0.5.23": "650", "0.5.22": "626", "0.5.21": "621",
+                                                         "0.5.20": "717"}))
+        return
+    if kv == "fp8_e4m3" and "tilelang" in (prefill, decode) and not glm:
+        cc = ctx.compute_capability
+        for bad, why, lines in (
+                (not added_in(ctx, "0.5.22"), "an fp8_e4m3 KV cache takes no tilelang DSA backend on CUDA",
+                 {"0.5.21": "544", "0.5.20": "641"}),
+                (ctx.is_set("enable_hisparse"), "CUDA TileLang FP8 KV does not run with HiSparse",
+                 {"0.5.23": "692", "0.5.22": "668"}),
+                ((prefill, decode) != ("tilelang", "tilelang"), "CUDA TileLang FP8 KV needs tilelang for both DSA "
+                 f"backends (resolved prefill={prefill}, decode={decode})", {"0.5.23": "572", "0.5.22": "548"}),
+                (_int(ctx, "dcp_size", 1) > 1, "CUDA TileLang FP8 KV does not run with dcp_size > 1",
+                 {"0.5.23": "577", "0.5.22": "553"}),
+                (cc is not None and cc < (8, 9), "CUDA TileLang FP8 KV needs SM89 or newer",
+                 {"0.5.23": "583", "0.5.22": "559"})):
+            if bad:
+                report.refuse("dsa_prefill_backend", f"{why} (KV cache fp8_e4m3"
+                              f"{'' if _given(ctx, 'kv_cache_dtype') else ', the DSA default on this GPU'}).",
+                              "set both DSA backends to tilelang, or kv_cache_dtype: bfloat16",
+                              f"{_OV}:" + release_line(ctx, lines))
+                return
+    if ctx.is_set("enable_hisparse"):
+        allowed = {"bfloat16": ("flashmla_sparse",), "fp8_e4m3": ("flashinfer_sparse_mla", "flashmla_kv")}[kv]
+        for dest, backend in (("dsa_prefill_backend", prefill), ("dsa_decode_backend", decode)):
+            if backend not in allowed:
+                report.refuse(dest, f"HiSparse runs the DSA backends {', '.join(allowed)} with a {kv} KV cache"
+                              f"{'' if _given(ctx, 'kv_cache_dtype') else ' (the DSA default on this GPU)'}, not "
+                              f"{dest}={backend}.", f"set {ctx.var(dest)} to one of {', '.join(allowed)}, or remove it",
+                              "sglang/srt/arg_groups/hisparse_hook.py:55")
+                return
+
+
 # CP_DECODE_ATTN_TP_SUPPORTED_ARCHS (sglang/srt/layers/cp/cp_decode_attn_tp.py:29-37, the same in 0.5.20-0.5.22): the
 # models whose attention linears are replicated across the context-parallel ranks.
 CP_DECODE_ATTN_TP_ARCHITECTURES = DEEPSEEK_V4_ARCHITECTURES + ("GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN")
@@ -341,6 +529,25 @@ NOT_ON_CUDA_QUANTIZATION = ("gptq", "mlx_q4", "mlx_q8")
 QUANT_SOURCE = "sglang/srt/configs/model_config.py:2086-2154 (_verify_quantization)"
 
 
+def _override_quant_method(ctx: Context, method: str | None) -> str | None:
+    """The checkpoint's quant_method after json_model_override_args: SGLang merges the override into config.json
+    before ModelConfig reads ``quantization_config`` (utils/hf_transformers/config.py:405-424 sets a dict value in place
+    of the checkpoint's; 0.5.20-0.5.22 the same through config.update), and _parse_quant_hf_config reads that
+    (configs/model_config.py:1727-1741). An override naming quant_method fp8 is that checkpoint (the table's FP8
+    format, no override of QUANTIZATION_METHODS applies); any other ``quantization_config`` (ModelOpt, which the
+    parse rewrites, AWQ/GPTQ, which the overrides rewrite, none) is not certain: None. Without one, ``method``. Only
+    for a checkpoint known for certain (``method`` not None): a ModelSlim config beside other checkpoints' weights
+    wins over config.json's (model_config.py:2062-2064).
+    targeted-moe-40: Llama-3.1-8B with quantization awq and an fp8 quantization_config override, refused at
+    model_config.py:2143."""
+    override = _json_arg(ctx, "json_model_override_args")
+    if method is None or not isinstance(override, dict) or "quantization_config" not in override:
+        return method
+    given = override["quantization_config"]
+    declared = given.get("quant_method") if isinstance(given, dict) else None
+    return "fp8" if isinstance(declared, str) and declared.lower() == "fp8" else None
+
+
 @rule("quantization.checkpoint", sources=(
     "sglang/srt/arg_groups/serving_hook.py:695-701",
     "sglang/srt/layers/quantization/base_config.py:223-253",
@@ -358,7 +565,10 @@ def _checkpoint_quantization(ctx: Context, report: Report) -> None:
     those checkpoints).
     """
     quant, method = ctx.args.get("quantization"), ctx.model.quant_method
-    if quant is None or method is None:
+    if quant is None:
+        return
+    method = _override_quant_method(ctx, method)
+    if method is None:
         return
     value = str(quant).lower()
     if value in ("unquant", "quark_mxfp4"):
@@ -370,7 +580,9 @@ def _checkpoint_quantization(ctx: Context, report: Report) -> None:
         fits = sorted({method, "quark_mxfp4", *(k for k, v in COMPATIBLE_QUANTIZATION.items() if method in v)})
         ctx.error("quantization.checkpoint", "quantization",
                   f"quantization {quant!r} does not match the checkpoint's own quantization ({method}, "
-                  f"{ctx.model.path or 'the model'}); SGLang refuses the pair when it reads the model's config.",
+                  f"{ctx.model.path or 'the model'}"
+                  f"{'' if method == ctx.model.quant_method else ', as json_model_override_args sets it'}); "
+                  "SGLang refuses the pair when it reads the model's config.",
                   f"remove sglang_args.quantization (SGLang reads it from the checkpoint) or use one of {', '.join(fits)}",
                   QUANT_SOURCE)
     elif resolved in NOT_ON_CUDA_QUANTIZATION:

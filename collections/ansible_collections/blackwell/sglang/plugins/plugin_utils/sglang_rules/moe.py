@@ -644,6 +644,24 @@ def _flashinfer_a2a_auto_runner(ctx: Context) -> str | None:
     return "auto" if ctx.model.architecture in _A2A_AUTO_STAYS else None
 
 
+# Where each release raises handle_flashinfer_a2a_dispatch_type's quantization errors (moe_hook.py; release_line).
+A2A_DISPATCH_MXFP8_LINES = {"0.5.23": "193", "0.5.22": "165", "0.5.21": "160", "0.5.20": "156"}
+A2A_DISPATCH_NVFP4_LINES = {"0.5.23": "202", "0.5.22": "174", "0.5.21": "169", "0.5.20": "165"}
+
+
+def _a2a_dispatch_quantization(ctx: Context) -> str | None:
+    """cfg.quantization as handle_flashinfer_a2a_dispatch_type compares it (moe_hook.py:184-202; 0.5.20 :142-167):
+    the host's --quantization (unquant: none, serving_hook.py:699-705), else none, except what a model override fills
+    in from the checkpoint first (moe_kernel_quantization: Qwen3.5-397B-A17B-NVFP4's modelopt_fp4 and DeepSeek-V3's fp8
+    on SM100 only), UNCERTAIN where that is not certain. Not the checkpoint's own format: targeted-lowp-52, Qwen3.5-NVFP4
+    with flashinfer_a2a_dispatch_type nvfp4 and no quantization on an RTX PRO 6000 (12.0), is refused (moe_hook.py:202),
+    the same on a B200 accepted (the SM100 fill)."""
+    quant = ctx.args.get("quantization")
+    if quant is not None and quant is not False:
+        return None if str(quant) == "unquant" else str(quant)
+    return moe_kernel_quantization(ctx)
+
+
 FLASHINFER_A2A_ENV = "SGLANG_FLASHINFER_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
 # Where each release raises validate_flashinfer_a2a_token_budget's workspace error (moe_hook.py; release_line).
 FLASHINFER_A2A_BUDGET_LINES = {"0.5.23": "766-774", "0.5.22": "690-698"}
@@ -744,6 +762,7 @@ def _cutedsl_a2a_budget(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/moe_hook.py:756",
     "sglang/srt/arg_groups/moe_hook.py:124",
     "sglang/srt/arg_groups/moe_hook.py:138",
+    "sglang/srt/arg_groups/moe_hook.py:202",
 ))
 def _moe_kernels(ctx: Context, report: Report) -> None:
     """handle_moe_kernel_config (among its asserts the TRT-LLM runners' quantizations, moe_hook.py:123-147, :87-111 in
@@ -818,7 +837,11 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
     # FlashInfer A2A checks, with none it passes ep_dispatch_algorithm static; ascend_tp then refuses static.
     a2a = handled_a2a_backend(ctx)
     if a2a == "flashinfer":
-        model_quant = quant or ctx.model.quant_method
+        dispatch_quant = _a2a_dispatch_quantization(ctx)
+        # An NVFP4 dispatch also runs with a hybrid FP8+NVFP4 checkpoint's nvfp4_moe_meta (model_config.py:775-788:
+        # quant_algo MIXED_PRECISION with moe_quant_algo NVFP4), which the model table does not record: a model not
+        # known, or a mixed one, is not accused.
+        nvfp4_meta_possible = not ctx.model.known or "mixed" in str(ctx.model.quant_method or "")
         for bad, dest, why, line in (
             # the layernorm-SP topology is accepted from 0.5.23 (0.5.22 moe_hook.py:405-411)
             (not (attention_dp_on(ctx) and attn_dp == tp) and not (added_in(ctx, "0.5.23") and ctx.is_set("enable_layernorm_sp")),
@@ -829,8 +852,13 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
              "BF16 dispatch, so SGLANG_MOE_NVFP4_DISPATCH must be unset", 494),
             (w4a16 and runner == "flashinfer_cutedsl" and dispatch in ("auto", "nvfp4"), "flashinfer_a2a_dispatch_type",
              f"CuTe DSL NVFP4 W4A16 needs flashinfer_a2a_dispatch_type bf16, not {dispatch}", 527),
-            (dispatch == "mxfp8" and model_quant is not None and model_quant != "mxfp8", "flashinfer_a2a_dispatch_type",
-             f"flashinfer_a2a_dispatch_type mxfp8 needs quantization mxfp8 (the model's is {model_quant or 'none'})", 193),
+            (dispatch == "mxfp8" and dispatch_quant not in (UNCERTAIN, "mxfp8"), "flashinfer_a2a_dispatch_type",
+             f"flashinfer_a2a_dispatch_type mxfp8 needs quantization mxfp8 (SGLang reads {dispatch_quant or 'none'})",
+             release_line(ctx, A2A_DISPATCH_MXFP8_LINES)),
+            (dispatch == "nvfp4" and dispatch_quant not in (UNCERTAIN, "modelopt_fp4") and not nvfp4_meta_possible,
+             "flashinfer_a2a_dispatch_type", "flashinfer_a2a_dispatch_type nvfp4 needs quantization modelopt_fp4 (SGLang "
+             f"reads {dispatch_quant or 'none'}: the checkpoint's NVFP4 counts only where SGLang fills it in, on SM100)",
+             release_line(ctx, A2A_DISPATCH_NVFP4_LINES)),
             (dispatch == "mxfp8" and runner not in ("auto", "flashinfer_trtllm", "flashinfer_trtllm_routed"),
              "moe_runner_backend", f"flashinfer_a2a_dispatch_type mxfp8 needs moe_runner_backend flashinfer_trtllm_routed, "
              f"not {runner}", 197),

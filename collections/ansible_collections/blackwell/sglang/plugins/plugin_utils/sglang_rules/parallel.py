@@ -27,6 +27,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     attention_dp_width,
     capture_only,
     certain_architecture,
+    dsa_prefill_cp_a2a_certain,
     dwdp_on,
     gpu_ids,
     handled_a2a_backend,
@@ -426,7 +427,16 @@ def _layernorm_sp(ctx: Context, report: Report) -> None:
 ))
 def _two_batch_overlap(ctx: Context, report: Report) -> None:
     """check_two_batch_overlap (sglang/srt/arg_groups/validation_hook.py:756-771)."""
-    if not ctx.is_set("enable_two_batch_overlap") or _int(ctx, "attn_dp_size", 1) > 1 or _a2a_may_change(ctx):
+    if not ctx.is_set("enable_two_batch_overlap") or _int(ctx, "attn_dp_size", 1) > 1:
+        return
+    if _a2a_may_change(ctx) and not (dsa_prefill_cp_a2a_certain(ctx) and _int(ctx, "dp_size", 1) <= 1
+                                     and not ctx.is_set("enable_dp_attention")):
+        # A DSA-by-override model's prefill CP is certain (deepep for zigzag, else the host's backend:
+        # dsa_prefill_cp_a2a_certain), and its override sets attn_dp_size = attn_dp_size x dp_size
+        # (context_parallel_attn_dp_size, model_override_base.py:229-247; deepseek_v2.py:110-114), which dp_size <= 1
+        # keeps at 1: dsa-override-resolved-cp-interleave-tbo, refused at :768, was MISSED. 0.5.20 / 0.5.21 refuse it
+        # too (validation_hook.py:493 / :533, probed), though their override declares enable_dp_attention
+        # (deepseek_v2.py:94 / :87); a written enable_dp_attention is left to them.
         return
     # As check_server_args reads it, after handle_a2a_moe (handled_a2a_backend: megamoe from the runner, waterfill's
     # deepep, ascend_tp's none).

@@ -264,9 +264,147 @@ def derived_context_length(ctx: Context, base_rope: Mapping[str, Any] | None = N
 def table_deepseek_v3(ctx: Context) -> bool:
     """The served checkpoint is one of the model table's DeepseekV3ForCausalLM checkpoints (DeepSeek-V3, R1 and their
     NVFP4 exports, sglang_models.CHECKPOINTS), whose config.json has no index_topk: an MLA model, not a DSA model for
-    SGLang (is_deepseek_dsa, sglang/srt/configs/model_config.py:191-212)."""
+    SGLang (is_deepseek_dsa, sglang/srt/configs/model_config.py:191-212). json_model_override_args naming index_topk
+    makes it one (dsa_override): then it is not this (targeted-arch-02, -12, -50: false alarms on the DSA switches)."""
     table = lookup_model(ctx.model.path)
-    return table.known and table.architecture == ctx.model.architecture == "DeepseekV3ForCausalLM"
+    return table.known and table.architecture == ctx.model.architecture == "DeepseekV3ForCausalLM" and \
+        dsa_override(ctx) is None
+
+
+def dsa_override(ctx: Context) -> dict[str, Any] | None:
+    """json_model_override_args as SGLang merges it into config.json, where it names index_topk (not null) on
+    DeepSeek-V3 / V3.2 (the table's architectures, after its own ``architectures``; also renamed by it to GLM-5 or
+    LongCat-Flash, DSA_OVERRIDE_ARCHITECTURES): is_deepseek_dsa reads
+    hf_config.index_topk after the merge (sglang/srt/configs/model_config.py:191-212, the same in 0.5.20-0.5.22), so
+    the model is a DSA model whatever config.json says; None otherwise (what config.json says decides: the
+    preflight's)."""
+    override = _model_override(ctx)
+    if not override or override.get("index_topk") is None or not ctx.model.known or \
+            ctx.model.architecture not in DSA_OVERRIDE_ARCHITECTURES:
+        return None
+    return override
+
+
+# The architectures dsa_override claims (ctx.model.architecture: json_model_override_args' architectures[0] where it
+# renames the table's DeepSeek-V3, model_after_overrides): in is_deepseek_dsa's list (configs/model_config.py:191-212)
+# and the DeepSeek family's (_DEEPSEEK_FAMILY_ARCHS, overrides.py:745-760; the same lists in 0.5.20-0.5.22), whose DSA
+# KV-dtype and backend resolution the DeepSeek-V3 fixture renamed confirmed (GLM-5's SM120 FP8 arm: dsa_glm_sm12_fp8).
+# Not claimed: the multimodal, HYV4 (own CP / DCP refusals, deepseek_v2.py:60-76) and NextN ones.
+DSA_OVERRIDE_ARCHITECTURES = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM",
+                              "LongcatFlashForCausalLM")
+
+
+def dsa_glm_sm12_fp8(ctx: Context) -> bool:
+    """GLM-5 (GlmMoeDsaForCausalLM) with an fp8_e4m3 KV cache on SM120 / SM121 and no learnable sinks: SGLang's DSA
+    backend resolution fills flashinfer_sparse_mla for both and returns before the HiSparse arm and the backend
+    constraints (is_glm_sm12_fp8, overrides.py:637-642, 665-675; 0.5.22 :613-618, 0.5.21 :608-613, 0.5.20 :704-709)."""
+    cc = ctx.compute_capability
+    return ctx.model.architecture == "GlmMoeDsaForCausalLM" and cc is not None and cc[0] == 12 and \
+        dsa_kv_cache_dtype(ctx) == "fp8_e4m3" and not (dsa_override(ctx) or {}).get("learnable_sink")
+
+
+def dsa_kv_cache_dtype(ctx: Context) -> str | None:
+    """The KV cache dtype SGLang runs a DSA-by-override model (dsa_override) with on a CUDA GPU:
+    _dsa_kv_cache_dtype_default (sglang/srt/arg_groups/overrides.py:491-547; 0.5.22 :467-523, 0.5.21 :465-521,
+    0.5.20 :559-615), run by handle_model_specific_adjustments before the DSA backends resolve: kv_cache_dtype auto is
+    fp8_e4m3 on SM100 and newer (major >= 10) without learnable_sink, bfloat16 otherwise; bf16 reads bfloat16. None
+    where it is not certain: no DSA by override, another device, the GPU generation unknown with auto, a dtype DSA
+    refuses (_dsa_by_override's), tokenspeed_mla (which sets fp8_e4m3 first, serving_hook.py:324-330)."""
+    override = dsa_override(ctx)
+    if override is None or _given(ctx, "device") and str(ctx.args.get("device")) != "cuda" or "tokenspeed_mla" in (
+            str(ctx.args.get("attention_backend")), str(ctx.args.get("decode_attention_backend"))):
+        return None
+    kv = _choice(ctx, "kv_cache_dtype", "auto")
+    if kv == "auto":
+        cc = ctx.compute_capability
+        if cc is None:
+            return None
+        return "fp8_e4m3" if cc[0] >= 10 and not override.get("learnable_sink") else "bfloat16"
+    return {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp8_e4m3": "fp8_e4m3"}.get(kv)
+
+
+def dsa_backends(ctx: Context) -> tuple[str, str] | None:
+    """(dsa_prefill_backend, dsa_decode_backend) as SGLang resolves them for a DSA-by-override model on a CUDA GPU
+    (_dsa_split_backend_resolution, overrides.py:601-741; 0.5.22 :577-717, 0.5.21 :567-698, 0.5.20 :664-794), the KV
+    dtype dsa_kv_cache_dtype's: a written backend stays; DSA decode context parallelism (dcp_size > 1, 0.5.22 on) fills
+    trtllm first (_dsa_dcp_overrides, model_overrides/deepseek_v2.py:27-31); learnable_sink flashmla_sparse for both;
+    GLM-5's SM120 FP8 flashinfer_sparse_mla for both (dsa_glm_sm12_fp8); HiSparse flashmla_kv with an fp8_e4m3 KV
+    cache, flashmla_sparse with bfloat16 (_hisparse_default_backend, hisparse_hook.py:26-29); otherwise fp8_e4m3
+    trtllm on SM100 and newer and flashmla_kv below, bfloat16 flashmla_sparse for prefill and trtllm (SM100+) or fa3
+    for decode (overrides.py:711-726). None where the KV dtype
+    or, for a default, the GPU generation is not certain."""
+    kv = dsa_kv_cache_dtype(ctx)
+    if kv is None:
+        return None
+    override = dsa_override(ctx) or {}
+    written = [str(ctx.args.get(d)) if _given(ctx, d) else None for d in ("dsa_prefill_backend", "dsa_decode_backend")]
+    if _int(ctx, "dcp_size", 1) > 1 and added_in(ctx, "0.5.22"):
+        written = [w or "trtllm" for w in written]
+    cc = ctx.compute_capability
+    if None in written and cc is None:
+        return None
+    blackwell = cc is not None and cc[0] >= 10
+    if override.get("learnable_sink"):
+        default = ("flashmla_sparse", "flashmla_sparse")
+    elif dsa_glm_sm12_fp8(ctx):
+        default = ("flashinfer_sparse_mla",) * 2
+    elif ctx.is_set("enable_hisparse"):
+        default = ("flashmla_kv",) * 2 if kv == "fp8_e4m3" else ("flashmla_sparse",) * 2
+    elif kv == "fp8_e4m3":
+        default = ("trtllm",) * 2 if blackwell else ("flashmla_kv",) * 2
+    else:
+        default = ("flashmla_sparse", "trtllm" if blackwell else "fa3")
+    return written[0] or default[0], written[1] or default[1]
+
+
+def dsa_attention_backend(ctx: Context) -> str | None:
+    """The attention backend the DeepSeek-family override declares for a DSA-by-override model (dsa_override) when
+    none of attention_backend, prefill_attention_backend and decode_attention_backend is set: dsa, on every platform
+    (_deepseek_family_overrides, model_overrides/deepseek_v2.py:99-104, is_attention_backend_not_set
+    model_override_base.py:176-182; 0.5.22 :99-104, 0.5.21 :78-81, 0.5.20 :85-88), where the MLA DeepSeek-V3 gets
+    trtllm_mla on SM100 and get_default_attn_backend's MLA pick elsewhere (the targeted set's targeted-arch-02, -10,
+    -18: triton, trtllm_mla, fa3 against SGLang's dsa). None otherwise (a backend written: get_default_attn_backend's
+    MLA pick fills the base, default_attention_backend)."""
+    if dsa_override(ctx) is None or any(_given(ctx, d) for d in _ALL_DESTS):
+        return None
+    return "dsa"
+
+
+DSA_PAGE = 64
+
+
+def dsa_page_size(ctx: Context) -> int | None:
+    """The page size the DeepSeek-family override declares for a DSA-by-override model on a CUDA GPU, whatever the
+    host wrote: 64 x index_kpool (get_dsa_index_kpool, configs/model_config.py:530-531: 1 unless the merged config
+    names it; model_overrides/deepseek_v2.py:162-172, 0.5.22 :163-173), 64 in 0.5.20 / 0.5.21 (:144, :137). The
+    page-size handling of handle_attention_backend_compatibility reads it afterwards (resolved_page_size: trtllm_mla
+    makes 128 64). None where it is not certain: no DSA by override, another device (ROCm's legacy path sets 1, XPU
+    128: deepseek_v2.py:151-176), an index_kpool that is not a positive number. The targeted set's targeted-arch-02,
+    -08, -12 (page 1 against SGLang's 64); chunked_prefill_size 1000 is refused then (validation_hook.py:244)."""
+    override = dsa_override(ctx)
+    if override is None or _given(ctx, "device") and str(ctx.args.get("device")) != "cuda":
+        return None
+    if not added_in(ctx, "0.5.22"):
+        return DSA_PAGE
+    kpool = override.get("index_kpool", 1)
+    if not isinstance(kpool, int) or isinstance(kpool, bool) or kpool < 1:
+        return None
+    return DSA_PAGE * kpool
+
+
+def dsa_prefill_cp_a2a_certain(ctx: Context) -> bool:
+    """DSA prefill context parallelism on a DSA-by-override model on a CUDA GPU: the DeepSeek-family override's DSA
+    branch sets moe_a2a_backend deepep for cp_strategy zigzag only and leaves it alone otherwise
+    (model_overrides/deepseek_v2.py:105-122; 0.5.22 :105-117, 0.5.21 :83-91, 0.5.20 :90-98), not the MLA branch's
+    deepep whatever the strategy (mla_prefill_cp_deepep): what the checks read is certain (dsa_prefill_cp_deepep, else
+    the host's). The targeted set's targeted-arch-02, -18 (interleave: ours deepep, SGLang's none)."""
+    return ctx.is_set("enable_prefill_cp") and dsa_override(ctx) is not None and \
+        (not _given(ctx, "device") or str(ctx.args.get("device")) == "cuda")
+
+
+def dsa_prefill_cp_deepep(ctx: Context) -> bool:
+    """dsa_prefill_cp_a2a_certain with cp_strategy zigzag: deepep (deepseek_v2.py:115-117)."""
+    return dsa_prefill_cp_a2a_certain(ctx) and _choice(ctx, "cp_strategy", "") == "zigzag"
 
 
 def _a2a_may_change(ctx: Context) -> bool:
@@ -504,6 +642,8 @@ def default_attention_backend(ctx: Context) -> str | None:
     and chunked_prefill_size 100 with no page forced, both accepted).
     """
     cc = ctx.compute_capability
+    if dsa_attention_backend(ctx):
+        return "dsa"  # a DSA-by-override model's override picks it before (dsa_attention_backend)
     if cc is None or ctx.model.family in ("unknown", "gpt-oss", "deepseek-v3.2"):
         return None
     if ctx.model.mla:
@@ -622,6 +762,12 @@ def resolved_page_size(ctx: Context) -> int | None:
         return None
     if ctx.model.family == "deepseek-v3.2":
         return None  # DSA sets 64 x the index pool's width whatever the backend (model_overrides/deepseek_v2.py:161-173)
+    if dsa_override(ctx) is not None:
+        # A DSA-by-override model: the override's page whatever the host wrote (dsa_page_size), which the forcing
+        # backends below still change (trtllm_mla turns 128 into 64: overrides.py:1144-1199 reads the declared page).
+        page = dsa_page_size(ctx)
+        if page is None:
+            return None
     resolved = {d: ctx.args.get(d) for d in (*_ALL_DESTS, "speculative_draft_attention_backend")}
     if nvfp4_kv_decodes_with_trtllm_mha(ctx):
         # trtllm_mha forces its page size whatever the prefill side (flashinfer or trtllm_mha) is.
@@ -849,17 +995,22 @@ def mla_prefill_cp_deepep(ctx: Context) -> bool:
     """DeepSeek's model override sets moe_a2a_backend deepep for MLA prefill context parallelism, whatever was written
     (model_overrides/deepseek_v2.py:191-202; 0.5.22 :192-202, 0.5.21 :156-164, 0.5.20 :163-171), before handle_a2a_moe
     and check_server_args read it: certain for DeepSeek-V3 (MLA, not DSA) with enable_prefill_cp. The resolver
-    differential's fuzz-5-03265 (SGLang's deepep); LoRA's MoE runners need none (lora_hook.py:221), a MISSED."""
-    return ctx.is_set("enable_prefill_cp") and ctx.model.known and ctx.model.mla and ctx.model.family == "deepseek-v3"
+    differential's fuzz-5-03265 (SGLang's deepep); LoRA's MoE runners need none (lora_hook.py:221), a MISSED. Not a
+    DSA-by-override DeepSeek-V3 (dsa_override: the DSA branch, dsa_prefill_cp_deepep)."""
+    return ctx.is_set("enable_prefill_cp") and ctx.model.known and ctx.model.mla and \
+        ctx.model.family == "deepseek-v3" and dsa_override(ctx) is None
 
 
 def override_a2a_backend(ctx: Context) -> str:
     """moe_a2a_backend as the model overrides (handle_model_specific_adjustments, pipeline.py:225) and
     handle_moe_kernel_config (:294) read it: deepep under DeepSeek's MLA prefill context parallelism (mla_prefill_cp_deepep,
-    deepseek_v2.py:201, declared before the DeepSeek pass), none under DWDP (handle_dwdp, parallel_hook.py:495-499,
+    deepseek_v2.py:201, declared before the DeepSeek pass) and a DSA-by-override model's zigzag prefill CP
+    (dsa_prefill_cp_deepep, :117), none under DWDP (handle_dwdp, parallel_hook.py:495-499,
     pipeline.py:189; dwdp_on: the DWDP probes' false alarms, flashinfer / pplx / mori / deepep_v2 / flashinfer_megamoe
     with dwdp_size = tp_size), else moe_backends'. handle_a2a_moe changes it further (handled_a2a_backend)."""
-    return "deepep" if mla_prefill_cp_deepep(ctx) else "none" if dwdp_on(ctx) else moe_backends(ctx)[0]
+    if mla_prefill_cp_deepep(ctx) or dsa_prefill_cp_deepep(ctx):
+        return "deepep"
+    return "none" if dwdp_on(ctx) else moe_backends(ctx)[0]
 
 
 def handled_a2a_backend(ctx: Context) -> str:
@@ -1040,7 +1191,10 @@ def model_override_attention_backend(ctx: Context) -> str | None:
     handle_deterministic_inference reads it (handle_model_specific_adjustments, pipeline.py:225 before :240; the same
     order in 0.5.20-0.5.22): trtllm_mla for the table's DeepseekV3ForCausalLM checkpoints on SM100 with no attention,
     prefill or decode backend written (model_overrides/deepseek_v2.py:178-185; 0.5.20 :151-157, 0.5.21 :144-150,
-    0.5.22 :180-186), and Qwen3.5 / Qwen3-Next's SM100 pick (qwen35_sm100_backend). None where none applies."""
+    0.5.22 :180-186), and Qwen3.5 / Qwen3-Next's SM100 pick (qwen35_sm100_backend); a DSA-by-override model's dsa on any
+    GPU (dsa_attention_backend, deepseek_v2.py:102-103). None where none applies."""
+    if dsa_override(ctx) is not None:
+        return dsa_attention_backend(ctx)
     cc = ctx.compute_capability
     if cc is None or cc[0] != 10:
         return None

@@ -20,7 +20,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _num,
     env_true,
 )
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, release_line, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import resolved_attention_backends
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -305,6 +305,16 @@ def _grpc(ctx: Context, report: Report) -> None:
                       f"remove {ctx.var('grpc_port')}, or serve without sglang_api_key / sglang_admin_api_key", 429)
 
 
+# SamplingParams' fields (sglang/srt/sampling/sampling_params.py:140-200, the keyword arguments its constructor takes;
+# 0.5.20 and 0.5.21 the same without watermark): what preferred_sampling_params may name under skip_tokenizer_init.
+SAMPLING_PARAMS_FIELDS = frozenset((
+    "beam_width", "custom_params", "ebnf", "ebnf_full_assistant", "frequency_penalty", "ignore_eos", "is_normalized",
+    "json_schema", "logit_bias", "max_new_tokens", "min_new_tokens", "min_p", "n", "no_stop_trim", "presence_penalty",
+    "regex", "repetition_penalty", "sampling_seed", "skip_special_tokens", "spaces_between_special_tokens", "stop",
+    "stop_regex", "stop_regex_max_len", "stop_regex_strs", "stop_str_max_len", "stop_strs", "stop_token_ids",
+    "stream_interval", "structural_tag", "temperature", "top_k", "top_p", "watermark"))
+
+
 @rule("server.json_args", file=_SH, sources=(
     "sglang/srt/arg_groups/serving_hook.py:501",
     "sglang/srt/arg_groups/serving_hook.py:603",
@@ -312,6 +322,8 @@ def _grpc(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/serving_hook.py:618",
     "sglang/srt/arg_groups/serving_hook.py:612",
     "sglang/srt/arg_groups/serving_hook.py:401",
+    "sglang/srt/arg_groups/serving_hook.py:627",
+    "sglang/srt/arg_groups/serving_hook.py:629",
 ))
 def _json_args(ctx: Context, report: Report) -> None:
     """JSON arguments whose decoded shape SGLang checks (serving_hook.py)."""
@@ -355,6 +367,29 @@ def _json_args(ctx: Context, report: Report) -> None:
     if added_in(ctx, "0.5.22") and isinstance(preferred, (dict, list, str)) and "watermark" in preferred:
         report.refuse("preferred_sampling_params", "preferred_sampling_params may not set watermark.",
                       f"remove watermark from {ctx.var('preferred_sampling_params')} (enable_watermark is the server's switch)", 619)
+    elif isinstance(preferred, dict) and ctx.is_set("skip_tokenizer_init"):
+        # skip_tokenizer_init: SamplingParams(**preferred) refuses a key it does not have (a TypeError,
+        # serving_hook.py:627; 0.5.22 :606, 0.5.20/0.5.21 :570), then .normalize(None) what needs the tokenizer
+        # (serving_hook.py:629, sampling_params.py:432-464 raise_if_tokenizer_required; 0.5.22 :608, 0.5.20/0.5.21
+        # :572; targeted-serving-45): stop strings, stop_regex patterns (a string counts as one) and min_new_tokens > 0.
+        unknown = [k for k in preferred
+                   if k not in SAMPLING_PARAMS_FIELDS or (k == "watermark" and not added_in(ctx, "0.5.22"))]
+        if unknown:
+            report.refuse("preferred_sampling_params", f"preferred_sampling_params sets {unknown[0]!r}, which is not a "
+                          "sampling parameter (with skip_tokenizer_init SGLang builds SamplingParams from the defaults).",
+                          f"remove {unknown[0]} from {ctx.var('preferred_sampling_params')}",
+                          release_line(ctx, {"0.5.23": "627", "0.5.22": "606", "0.5.20": "570"}))
+        stop, stop_regex, min_new = preferred.get("stop"), preferred.get("stop_regex"), preferred.get("min_new_tokens")
+        needs = [f"{name}={value!r}" for name, value in (("stop", stop), ("stop_regex", stop_regex))
+                 if isinstance(value, str) or (isinstance(value, list) and value)]
+        if isinstance(min_new, int) and not isinstance(min_new, bool) and min_new > 0:
+            needs.append(f"min_new_tokens={min_new}")
+        if needs and not unknown:  # the constructor's TypeError comes first
+            report.refuse("preferred_sampling_params", f"preferred_sampling_params sets {', '.join(needs)}, which needs "
+                          "the tokenizer, and skip_tokenizer_init leaves none (SGLang's check of the defaults).",
+                          f"remove {' and '.join(n.split('=')[0] for n in needs)} from "
+                          f"{ctx.var('preferred_sampling_params')}, or serve without skip_tokenizer_init",
+                          release_line(ctx, {"0.5.23": "629", "0.5.22": "608", "0.5.20": "572"}))
     sidecar_args = _json_arg(ctx, "sidecar_args")
     if _given(ctx, "sidecar_args") and _given(ctx, "sidecar") and sidecar_args is not None and not (
             isinstance(sidecar_args, list) and all(isinstance(a, str) for a in sidecar_args)):
