@@ -265,9 +265,9 @@ def _dsa_by_override(ctx: Context, report: Report) -> None:
     if override is None or _given(ctx, "device") and str(ctx.args.get("device")) != "cuda":
         return
     freq, pattern, indexers = (override.get(k) for k in ("index_topk_freq", "index_topk_pattern", "indexer_types"))
-    if ctx.is_set("enable_two_batch_overlap") and ((isinstance(freq, int) and freq > 1)
-                                                    or (isinstance(pattern, str) and "S" in pattern)
-                                                    or (isinstance(indexers, list) and "shared" in indexers)):
+    shared = ((isinstance(freq, int) and freq > 1) or (isinstance(pattern, str) and "S" in pattern)
+              or (isinstance(indexers, list) and "shared" in indexers))
+    if ctx.is_set("enable_two_batch_overlap") and shared:
         report.refuse("enable_two_batch_overlap", "enable_two_batch_overlap does not run with DSA index-topk sharing "
                       "(index_topk_freq, index_topk_pattern or indexer_types in json_model_override_args).",
                       f"remove {ctx.var('enable_two_batch_overlap')}",
