@@ -313,7 +313,7 @@ def _dsa_kv_shard(ctx: Context, report: Report, prefill: str, fix: str) -> None:
     interleave = _choice(ctx, "cp_strategy", "") == "interleave"
     resolved_cp = cp if interleave and cp > 1 else tp // width if width >= 1 else None
     if not ctx.is_set("enable_prefill_cp") or not interleave or _int(ctx, "pp_size", 1) != 1 or \
-            _given(ctx, "device") and str(ctx.args.get("device")) != "cuda" or \
+            _choice(ctx, "device", "cuda") != "cuda" or \
             resolved_cp is not None and resolved_cp <= 1:
         report.refuse("enable_prefill_cp", "DSA KV sharding needs CUDA interleave prefill CP (enable_prefill_cp, "
                       "cp_strategy interleave, attn_cp_size > 1) and pp_size 1.",

@@ -262,7 +262,7 @@ def _dsa_by_override(ctx: Context, report: Report) -> None:
     in 0.5.22); the KV cache dtype _dsa_kv_cache_dtype_default allows (bfloat16 / fp8_e4m3, bfloat16 alone with
     learnable_sink: overrides.py:524-541); prefill CP on a PD decode worker (model_hook.py:360-363)."""
     override = dsa_override(ctx)
-    if override is None or _given(ctx, "device") and str(ctx.args.get("device")) != "cuda":
+    if override is None or _choice(ctx, "device", "cuda") != "cuda":
         return
     freq, pattern, indexers = (override.get(k) for k in ("index_topk_freq", "index_topk_pattern", "indexer_types"))
     shared = ((isinstance(freq, int) and freq > 1) or (isinstance(pattern, str) and "S" in pattern)
@@ -273,20 +273,20 @@ def _dsa_by_override(ctx: Context, report: Report) -> None:
                       f"remove {ctx.var('enable_two_batch_overlap')}",
                       f"{_MH}:" + release_line(ctx, {"0.5.23": "67", "0.5.22": "67", "0.5.21": "63", "0.5.20": "61"}))
         return
-    if _int(ctx, "dcp_size", 1) > 1 and added_in(ctx, "0.5.22"):
+    dcp = _int(ctx, "dcp_size", 1) > 1 and added_in(ctx, "0.5.22")
+    if dcp:
         topk = ctx.args.get("speculative_eagle_topk")
         for bad, why, fix, line in (
                 (ctx.is_set("enable_hisparse") or ctx.is_set("enable_hierarchical_cache"), "HiSparse or HiCache",
                  "enable_hierarchical_cache", 22),
-                (_given(ctx, "disaggregation_mode") and str(ctx.args.get("disaggregation_mode")) != "null",
-                 "PD disaggregation", "disaggregation_mode", 24),
+                (_choice(ctx, "disaggregation_mode", "null") != "null", "PD disaggregation", "disaggregation_mode", 24),
                 (topk is not None and topk != 1, "an EAGLE top-k other than 1", "speculative_eagle_topk", 26)):
             if bad:
                 report.refuse("dcp_size", f"DSA decode context parallelism (dcp_size > 1) does not run with {why}.",
                               f"set {ctx.var('dcp_size')}: 1, or remove {ctx.var(fix)}", f"{_DV2}:{line}")
                 return
     kpool = override.get("index_kpool")
-    if _int(ctx, "dcp_size", 1) > 1 and added_in(ctx, "0.5.22") and isinstance(kpool, int) and kpool > 1:
+    if dcp and isinstance(kpool, int) and kpool > 1:
         report.refuse("dcp_size", f"dcp_size > 1 does not run with DSA pooled index keys (index_kpool={kpool}).",
                       f"set {ctx.var('dcp_size')}: 1", f"{_DV2}:" + release_line(ctx, {"0.5.23": "164", "0.5.22": "165"}))
         return

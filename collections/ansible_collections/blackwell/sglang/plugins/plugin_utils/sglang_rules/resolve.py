@@ -311,7 +311,7 @@ def dsa_kv_cache_dtype(ctx: Context) -> str | None:
     where it is not certain: no DSA by override, another device, the GPU generation unknown with auto, a dtype DSA
     refuses (_dsa_by_override's), tokenspeed_mla (which sets fp8_e4m3 first, serving_hook.py:324-330)."""
     override = dsa_override(ctx)
-    if override is None or _given(ctx, "device") and str(ctx.args.get("device")) != "cuda" or "tokenspeed_mla" in (
+    if override is None or _choice(ctx, "device", "cuda") != "cuda" or "tokenspeed_mla" in (
             str(ctx.args.get("attention_backend")), str(ctx.args.get("decode_attention_backend"))):
         return None
     kv = _choice(ctx, "kv_cache_dtype", "auto")
@@ -382,7 +382,7 @@ def dsa_page_size(ctx: Context) -> int | None:
     128: deepseek_v2.py:151-176), an index_kpool that is not a positive number. The targeted set's targeted-arch-02,
     -08, -12 (page 1 against SGLang's 64); chunked_prefill_size 1000 is refused then (validation_hook.py:244)."""
     override = dsa_override(ctx)
-    if override is None or _given(ctx, "device") and str(ctx.args.get("device")) != "cuda":
+    if override is None or _choice(ctx, "device", "cuda") != "cuda":
         return None
     if not added_in(ctx, "0.5.22"):
         return DSA_PAGE
@@ -398,8 +398,7 @@ def dsa_prefill_cp_a2a_certain(ctx: Context) -> bool:
     (model_overrides/deepseek_v2.py:105-122; 0.5.22 :105-117, 0.5.21 :83-91, 0.5.20 :90-98), not the MLA branch's
     deepep whatever the strategy (mla_prefill_cp_deepep): what the checks read is certain (dsa_prefill_cp_deepep, else
     the host's). The targeted set's targeted-arch-02, -18 (interleave: ours deepep, SGLang's none)."""
-    return ctx.is_set("enable_prefill_cp") and dsa_override(ctx) is not None and \
-        (not _given(ctx, "device") or str(ctx.args.get("device")) == "cuda")
+    return ctx.is_set("enable_prefill_cp") and dsa_override(ctx) is not None and _choice(ctx, "device", "cuda") == "cuda"
 
 
 def dsa_prefill_cp_deepep(ctx: Context) -> bool:
