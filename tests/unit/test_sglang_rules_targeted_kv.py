@@ -84,3 +84,22 @@ def test_unified_memory_pd_speculative_over_mooncake(version: str) -> None:
     found = unified_refusals({"disaggregation_mode": "prefill", "tp_size": 8, "speculative_algorithm": "EAGLE"},
                              version, model=QWEN35, cc="10.0", gpus=8)
     assert found and "speculative decoding" in found[0].message
+
+
+OFFLOAD = {"disaggregation_mode": "decode", "disaggregation_decode_enable_offload_kvcache": True,
+           "hicache_storage_backend": "file"}
+
+
+@pytest.mark.parametrize(("args", "model", "refused"), [
+    # is_hybrid_swa_model's HF-config opt-in (model_config.py:2693-2696): unreached-unified-pd-offload-hybrid-swa-refused
+    ({**OFFLOAD, "json_model_override_args": '{"is_hybrid_swa": true}'}, LLAMA, True),
+    ({**OFFLOAD, "json_model_override_args": '{"is_hybrid_swa": false}'}, LLAMA, False),
+    ({**OFFLOAD, "json_model_override_args": '{"is_hybrid_swa": true}', "disable_hybrid_swa_memory": True}, LLAMA, False),
+    # a vision-language checkpoint's language settings live under text_config
+    ({**OFFLOAD, "json_model_override_args": '{"text_config": {"is_hybrid_swa": true}}'}, LLAMA, False),
+    ({"disaggregation_mode": "decode", "hicache_storage_backend": "file",
+      "json_model_override_args": '{"is_hybrid_swa": true}'}, LLAMA, False),  # no offload: its accepted twin
+])
+def test_unified_memory_pd_offload_hybrid_swa_opt_in(args: dict[str, Any], model: str, refused: bool) -> None:
+    problems = [p for p in unified_refusals(args, "0.5.23", model=model) if "hybrid-SWA" in p.message]
+    assert bool(problems) is refused, problems

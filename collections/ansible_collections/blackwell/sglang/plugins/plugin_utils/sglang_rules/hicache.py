@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import _HCH, _choice, _given, _int, _json_arg, _num
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import cache_radix_off
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, release_line, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import cache_radix_off, decode_host_receive_on
 
 if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
@@ -50,6 +50,8 @@ def _linker_config_problem(config: object, given: bool) -> tuple[str, int] | Non
     "sglang/srt/arg_groups/hicache_hook.py:28",
     "sglang/srt/arg_groups/hicache_hook.py:43",
     "sglang/srt/arg_groups/hicache_hook.py:273",
+    "sglang/srt/arg_groups/hicache_hook.py:290",
+    "sglang/srt/arg_groups/hicache_hook.py:91",
     "sglang/srt/arg_groups/hicache_hook.py:158",
     "sglang/srt/mem_cache/unified_cache/linker_config.py:23",
     "sglang/srt/mem_cache/unified_cache/linker_config.py:26",
@@ -98,7 +100,14 @@ def _hicache(ctx: Context, report: Report) -> None:
                 report.refuse(dest, f"enable_unified_cache_external_linker {why}.", f"remove {ctx.var(dest)}", line)
                 return
         return
-    if not ctx.is_set("enable_hierarchical_cache"):
+    hicache = ctx.is_set("enable_hierarchical_cache")
+    decode = _choice(ctx, "disaggregation_mode", "null") == "decode"
+    # handle_hicache's gate (hicache_hook.py:63-71; 0.5.21 / 0.5.22 :45-53, 0.5.20 :40-48): HiCache, the decode KV
+    # offload, or a PD decode server whose retraction backup is unset or host_pool (the decode host receive makes it
+    # host_pool, pd_disaggregation_hook.py:68-80, and refuses cpu_tensor there). targeted-lora-29 (a decode server's
+    # buffer_only) and targeted-lora-32 (the decode host receive's layout), without enable_hierarchical_cache, were MISSED.
+    if not (hicache or ctx.is_set("disaggregation_decode_enable_offload_kvcache") or (
+            decode and _choice(ctx, "disaggregation_decode_retraction_backup", "") in ("", "host_pool"))):
         return
     storage = _given(ctx, "hicache_storage_backend")
     buffer_only = _choice(ctx, "hicache_host_memory_mode", "cache") == "buffer_only"
@@ -106,6 +115,33 @@ def _hicache(ctx: Context, report: Report) -> None:
         report.refuse("hicache_host_memory_mode", "hicache_host_memory_mode buffer_only needs hicache_storage_backend (host "
                       "memory is only a staging buffer).", f"set {ctx.var('hicache_storage_backend')}, or "
                       "hicache_host_memory_mode: cache", 273)
+        return
+    if buffer_only and not added_in(ctx, "0.5.22") and \
+            _choice(ctx, "hicache_write_policy", "write_through") == "write_back":
+        # 0.5.22 resolves write_back to write_through instead (hicache_hook.py:278-288).
+        report.refuse("hicache_write_policy", "hicache_host_memory_mode buffer_only does not support hicache_write_policy "
+                      "write_back.", f"set {ctx.var('hicache_write_policy')}: write_through",
+                      release_line(ctx, {"0.5.21": "238", "0.5.20": "212"}))
+        return
+    if buffer_only and decode:
+        report.refuse("hicache_host_memory_mode", "hicache_host_memory_mode buffer_only does not run on a PD decode server "
+                      "(its prefetch and offload paths bypass the buffer-mode pipeline).",
+                      f"set {ctx.var('hicache_host_memory_mode')}: cache",
+                      release_line(ctx, {"0.5.23": "290", "0.5.22": "249", "0.5.21": "244", "0.5.20": "218"}))
+        return
+    store, io = _choice(ctx, "hicache_storage_backend", ""), _choice(ctx, "hicache_io_backend", "kernel")
+    if decode_host_receive_on(ctx) and store in ("mooncake", "npu_memcache") and io in ("direct", "kernel") and not (
+            added_in(ctx, "0.5.23") and store == "mooncake" and _int(ctx, "dcp_size", 1) > 1):
+        # The decode host receive forces layer_first (hicache_hook.py:75-79), which resolve_storage_layout_compatibility
+        # then rewrites for Mooncake / Ascend MemCache to page_first (kernel I/O) or page_first_direct (direct I/O)
+        # (:197-225; Mooncake with dcp_size > 1 keeps it from 0.5.23, :199-202), and the two no longer match (:87-94).
+        report.refuse("hicache_storage_backend", f"hicache_storage_backend {store} rewrites the layer_first host layout "
+                      "the decode host receive (disaggregation_decode_host_receive_threshold < 1) shares with KV transfer.",
+                      f"use another {ctx.var('hicache_storage_backend')}, or remove "
+                      f"{ctx.var('disaggregation_decode_host_receive_threshold')}",
+                      release_line(ctx, {"0.5.23": "91", "0.5.21": "72"}))
+        return
+    if not hicache:
         return
     if _int(ctx, "dcp_size", 1) > 1:
         algo = str(ctx.args.get("speculative_algorithm") or "").upper() if _given(ctx, "speculative_algorithm") else ""

@@ -11,7 +11,6 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models imp
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
     _KVH,
     MAMBA_EXTRA_BUFFER,
-    _attention_backends,
     _cc,
     _choice,
     _given,
@@ -23,7 +22,6 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, release_line, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
-    HYBRID_SWA_ARCHITECTURES,
     NVFP4_PREFILL_BACKEND,
     QWEN35_OVERRIDE_PAGE,
     adaptive_stays_on,
@@ -35,6 +33,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     deterministic_on,
     dsa_page_size,
     filled_attention_backend,
+    hybrid_swa,
     kv_shard_rounds_chunk,
     linear_decode_backend_settled,
     mis_chunked_prefill_off,
@@ -58,20 +57,51 @@ if TYPE_CHECKING:  # pragma: no cover
 def _mamba_no_buffer(ctx: Context, report: Report) -> None:
     """validate_mamba_no_buffer (mamba_hook.py:156-163), which handle_mamba_radix_cache runs only where the model uses the
     mamba radix cache and the radix cache is on (model_hook.py:1057-1076, overrides.py:472-473: with it off nothing is
-    checked; radix_cache_off): the seed-0 fuzzer's false alarm, no_buffer with disable_radix_cache (issue 36)."""
-    if str(ctx.args.get("mamba_radix_cache_strategy") or "") != "no_buffer" or radix_cache_off(ctx):
+    checked; radix_cache_off): the seed-0 fuzzer's false alarm, no_buffer with disable_radix_cache (issue 36).
+
+    The trtllm_mha assert (mamba_hook.py:161; 0.5.22 :161, 0.5.21 :151, 0.5.20 :148) holds wherever the strategy
+    resolves to no_buffer (_mamba_resolves_no_buffer), written or ``auto``, and reads attention_backend as written:
+    the split prefill / decode backends fill it in later (_attention_backend_default, attention_hook.py:121, after
+    pipeline.py:225). targeted-hybrid-21: auto no_buffer (overlap scheduler off) with trtllm_mha was missed; a
+    written no_buffer on a model without mamba state, or with trtllm_mha as prefill backend only, was a false alarm."""
+    if radix_cache_off(ctx):
         return
-    if any(b == "trtllm_mha" for d, b in _attention_backends(ctx) if d != "speculative_draft_attention_backend"):
+    written = str(ctx.args.get("mamba_radix_cache_strategy") or "") == "no_buffer"
+    # Models of the table without mamba state never reach validate_mamba_no_buffer (model_hook.py:1059-1067); an
+    # unknown model is taken at its word when the strategy is written.
+    mamba = ctx.model.hybrid_linear_attention or (written and not ctx.model.known)
+    if mamba and _choice(ctx, "attention_backend", "") == "trtllm_mha" and _mamba_resolves_no_buffer(ctx):
         ctx.error("mamba.trtllm_mha", "mamba_radix_cache_strategy",
-                  "trtllm_mha does not support mamba_radix_cache_strategy no_buffer.",
-                  "use mamba_radix_cache_strategy extra_buffer, or the triton backend",
-                  "sglang/srt/arg_groups/mamba_hook.py:161")
+                  "trtllm_mha does not support the mamba radix cache strategy no_buffer"
+                  + ("" if written else f" (what {ctx.model.architecture} resolves auto to here: the overlap scheduler "
+                     "off and page_size 1, or a linear_attn_backend other than triton)") + "; SGLang asserts it.",
+                  "use mamba_radix_cache_strategy extra_buffer (with linear_attn_backend triton), or another attention "
+                  "backend", "sglang/srt/arg_groups/mamba_hook.py:"
+                  + release_line(ctx, {"0.5.22": "161", "0.5.21": "151", "0.5.20": "148"}))
+    if not written:
+        return
     if ctx.is_set("disable_overlap_schedule") or (ctx.model.known and not ctx.model.hybrid_linear_attention):
         return
     ctx.error("mamba.no_buffer", "mamba_radix_cache_strategy",
               "mamba_radix_cache_strategy no_buffer needs the overlap scheduler off; SGLang asserts otherwise.",
               "use extra_buffer (recommended), or also set disable_overlap_schedule: true",
               "sglang/srt/arg_groups/mamba_hook.py:158")
+
+
+def _mamba_resolves_no_buffer(ctx: Context) -> bool:
+    """Whether the mamba radix cache strategy is no_buffer when handle_mamba_radix_cache validates it: written, or
+    ``auto`` resolved by _mamba_radix_cache_resolution (overrides.py:477-486): no_buffer unless the overlap scheduler
+    is on or pages are larger than 1 (the Qwen3.5 SM100 override's page in place of the host's, qwen35_sm100_backend)
+    and linear_attn_backend is triton (supports_mamba_cache_extra_buffer, overrides.py:438-450)."""
+    strategy = str(ctx.get("mamba_radix_cache_strategy", "auto"))
+    if strategy != "auto":
+        return strategy == "no_buffer"
+    page, override = _num(ctx, "page_size"), qwen35_sm100_backend(ctx)
+    if override is not None:
+        page = QWEN35_OVERRIDE_PAGE[override]
+    paging = page is not None and page > 1
+    return not ((not ctx.is_set("disable_overlap_schedule") or paging)
+                and str(ctx.get("linear_attn_backend", "triton")) == "triton")
 
 
 @rule("server.kv_cache", shared=True, file=_KVH, sources=(
@@ -221,6 +251,7 @@ def _kv_cache(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/mamba_hook.py:134-135",
     "sglang/srt/arg_groups/model_hook.py:1063",
     "sglang/srt/arg_groups/mamba_hook.py:157",
+    "sglang/srt/arg_groups/overrides.py:1919",
 ))
 def _mamba_extra_buffer(ctx: Context, report: Report) -> None:
     """handle_mamba_radix_cache / validate_mamba_extra_buffer / validate_mamba_no_buffer (page size) for the
@@ -301,6 +332,24 @@ def _mamba_extra_buffer(ctx: Context, report: Report) -> None:
                   f"use a page_size that divides {interval} (e.g. 1, 16, 64)" if override is None else
                   f"set sglang_args.mamba_track_interval to a multiple of {page}",
                   "sglang/srt/arg_groups/mamba_hook.py:134-135")
+    # Then mamba_cache_chunk_size (mamba_hook.py:139) asserts the page and the chunk size divide one another
+    # (overrides.py:1919; 0.5.22 :1866, 0.5.21 :1818, 0.5.20 :1918): the chunk is config.json's mamba_chunk_size,
+    # which the table's GDN hybrids (Qwen3.5, Qwen3-Next) leave unset, so FLA's CHUNK_SIZE 64, unless
+    # json_model_override_args sets one (preflight-overrides-mamba-chunk-page: 96 against page 64). targeted-hybrid-27:
+    # page_size 48 or 96 with a track interval it divides was missed. A chunk that is not a positive integer: not judged.
+    elif page is not None and page > 0:
+        config = _json_arg(ctx, "json_model_override_args")
+        chunk = config.get("mamba_chunk_size", 64) if isinstance(config, dict) else 64
+        if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk <= 0 or not max(page, chunk) % min(page, chunk):
+            return
+        where = f"{arch} sets no mamba_chunk_size, so FLA's chunk" if chunk == 64 and not (
+            isinstance(config, dict) and "mamba_chunk_size" in config) else "json_model_override_args' mamba_chunk_size"
+        ctx.error("mamba.extra_buffer", "page_size",
+                  f"page_size={page} and the mamba cache chunk size {chunk} ({where}) do not divide one another; "
+                  "SGLang's mamba extra_buffer cache asserts one is a multiple of the other.",
+                  f"use a page_size that divides {chunk} or is a multiple of it",
+                  "sglang/srt/arg_groups/overrides.py:"
+                  + release_line(ctx, {"0.5.23": "1919", "0.5.22": "1866", "0.5.21": "1818", "0.5.20": "1918"}))
 
 
 @rule("memory.chunked_page", sources=(
@@ -443,12 +492,12 @@ def _unified_memory(ctx: Context, report: Report) -> None:
     # handle_unified_memory_pool's PD branch (kv_cache_hook.py:533-586; 0.5.22 :530-585, 0.5.21 :482-543, 0.5.20
     # :202-224), the constraints of the whole-envelope KV transfer, which runs first: the targeted set's MISSED
     # targeted-kv-44 (SGLANG_DISABLE_LAZY_COMPACTION on a PD prefill server). The model facts only for the model table's
-    # architectures (mambaish_config: hybrid linear attention; is_hybrid_swa: HYBRID_SWA_ARCHITECTURES).
+    # architectures (mambaish_config: hybrid linear attention; is_hybrid_swa: hybrid_swa).
     pd = _choice(ctx, "disaggregation_mode", "null") != "null"
     transfer = _choice(ctx, "disaggregation_transfer_backend", "mooncake")
     known = ctx.model.architecture in ARCHITECTURES
     mambaish = known and bool(ctx.model.hybrid_linear_attention)
-    swa = ctx.model.architecture in HYBRID_SWA_ARCHITECTURES and not ctx.is_set("disable_hybrid_swa_memory")
+    swa = hybrid_swa(ctx)
     offload = pd and added_in(ctx, "0.5.21") and ctx.is_set("disaggregation_decode_enable_offload_kvcache")
     # disaggregation_decode_retraction_backup as handle_pd_disaggregation leaves it (host_pool with the decode host
     # receive on, pd_disaggregation_hook.py:68-80).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ARCHITECTURES
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
     _AH,
     _SH,
@@ -24,7 +25,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _override_architectures,
     env_true,
 )
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, release_line, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     DETERMINISTIC_ATTENTION,
     RADIX_DETERMINISTIC_ATTENTION,
@@ -44,6 +45,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     gpu_memory_mib,
     kv_shard_chunk,
     model_override_attention_backend,
+    moe_backends,
     resolved_attention_backends,
     resolved_mamba_strategy,
     resolved_page_size,
@@ -171,9 +173,43 @@ _NOT_BFLOAT16 = ("half", "float16", "float", "float32")
     "sglang/srt/arg_groups/kv_shard_hook.py:99-104",
     "sglang/srt/arg_groups/model_path_hook.py:271",
     "sglang/srt/arg_groups/model_path_hook.py:282",
+    "sglang/srt/arg_groups/platform_hook.py:30",
+    "sglang/srt/hardware_backend/mlx/runtime.py:35",
+    "sglang/srt/dllm/config.py:72",
+    "sglang/srt/arg_groups/expert_pack_hook.py:192",
 ))
 def _combinations(ctx: Context, report: Report) -> None:
     """Pairs of arguments SGLang refuses together (or one without the other)."""
+    if ctx.args.get("load_format") == "expert_pack":
+        # handle_expert_pack (expert_pack_hook.py:32-192, pipeline.py:139; 0.5.20 / 0.5.21 without --attn-dp-size):
+        # every parallel size 1, and a deepseek_v4 or Kimi-K3 kimi_linear config.json
+        # (model_loader/expert_pack_config.py:25-34), which no architecture of the model table has. The pack and
+        # manifest files on the host stay the preflight's. targeted-memory-44: expert_pack on Llama-3.1-8B.
+        dests = ("tp_size", "dp_size", "attn_dp_size", "ep_size") if added_in(ctx, "0.5.22") else \
+            ("tp_size", "dp_size", "ep_size")
+        bad = [f"{d}={_int(ctx, d, 1)}" for d in dests if _int(ctx, d, 1) != 1]
+        arch = certain_architecture(ctx)
+        if bad or arch in ARCHITECTURES:
+            report.refuse("load_format", "load_format expert_pack needs " + " and ".join(
+                (["every parallel size 1 (" + ", ".join(bad) + ")"] if bad else []) +
+                ([f"a DeepSeek-V4 or Kimi-K3 checkpoint, not {arch}"] if arch in ARCHITECTURES else [])) + ".",
+                f"remove {ctx.var('load_format')}, or serve a DeepSeek-V4 / Kimi-K3 expert pack on one GPU",
+                "sglang/srt/arg_groups/expert_pack_hook.py:192")
+    arch = certain_architecture(ctx) if _given(ctx, "dllm_algorithm") else None
+    if arch is not None and arch not in DLLM_ARCHITECTURES:
+        # handle_dllm_inference's _dllm_page_size pass builds DllmConfig.from_server_args (dllm_hook.py:43, pipeline.py:
+        # 342), which knows the block size of these diffusion architectures only (dllm/config.py:52-72; 0.5.20 :39-51,
+        # without DiffusionGemma): targeted-memory-45, dllm_algorithm LowConfidence on Llama-3.1-8B.
+        report.refuse("dllm_algorithm", f"dllm_algorithm runs diffusion language models only; {arch} is not one SGLang "
+                      f"knows ({', '.join(DLLM_ARCHITECTURES)}).", f"remove {ctx.var('dllm_algorithm')}",
+                      "sglang/srt/dllm/config.py:" + release_line(ctx, DLLM_UNKNOWN_LINES))
+    if env_true(ctx.env, "SGLANG_USE_MLX"):
+        # handle_hardware_runtime_validation calls use_mlx() first thing (platform_hook.py:23-30, pipeline.py:104; the
+        # same in 0.5.20-0.5.22), whose _validate_runtime needs MLX, Torch 2.13 and an Apple MPS / Metal device
+        # (hardware_backend/mlx/runtime.py:31-60): on an NVIDIA host it always raises. targeted-memory-19.
+        report.refuse("sglang_env.SGLANG_USE_MLX", "SGLANG_USE_MLX turns on SGLang's MLX backend for Apple silicon, "
+                      "which needs MLX and an MPS / Metal device; on an NVIDIA GPU host SGLang refuses to start.",
+                      "remove sglang_env.SGLANG_USE_MLX (or set it to 0)", "sglang/srt/hardware_backend/mlx/runtime.py:35")
     if ctx.is_set("disable_cuda_graph_padding") and ctx.is_set("enable_torch_compile"):
         report.refuse("disable_cuda_graph_padding", "disable_cuda_graph_padding and enable_torch_compile: without padding every "
                       "batch size gets its own torch.compile cycle.",
@@ -255,11 +291,19 @@ def _combinations(ctx: Context, report: Report) -> None:
     if ctx.args.get("load_format") == "ipc_cache":
         report.refuse("load_format", "load_format ipc_cache is internal to SGLang's weight cache.",
                       "use weight_cache_mode client or daemon instead", "sglang/srt/arg_groups/model_path_hook.py:271")
-    if _choice(ctx, "weight_cache_mode", "off") != "off" and _given(ctx, "speculative_algorithm"):
+    # enable_return_aux_hidden_states resets the algorithm to None first (capture_only, pipeline.py:94 before
+    # handle_load_format at :326): targeted-memory-11, weight_cache_mode client with the EAGLE3 capture convention, is accepted.
+    if _choice(ctx, "weight_cache_mode", "off") != "off" and _given(ctx, "speculative_algorithm") and \
+            not capture_only(ctx):
         report.refuse("weight_cache_mode", "weight_cache_mode with speculative decoding: the weight cache daemon does not "
                       "export the draft model's weights.", f"set {ctx.var('weight_cache_mode')}: off, or turn speculative "
                       "decoding off (-e spec=off)", "sglang/srt/arg_groups/model_path_hook.py:282")
 
+
+# DllmConfig.from_server_args' DLLM_PARAMS (sglang/srt/dllm/config.py:52-61; DiffusionGemma since 0.5.21) and where
+# each release raises "Unknown diffusion LLM" for any other architecture (release_line).
+DLLM_ARCHITECTURES = ("LLaDA2MoeModelLM", "SDARForCausalLM", "SDARMoeForCausalLM", "DiffusionGemmaForBlockDiffusion")
+DLLM_UNKNOWN_LINES = {"0.5.23": "72", "0.5.22": "72", "0.5.21": "66", "0.5.20": "51"}
 
 _KS = "sglang/srt/arg_groups/kv_shard_hook.py"
 
@@ -338,7 +382,7 @@ def _dsa_kv_shard(ctx: Context, report: Report, prefill: str, fix: str) -> None:
     f"{_KS}:71", f"{_KS}:77", f"{_KS}:79", f"{_KS}:84", f"{_KS}:115", f"{_KS}:120", f"{_KS}:126", f"{_KS}:140", f"{_KS}:146",
     f"{_KS}:152", f"{_KS}:157", f"{_KS}:161", f"{_KS}:166", f"{_KS}:171", f"{_KS}:177", f"{_KS}:195", f"{_KS}:199",
     f"{_KS}:207", f"{_KS}:214", f"{_KS}:237", f"{_KS}:245", f"{_KS}:254", f"{_KS}:260", f"{_KS}:266", f"{_KS}:274",
-    f"{_KS}:282", f"{_KS}:312", f"{_KS}:42", f"{_KS}:51", f"{_KS}:61", f"{_KS}:67",
+    f"{_KS}:282", f"{_KS}:312", f"{_KS}:42", f"{_KS}:51", f"{_KS}:61", f"{_KS}:67", f"{_KS}:191",
 ))
 def _kv_cache_sharding(ctx: Context, report: Report) -> None:
     """handle_kv_cache_sharding and validate_kv_shard_attention_backend (kv_shard_hook.py:30-316, new in 0.5.22) on a PD
@@ -406,6 +450,16 @@ def _kv_cache_sharding(ctx: Context, report: Report) -> None:
                       + ("but not hicache_storage_backend." if new else "only from SGLang 0.5.23."),
                       f"remove {ctx.var('hicache_storage_backend' if new else 'enable_hierarchical_cache')}, {fix}",
                       177 if new else 124)
+    elif new and ctx.is_set("enable_hierarchical_cache") and dsa_override(ctx) is not None and (
+            _choice(ctx, "hicache_io_backend", "kernel") != "kernel"
+            or _choice(ctx, "hicache_mem_layout", "page_first") not in ("layer_first", "page_first")):
+        # CP-sharded DSA HiCache (:182-191, new in 0.5.23) wants kernel I/O with layer_first or page_first, read after
+        # handle_hicache (pipeline.py:272 before :284), whose rewrites only move direct I/O or page_first_direct further
+        # from it (hicache_hook.py:171-195): targeted-lora-43, direct I/O, was MISSED. Its buffer_only refusal (:186) needs a
+        # storage backend, refused above (:177). A DSA-by-override model (dsa_override); config.json's is the preflight's.
+        report.refuse("hicache_io_backend", "CP-sharded DSA HiCache needs kernel I/O with the layer_first or page_first "
+                      "host layout.", f"remove {ctx.var('hicache_io_backend')} and {ctx.var('hicache_mem_layout')}, {fix}",
+                      191)
     if ctx.is_set("enable_dynamic_chunking") and _int(ctx, "pp_size", 1) > 1:
         report.refuse("enable_dynamic_chunking", "enable_kv_cache_sharding does not support dynamic chunk sizing with "
                       "pipeline parallelism.", f"remove {ctx.var('enable_dynamic_chunking')}, {fix}", 207 if new else 142)
@@ -751,16 +805,32 @@ def _platform_gates(ctx: Context, report: Report) -> None:
             "sglang/srt/arg_groups/kv_cache_hook.py:357")
     if added_in(ctx, "0.5.22") and _choice(ctx, "disaggregation_decode_allocation_policy", "early") == "prefill_complete":
         share = _num(ctx, "disaggregation_decode_host_receive_threshold")
+        mode = _choice(ctx, "disaggregation_mode", "null")
+        # The attention-TP test reads `cfg.dp_size if cfg.enable_dp_attention else 1` (pd_disaggregation_hook.py:208-210),
+        # but handle_deprecated_dp_attention (parallel_hook.py:39-61, pipeline.py:45, before handle_pd_disaggregation
+        # at :147; 0.5.22 the same) has already cleared enable_dp_attention: every tp_size but 1 is refused, attention
+        # DP or not (targeted-pd-02 / -03). The HiCache tests read the raw hicache_write_policy (default write_through).
+        hicache = ctx.is_set("enable_hierarchical_cache")
         unsupported = [why for bad, why in (
-            (_choice(ctx, "disaggregation_mode", "null") not in ("prefill", "decode"), "aggregated serving"),
+            (mode not in ("prefill", "decode"), "aggregated serving"),
             (_choice(ctx, "disaggregation_transfer_backend", "mooncake") not in ("mooncake", "mooncake_tcp"),
              "transfer backends other than Mooncake"),
-            (_int(ctx, "pp_size", 1) != 1 or _int(ctx, "dcp_size", 1) != 1, "pipeline or decode context parallelism"),
+            (_int(ctx, "pp_size", 1) != 1 or _int(ctx, "dcp_size", 1) != 1 or _int(ctx, "attn_cp_size", 1) != 1,
+             "pipeline or attention / decode context parallelism"),
+            (_int(ctx, "tp_size", 1) != 1, f"attention tensor parallelism greater than one (tp_size "
+             f"{_int(ctx, 'tp_size', 1)}: SGLang counts attention DP here only through enable_dp_attention, which "
+             "it has already cleared)"),
             (ctx.is_set("enable_pdmux") or _choice(ctx, "decoupled_spec_role", "null") != "null",
              "PD multiplexing or decoupled speculation"),
             (ctx.is_set("enable_pd_role_switch"), "runtime PD role switching"),
             (ctx.is_set("encoder_only") or ctx.is_set("language_only"), "encoder disaggregation"),
+            (ctx.is_set("enable_hisparse"), "HiSparse"),
             (share is not None and share < 1, "decode host KV buffering (disaggregation_decode_host_receive_threshold < 1)"),
+            (mode == "decode" and (ctx.is_set("disaggregation_decode_enable_radix_cache") or hicache),
+             "decode radix cache or decode HiCache"),
+            (mode == "prefill" and hicache and (_given(ctx, "hicache_storage_backend") or
+                                                _choice(ctx, "hicache_write_policy", "write_through") != "write_back"),
+             "prefill HiCache other than L2 write_back (hicache_write_policy write_back, no hicache_storage_backend)"),
             (env_true(ctx.env, "SGLANG_DISAGG_STAGING_BUFFER"), "staging buffers (SGLANG_DISAGG_STAGING_BUFFER)"),
             (env_true(ctx.env, "SGLANG_RUST_SERVER"), "the Rust bootstrap registry (SGLANG_RUST_SERVER)"),
         ) if bad]
@@ -768,7 +838,7 @@ def _platform_gates(ctx: Context, report: Report) -> None:
             report.of("server.combination").refuse(
                 "disaggregation_decode_allocation_policy", "disaggregation_decode_allocation_policy prefill_complete does "
                 f"not support {', '.join(unsupported)}.", f"remove {ctx.var('disaggregation_decode_allocation_policy')} "
-                "(early)", "sglang/srt/arg_groups/pd_disaggregation_hook.py:239 (0.5.22 :246)")
+                "(early)", "sglang/srt/arg_groups/pd_disaggregation_hook.py:239 (0.5.22 :245)")
 
 
 @rule("server.mamba_checkpoint", file="sglang/srt/arg_groups/mamba_hook.py", sources=(
@@ -866,6 +936,108 @@ def _decode_host_receive(ctx: Context, report: Report) -> None:
         report.refuse("disaggregation_decode_host_receive_threshold",
                       f"{on}, whose host_pool retraction backup runs on a PD decode server only.", off,
                       "sglang/srt/arg_groups/kv_cache_hook.py:357")
+
+
+_PD = "sglang/srt/arg_groups/pd_disaggregation_hook.py"
+
+
+@rule("server.features", shared=True, ids=("server.combination",), sources=(
+    "sglang/srt/arg_groups/pd_disaggregation_hook.py:101",
+    "sglang/srt/arg_groups/pd_disaggregation_hook.py:106",
+    "sglang/srt/arg_groups/pd_disaggregation_hook.py:146",
+    "sglang/srt/arg_groups/pd_disaggregation_hook.py:158",
+    "sglang/srt/arg_groups/pd_disaggregation_hook.py:191",
+    "sglang/srt/arg_groups/speculative_hook.py:169",
+    "sglang/srt/arg_groups/kv_cache_hook.py:362",
+    "sglang/srt/arg_groups/kv_cache_hook.py:371",
+))
+def _pd_disaggregation(ctx: Context, report: Report) -> None:
+    """handle_pd_disaggregation's refusals of a PD prefill / decode server (pd_disaggregation_hook.py:98-196; 0.5.22
+    :98-202, 0.5.21 :85-189, 0.5.20 :77-150): the decode radix cache with HiSparse or the fake transfer backend (:101,
+    :106), and (0.5.20-0.5.22, here; 0.5.23 after the NEXTN alias, speculative_hook.py:162-172) with speculative decoding;
+    the fake backend on a prefill server (:146); SGLANG_DISAGG_STAGING_BUFFER off mooncake / nixl (:155-162; mooncake_tcp
+    is mooncake by then, :30-45); what enable_pd_role_switch cannot rebuild (:165-196, from 0.5.21; the view read there
+    is the raw arguments, every resolution it names comes later). And handle_cache_compatibility's host_pool retraction
+    backup, explicit or set by the decode host receive (:68-80), with DCP or with priority preemption
+    (kv_cache_hook.py:360-373; 0.5.20 :150-163). targeted-pd-10 / -12 / -13 / -15 / -18 / -19."""
+    mode = _choice(ctx, "disaggregation_mode", "null")
+    if mode not in ("prefill", "decode"):
+        return
+    bad = report.of("server.combination")
+    transfer = _choice(ctx, "disaggregation_transfer_backend", "mooncake")
+    # enable_return_aux_hidden_states resets the algorithm first (capture_only, pipeline.py:94).
+    spec = "" if capture_only(ctx) else _choice(ctx, "speculative_algorithm", "")
+    if mode == "decode" and ctx.is_set("disaggregation_decode_enable_radix_cache"):
+        new = added_in(ctx, "0.5.23")
+        spec_bad = bool(spec) and (
+            {"NEXTN": "EAGLE"}.get(spec, spec) not in ("DSPARK", "EAGLE", "EAGLE3") if new else
+            spec != "DSPARK" if added_in(ctx, "0.5.21") else True)
+        for cond, dest, why, lines in (
+            (ctx.is_set("enable_hisparse"), "enable_hisparse", "enable_hisparse",
+             {"0.5.20": "80", "0.5.21": "88", "0.5.22": "101"}),
+            (transfer == "fake", "disaggregation_transfer_backend", "disaggregation_transfer_backend fake",
+             {"0.5.20": "85", "0.5.21": "93", "0.5.22": "106"}),
+            (spec_bad, "speculative_algorithm", f"speculative_algorithm {spec}" + (
+                " (SGLang allows only EAGLE, EAGLE3, NEXTN and DSPARK)" if new else ""),
+             {"0.5.20": "90", "0.5.21": "98", "0.5.22": "111", "0.5.23": "speculative_hook.py:169"}),
+        ):
+            if cond:
+                line = release_line(ctx, lines)
+                bad.refuse(dest, f"disaggregation_decode_enable_radix_cache is incompatible with {why}.",
+                           f"remove {ctx.var('disaggregation_decode_enable_radix_cache')} or {ctx.var(dest)}",
+                           f"sglang/srt/arg_groups/{line}" if ".py:" in line else f"{_PD}:{line}")
+                return
+    if mode == "prefill" and transfer == "fake":
+        bad.refuse("disaggregation_transfer_backend", "a PD prefill server cannot use the fake transfer backend.",
+                   f"set {ctx.var('disaggregation_transfer_backend')} to mooncake or nixl",
+                   f"{_PD}:" + release_line(ctx, {"0.5.20": "132", "0.5.21": "140", "0.5.22": "153", "0.5.23": "146"}))
+        return
+    if env_true(ctx.env, "SGLANG_DISAGG_STAGING_BUFFER") and transfer not in ("mooncake", "nixl", "mooncake_tcp"):
+        bad.refuse("disaggregation_transfer_backend", f"SGLANG_DISAGG_STAGING_BUFFER needs the mooncake or nixl "
+                   f"transfer backend, not {transfer}.", f"unset SGLANG_DISAGG_STAGING_BUFFER, or set "
+                   f"{ctx.var('disaggregation_transfer_backend')} to mooncake or nixl",
+                   f"{_PD}:" + release_line(ctx, {"0.5.20": "144", "0.5.21": "152", "0.5.22": "165", "0.5.23": "158"}))
+        return
+    if ctx.is_set("enable_pd_role_switch") and added_in(ctx, "0.5.21"):
+        # handle_deprecated_dp_attention (0.5.22 on, pipeline.py:45) has already moved dp_size to attn_dp_size.
+        attn_dp = _int(ctx, "attn_dp_size", 1)
+        dp = _int(ctx, "dp_size", 1)
+        if ctx.args.get("enable_dp_attention") is True and attn_dp <= 1 and added_in(ctx, "0.5.22"):
+            attn_dp, dp = dp, 1
+        unsupported = [why for cond, why in (
+            (not added_in(ctx, "0.5.22") and ctx.args.get("enable_dp_attention") is True,
+             "DP attention (enable_dp_attention)"),
+            (added_in(ctx, "0.5.22") and not added_in(ctx, "0.5.23") and attn_dp > 1, f"attention DP (attn_dp_size {attn_dp})"),
+            (_int(ctx, "ep_size", 1) > 1, f"expert parallelism (ep_size {_int(ctx, 'ep_size', 1)})"),
+            (moe_backends(ctx)[0] != "none", f"MoE all-to-all (moe_a2a_backend {moe_backends(ctx)[0]}; "
+             "handle_mega_moe, pipeline.py:49, has read moe_runner_backend megamoe as it)"),
+            (_int(ctx, "pp_size", 1) > 1, f"pipeline parallelism (pp_size {_int(ctx, 'pp_size', 1)})"),
+            (not added_in(ctx, "0.5.23") and dp > 1, f"data parallelism (dp_size {dp})"),
+            (added_in(ctx, "0.5.23") and attn_dp > 1 and ctx.is_set("enable_dp_attention_local_control_broadcast"),
+             "DP attention local control broadcast (enable_dp_attention_local_control_broadcast)"),
+            (_int(ctx, "dcp_size", 1) > 1, f"decode context parallelism (dcp_size {_int(ctx, 'dcp_size', 1)})"),
+            (bool(spec), f"speculative decoding (speculative_algorithm {spec})"),
+        ) if cond]
+        if unsupported:
+            bad.refuse("enable_pd_role_switch", "enable_pd_role_switch does not rebuild the role-specific state of "
+                       f"{', '.join(unsupported)}.", f"remove {ctx.var('enable_pd_role_switch')}, or those options",
+                       f"{_PD}:" + release_line(ctx, {"0.5.21": "184", "0.5.22": "197", "0.5.23": "191"}))
+            return
+    host_pool = _choice(ctx, "disaggregation_decode_retraction_backup", "") == "host_pool" or (
+        decode_host_receive_on(ctx) and _choice(ctx, "disaggregation_decode_retraction_backup", "") != "cpu_tensor")
+    if mode != "decode" or not host_pool:
+        return
+    why = "the host_pool retraction backup" + ("" if _choice(
+        ctx, "disaggregation_decode_retraction_backup", "") == "host_pool" else
+        " (which disaggregation_decode_host_receive_threshold < 1 turns on, pd_disaggregation_hook.py:76-80)")
+    at = "sglang/srt/arg_groups/kv_cache_hook.py:"
+    if _int(ctx, "dcp_size", 1) > 1:
+        bad.refuse("dcp_size", f"{why} does not support dcp_size > 1.", f"remove {ctx.var('dcp_size')}",
+                   at + release_line(ctx, {"0.5.20": "152", "0.5.21": "362"}))
+    elif ctx.is_set("enable_priority_scheduling") and not ctx.is_set("disable_priority_preemption"):
+        bad.refuse("enable_priority_scheduling", f"{why} with priority scheduling needs disable_priority_preemption.",
+                   f"set {ctx.var('disable_priority_preemption')}: true", at + release_line(
+                       ctx, {"0.5.20": "161", "0.5.21": "371"}))
 
 
 CUDA_GRAPH_BACKENDS = ("full", "breakable", "disabled")  # sglang/srt/model_executor/cuda_graph_config.py:51-65

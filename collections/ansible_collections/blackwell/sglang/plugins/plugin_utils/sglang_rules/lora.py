@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import RAGGED_ENV, _choice, _given, _num, env_true
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.moe import resolved_ep_size
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, release_line, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
+    adaptive_stays_on,
     handled_a2a_backend,
     v2_lora_unsupported_mode,
 )
@@ -91,7 +92,9 @@ def _lora_speculative(ctx: Context, report: Report) -> None:
     """check_lora_speculative_compatibility (sglang/srt/arg_groups/lora_hook.py:240-301) on the resolved algorithm.
 
     UNO is left to server.speculative, whose check (speculative_hook.py:583) SGLang runs first; speculative_adaptive
-    is not read, since SGLang turns it off for many configurations before this check (_maybe_disable_adaptive)."""
+    only where SGLang keeps it on (adaptive_stays_on): _maybe_disable_adaptive (speculative_hook.py:1374-1389) turns it
+    off for many configurations before this check, which reads the resolved value (lora_hook.py:278, :299; 0.5.20-0.5.22
+    the same, :200 and :221 there; targeted-lora-21: NEXTN with speculative_adaptive on DeepSeek-V3 was MISSED)."""
     raw = _choice(ctx, "speculative_algorithm", "").upper()
     algo = {"NEXTN": "EAGLE"}.get(raw, raw)
     if algo in ("", "NGRAM", "UNO"):
@@ -103,6 +106,8 @@ def _lora_speculative(ctx: Context, report: Report) -> None:
     ragged = ctx.env.get(RAGGED_ENV, "static")
     for bad, dest, why in (
         (algo == "DSPARK" and ragged != "static", f"sglang_env.{RAGGED_ENV}", f"{RAGGED_ENV}={ragged} with DSPARK"),
+        (adaptive_stays_on(ctx), "speculative_adaptive", "speculative_adaptive (the draft is built from a static "
+         "ServerArgs snapshot)"),
         ("experimental_sgl_trtllm" in (_choice(ctx, "moe_runner_backend", ""), _choice(ctx, "speculative_moe_runner_backend", "")),
          "moe_runner_backend", "the experimental_sgl_trtllm MoE runner"),
         (env_true(ctx.env, "SGLANG_ENABLE_OVERLAP_PLAN_STREAM"), "sglang_env.SGLANG_ENABLE_OVERLAP_PLAN_STREAM",
@@ -110,7 +115,8 @@ def _lora_speculative(ctx: Context, report: Report) -> None:
     ):
         if bad:
             report.refuse(dest, f"LoRA with {raw} speculative decoding does not support {why}.",
-                          f"remove {dest if dest.startswith('sglang_env') else ctx.var(dest)}, or serve without LoRA", 299)
+                          f"remove {dest if dest.startswith('sglang_env') else ctx.var(dest)}, or serve without LoRA",
+                          release_line(ctx, {"0.5.23": "299", "0.5.20": "221"}))
             return
 
 

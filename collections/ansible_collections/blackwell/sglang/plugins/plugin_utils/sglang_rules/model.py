@@ -23,7 +23,9 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.regi
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     CONTEXT_SOURCE,
+    adaptive_stays_on,
     cache_radix_off,
+    capture_only,
     certain_architecture,
     chunk_dp_width,
     derived_context_length,
@@ -31,6 +33,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     dsa_glm_sm12_fp8,
     dsa_kv_cache_dtype,
     dsa_override,
+    effective_eagle_topk,
     kv_shard_rounds_chunk,
     mis_chunked_prefill_off,
     qwen35_sm100_backend,
@@ -409,6 +412,51 @@ def _dsa_resolved_checks(ctx: Context, report: Report, override: dict) -> None:
                               f"{dest}={backend}.", f"set {ctx.var(dest)} to one of {', '.join(allowed)}, or remove it",
                               "sglang/srt/arg_groups/hisparse_hook.py:55")
                 return
+
+
+# The speculative algorithms that keep enable_mixed_chunk on (SpeculativeAlgorithm.supports_mixed_chunk,
+# speculative/spec_info.py:147-158, the same in 0.5.22; NEXTN resolves to EAGLE): _handle_eagle_family and _handle_ngram
+# turn it off for the others (speculative_hook.py:1108-1113, :1304-1308), UNO and FROZEN_KV_MTP too (:596-601, :1002-1007).
+MIXED_CHUNK_SPEC_ALGORITHMS = ("", "EAGLE", "EAGLE3", "NEXTN", "DFLASH", "DSPARK")
+_HS = "sglang/srt/arg_groups/hisparse_hook.py"
+
+
+@rule("server.model_features", since="0.5.22", shared=True, file=_HS, sources=(
+    f"{_HS}:84",
+    f"{_HS}:119",
+    f"{_HS}:124",
+))
+def _hisparse_combos(ctx: Context, report: Report) -> None:
+    """validate_hisparse's feature checks after the model and radix-cache gates (hisparse_hook.py:84, :118-124, new in
+    0.5.22 at the same lines), run by check_server_args after the speculative resolution (validation_hook.py:312): no
+    enable_mixed_chunk where SGLang keeps it on (MIXED_CHUNK_SPEC_ALGORITHMS, no dllm_algorithm: dllm_hook.py:115-123),
+    and with speculative decoding the resolved eagle_topk 1 (effective_eagle_topk: SGLang's own triple where none is
+    set) and no speculative_adaptive where SGLang keeps it on (adaptive_stays_on). Only where the radix cache is
+    surely off (SGLang refuses at :109 first, model._dsa_by_override) and the architecture can run HiSparse (the other
+    refusal, :104, is model._model_features'): targeted-lora-47 (mixed chunk) and targeted-lora-48 (NEXTN with
+    speculative_adaptive) on the DSA-by-override DeepSeek-V3 were MISSED."""
+    if not ctx.is_set("enable_hisparse") or cache_radix_off(ctx) is None:
+        return
+    arch = str(ctx.model.architecture or "") if ctx.model.known else ""
+    if arch and arch not in DSA_ARCHITECTURES + DEEPSEEK_V4_ARCHITECTURES + MINIMAX_SPARSE_ARCHITECTURES:
+        return
+    raw = "" if capture_only(ctx) or not _given(ctx, "speculative_algorithm") else \
+        str(ctx.args.get("speculative_algorithm")).upper()
+    raw = "" if raw == "NONE" else raw
+    if ctx.is_set("enable_mixed_chunk") and raw in MIXED_CHUNK_SPEC_ALGORITHMS and not _given(ctx, "dllm_algorithm"):
+        report.refuse("enable_mixed_chunk", "enable_hisparse does not support enable_mixed_chunk yet.",
+                      f"remove {ctx.var('enable_mixed_chunk')}", 84)
+        return
+    if not raw:
+        return
+    algo = {"NEXTN": "EAGLE"}.get(raw, raw)
+    topk = effective_eagle_topk(ctx, algo) if algo in ("EAGLE", "EAGLE3", "STANDALONE") else None
+    if topk is not None and topk != 1:
+        report.refuse("speculative_eagle_topk", f"HiSparse speculative decoding is linear only: speculative_eagle_topk "
+                      f"{topk} is not 1.", f"set {ctx.var('speculative_eagle_topk')}: 1", 119)
+    elif adaptive_stays_on(ctx):
+        report.refuse("speculative_adaptive", "HiSparse speculative decoding uses statically sized swap state; "
+                      "speculative_adaptive is not supported.", f"remove {ctx.var('speculative_adaptive')}", 124)
 
 
 # CP_DECODE_ATTN_TP_SUPPORTED_ARCHS (sglang/srt/layers/cp/cp_decode_attn_tp.py:29-37, the same in 0.5.20-0.5.22): the

@@ -48,11 +48,13 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     deepep_v2_architectures,
     deepep_v2_decode_graph_requests,
     default_chunked_prefill_size,
+    dsa_prefill_cp_deepep,
     dwdp_on,
     gpu_memory_mib,
     handled_a2a_backend,
     kv_shard_rounds_chunk,
     mis_chunked_prefill_off,
+    mla_prefill_cp_deepep,
     modelopt_fp4_moe_runner,
     moe_backends,
     moe_kernel_quantization,
@@ -60,6 +62,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     override_a2a_backend,
     possible_default_chunked_prefill_sizes,
     resolved_moe_runner,
+    speculative_decode_tokens,
     trtllm_routed_quant,
 )
 
@@ -447,6 +450,7 @@ def _deepep_v2_prefill_budget(ctx: Context, capacity: int) -> bool:
     "sglang/srt/arg_groups/mega_moe_hook.py:27-48",
     "sglang/srt/arg_groups/mega_moe_hook.py:33",
     "sglang/srt/arg_groups/mega_moe_hook.py:43",
+    "sglang/srt/arg_groups/mega_moe_hook.py:174",
     "sglang/srt/arg_groups/mega_moe_hook.py:192",
     "sglang/srt/arg_groups/mega_moe_hook.py:226",
     "sglang/srt/arg_groups/mega_moe_hook.py:241",
@@ -481,6 +485,47 @@ MEGA_MOE_NO_FALLBACK_ARCHS = ("DeepseekV4ForCausalLM", "InternS2PreviewForCondit
 MEGA_MOE_TOKENS_ENV = "SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK"  # EnvInt(8192), sglang/srt/environ.py:1470
 
 
+# Where each release raises validate_mega_moe_token_budget's decode / verify bound (mega_moe_hook.py; release_line).
+MEGA_MOE_DECODE_LINES = {"0.5.23": "174", "0.5.22": "114", "0.5.21": "114"}
+
+
+def _megamoe_decode_budget(ctx: Context, report: Report, arch: str) -> bool:
+    """validate_mega_moe_token_budget's decode / verify bound (mega_moe_hook.py:376-388, before the prefill checks;
+    :109-120 in 0.5.21 and 0.5.22): the largest decode CUDA graph's batch on one rank (mega_moe_decode_tokens_per_rank,
+    mega_moe_hook.py:299-311: the decode graph max_bs, by GPU memory and tp_size when unset, memory_hook.py:88-188;
+    0.5.23 caps it by max_running_requests per attention-DP rank aligned to the attention-TP width) times the draft
+    tokens per request must fit SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK, whatever the prefill side (a PD
+    decode worker, PP dynamic chunking and prefill CP included; not a PD prefill worker). Judged on the lower bound
+    deepep_v2_decode_graph_requests gives (its per-rank cap, max_running_requests // attn_dp_size, is at most 0.5.23's
+    aligned one; 0.5.21 / 0.5.22 have none), times speculative_decode_tokens: targeted-memory-28, Qwen3-Next at tp 8 on H100s
+    (default decode graph 512) with the switch at 256, and targeted-memory-30, Qwen3.5 with NEXTN, 512 running requests x 4
+    tokens over 1024. Returns whether it refused."""
+    if _choice(ctx, "disaggregation_mode", "null") == "prefill" or ctx.is_set("encoder_only") or "DeepseekV4" in arch:
+        return False
+    raw = ctx.env.get(MEGA_MOE_TOKENS_ENV)
+    try:
+        capacity = 8192 if raw is None or str(raw).strip() == "" else int(str(raw).strip())
+    except ValueError:
+        return False
+    tokens = speculative_decode_tokens(ctx)
+    # 0.5.23 caps the graph per attention-DP rank by max_running_requests (mega_moe_hook.py:97-102); 0.5.21 / 0.5.22
+    # read the graph's max_bs as the memory defaults left it.
+    requests = deepep_v2_decode_graph_requests(ctx, speculative=True, per_rank_cap=added_in(ctx, "0.5.23")) \
+        if tokens is not None else None
+    if requests is None or requests[0] * tokens <= capacity:
+        return False
+    need = requests[0] * tokens
+    each = "one token each" if tokens == 1 else f"{tokens} tokens each (speculative_num_steps + 1)"
+    report.refuse(f"sglang_env.{MEGA_MOE_TOKENS_ENV}" if raw is not None else "moe_a2a_backend",
+                  f"{arch} with moe_a2a_backend megamoe needs {MEGA_MOE_TOKENS_ENV} ({capacity}) to cover the largest "
+                  f"decode / verify forward on one rank: a decode CUDA graph of {requests[0]} requests ({requests[1]}), "
+                  f"{each}, is {need} tokens.",
+                  f"set sglang_env.{MEGA_MOE_TOKENS_ENV} >= {need}, or lower {ctx.var('max_running_requests')} / "
+                  f"{ctx.var('cuda_graph_max_bs_decode')}",
+                  "sglang/srt/arg_groups/mega_moe_hook.py:" + release_line(ctx, MEGA_MOE_DECODE_LINES))
+    return True
+
+
 def _megamoe_token_budget(ctx: Context, report: Report) -> None:
     """validate_mega_moe_token_budget_for_model / validate_mega_moe_token_budget (sglang/srt/arg_groups/
     mega_moe_hook.py:78-91, :161-256; :77-90, :101-196 in 0.5.21 and 0.5.22), which the catalog left to the preflight
@@ -492,12 +537,14 @@ def _megamoe_token_budget(ctx: Context, report: Report) -> None:
     (8192 by default), and chunked prefill must be on (mega_moe_hook.py:192, :226, :241; :132, :166, :181 in 0.5.21 and
     0.5.22): the g10k fuzzer's MISSED, Qwen3-Next / Qwen3.5 with megamoe on a B300, whose default chunk is 16384
     (issue 36). Not judged: a PD decode worker, pipeline parallelism with dynamic chunking, prefill context parallelism,
-    an encoder-only server, models the table does not know, and the decode-forward bound (mega_moe_hook.py:174),
-    which needs the resolved CUDA-graph sizes."""
+    an encoder-only server and models the table does not know. The decode-forward bound (mega_moe_hook.py:174) goes
+    first: _megamoe_decode_budget."""
     arch = str(ctx.model.architecture or "")
     quant = _choice(ctx, "quantization", "")
     if not ctx.model.known or not (arch in MEGA_MOE_NO_FALLBACK_ARCHS or quant == "modelopt_fp4" or (
             quant == "minimax_m3_nvfp4" and added_in(ctx, "0.5.23"))):
+        return
+    if _megamoe_decode_budget(ctx, report, arch):
         return
     if _choice(ctx, "disaggregation_mode", "null") == "decode" or ctx.is_set("encoder_only") or (
             _int(ctx, "pp_size", 1) > 1 and ctx.is_set("enable_dynamic_chunking")):
@@ -591,11 +638,19 @@ def resolved_ep_size(ctx: Context) -> int | None:
     from what only its checkpoint tells (DeepSeek's CP overrides, deepseek_v2.py:118, :202; DeepSeek-V4's hook;
     MiniMax-M3's megamoe, minimax_m3.py:112) or the model is not in the table: DWDP sets it to dwdp_size
     (parallel_hook.py:486-489), an EP-spanning all-to-all backend to tp_size (overrides.py:1609-1620; the backend as
-    handled_a2a_backend gives it, waterfill's deepep first, :1596-1606), else it is the host's."""
+    handled_a2a_backend gives it, waterfill's deepep first, :1596-1606), else it is the host's. DeepSeek's MLA prefill
+    CP and a DSA-by-override model's zigzag prefill CP set deepep and ep_size = tp_size themselves, whatever was written
+    (deepseek_v2.py:202, :118; 0.5.22 :203 / :118, 0.5.21 :165 / :92, 0.5.20 :172 / :99; mla_prefill_cp_deepep,
+    dsa_prefill_cp_deepep): the seed-9 10,000-case run's MISSED fuzz-9-08070, enable_eplb with ep_size 16 under MLA
+    prefill CP at tp_size 1 (parallel_hook.py:791)."""
     arch = str(ctx.model.architecture or "")
-    if not ctx.model.known or _a2a_may_change(ctx) or "DeepseekV4" in arch or "MiniMaxM3" in arch:
+    if not ctx.model.known or "DeepseekV4" in arch or "MiniMaxM3" in arch:
         return None
     tp, dwdp = _int(ctx, "tp_size", 1), _int(ctx, "dwdp_size", 1)
+    if mla_prefill_cp_deepep(ctx) or dsa_prefill_cp_deepep(ctx):
+        return None if dwdp > 1 else tp  # with DWDP too, which of the two writes last is not modelled
+    if _a2a_may_change(ctx):
+        return None
     if dwdp > 1:
         return dwdp
     return tp if handled_a2a_backend(ctx) in A2A_EP_SPANNING else _int(ctx, "ep_size", 1)
@@ -611,8 +666,10 @@ def _eplb(ctx: Context, report: Report) -> None:
         return
     ep = resolved_ep_size(ctx)
     if ep is not None and ep <= 1:
+        cp = mla_prefill_cp_deepep(ctx) or dsa_prefill_cp_deepep(ctx)
         report.refuse("enable_eplb", f"enable_eplb balances experts across expert-parallel ranks, and ep_size resolves to {ep} "
-                      "here (no EP-spanning all-to-all backend sets it to tp_size).",
+                      "here (" + ("DeepSeek's prefill context parallelism sets it to tp_size" if cp else
+                                  "no EP-spanning all-to-all backend sets it to tp_size") + ").",
                       f"set {ctx.var('ep_size')} > 1 (or an all-to-all backend such as deepep with tp_size > 1), or remove "
                       f"{ctx.var('enable_eplb')}", "sglang/srt/arg_groups/parallel_hook.py:791")
 
@@ -676,8 +733,9 @@ def _flashinfer_a2a_budget(ctx: Context, report: Report) -> None:
     a PD prefill server). Capacity (flashinfer_a2a_max_dispatch_tokens_per_rank, overrides.py:1887-1895):
     SGLANG_FLASHINFER_NUM_MAX_DISPATCH_TOKENS_PER_RANK when set, else max(prefill buffer, 4096), which only the decode
     graph can exceed. Judged on lower bounds of what is required (the least default chunk of the GPUs, the decode graph
-    as deepep_v2_decode_graph_requests sizes it: nothing under speculative decoding or whatever may turn the graph off
-    or resize it; no prefill graph) and, with the switch unset, an upper bound of the prefill buffer (the largest
+    as deepep_v2_decode_graph_requests sizes it, times the draft tokens where EAGLE-family speculative decoding settles
+    them (speculative_decode_tokens): nothing under other speculative decoding or whatever may turn the graph off or
+    resize it; no prefill graph) and, with the switch unset, an upper bound of the prefill buffer (the largest
     default chunk; nothing under KV-cache sharding's rounding or PP dynamic chunking)."""
     raw = ctx.env.get(FLASHINFER_A2A_ENV)
     if isinstance(raw, bool) or mis_chunked_prefill_off(ctx):
@@ -695,8 +753,12 @@ def _flashinfer_a2a_budget(ctx: Context, report: Report) -> None:
     if low <= 0:
         return
     mode = _choice(ctx, "disaggregation_mode", "null")
-    requests = deepep_v2_decode_graph_requests(ctx) if mode != "prefill" else None
-    graph = requests[0] if requests is not None else 0
+    # Under EAGLE-family speculative decoding with its draft tokens settled, each graph request verifies
+    # speculative_num_draft_tokens tokens (max_speculative_num_draft_tokens, moe_hook.py:672-676): targeted-memory-38, Qwen3.5
+    # with 2048 running requests over attention DP 4 and 9 draft tokens on an RTX PRO 6000 (512 x 9 > 4096).
+    requests = deepep_v2_decode_graph_requests(ctx, speculative=True) if mode != "prefill" else None
+    tokens = speculative_decode_tokens(ctx) or 1
+    graph = requests[0] * tokens if requests is not None else 0
     prefill = low if mode != "decode" else 0
     if capacity is None:
         if kv_shard_rounds_chunk(ctx) or (_int(ctx, "pp_size", 1) > 1 and ctx.is_set("enable_dynamic_chunking")):
@@ -708,7 +770,8 @@ def _flashinfer_a2a_budget(ctx: Context, report: Report) -> None:
         why = f"{FLASHINFER_A2A_ENV}={capacity}"
     if need <= limit:
         return
-    what = (f"a decode CUDA graph of {graph} requests per rank ({requests[1]}), one token each" if requests is not None
+    each = "one token each" if tokens == 1 else f"{tokens} tokens each (speculative_num_steps + 1)"
+    what = (f"a decode CUDA graph of {requests[0]} requests per rank ({requests[1]}), {each}" if requests is not None
             and graph == need else f"a prefill chunk of {prefill} tokens per rank (chunked_prefill_size"
             f"{'' if chunk is not None else ' by default'}{f' over attention-DP width {width}' if width > 1 else ''})")
     report.refuse(f"sglang_env.{FLASHINFER_A2A_ENV}" if capacity is not None else "moe_a2a_backend",

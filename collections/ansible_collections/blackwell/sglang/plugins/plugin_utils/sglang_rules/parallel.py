@@ -27,6 +27,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     attention_dp_width,
     capture_only,
     certain_architecture,
+    deepseek_cp_attention_dp,
     dsa_prefill_cp_a2a_certain,
     dwdp_on,
     gpu_ids,
@@ -106,7 +107,7 @@ def _parallel(ctx: Context, report: Report) -> None:
                   f"tp_size * pp_size = {tp * pp} is not divisible by nnodes = {nnodes}.",
                   "make tp_size * pp_size a multiple of nnodes", "sglang/srt/arg_groups/validation_hook.py:179")
         return
-    if dp > 1 and nnodes > 1:
+    if dp > 1 and nnodes > 1 and not deepseek_cp_attention_dp(ctx):  # dp_size: attention DP there (resolve.py)
         ctx.error("parallel.dp_multinode", "dp_size",
                   f"dp_size={dp} with nnodes={nnodes}: multi-node data-parallel replicas are not supported.",
                   "use attn_dp_size across nodes, or one SGLang instance per node with a router in front",

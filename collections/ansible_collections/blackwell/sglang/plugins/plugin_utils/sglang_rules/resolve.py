@@ -53,6 +53,12 @@ def attention_dp_width(ctx: Context) -> int:
     width = _int(ctx, "attn_dp_size", 1)
     if width <= 1 and ctx.args.get("enable_dp_attention") is True:
         width = _int(ctx, "dp_size", 1)
+    elif deepseek_cp_attention_dp(ctx):
+        # DeepSeek's prefill-CP overrides run dp_size as attention-DP groups, attn_dp_size x dp_size
+        # (context_parallel_attn_dp_size, model_override_base.py:229-247; 0.5.20 / 0.5.21 turn enable_dp_attention on
+        # with dp_size instead), before handle_data_parallelism divides the chunk (pipeline.py:225 before :274):
+        # targeted-pd-39, tp_size 8 and dp_size 2 with MLA prefill CP, SGLang's chunk 8192 // 2.
+        width = max(width, 1) * _int(ctx, "dp_size", 1)
     return max(width, 1)
 
 
@@ -180,9 +186,10 @@ def _per_node(ctx: Context) -> int:
     group's ranks once (launch_dp_attention_schedulers, sglang/srt/managers/data_parallel_controller.py:206-214 in
     0.5.21). A probe found parallel.gpus asking 16 GPUs for tp_size 4, dp_size 4 and enable_dp_attention."""
     tp, pp, dp = _int(ctx, "tp_size", 1), _int(ctx, "pp_size", 1), _int(ctx, "dp_size", 1)
-    if ctx.args.get("enable_dp_attention") is True or dwdp_on(ctx):
+    if ctx.args.get("enable_dp_attention") is True or dwdp_on(ctx) or deepseek_cp_attention_dp(ctx):
         # DWDP: handle_dwdp sets dp_size 1 (0.5.20 / 0.5.21: dp_size = dwdp_size with enable_dp_attention), one TP
-        # group of tp_size ranks whatever dp_size the host wrote (dwdp_on).
+        # group of tp_size ranks whatever dp_size the host wrote (dwdp_on). DeepSeek's prefill CP: the same
+        # (deepseek_cp_attention_dp).
         dp = 1
     return max(tp * pp // max(_int(ctx, "nnodes", 1), 1) * dp, 1)
 
@@ -469,6 +476,20 @@ def dflash_draft_block_size(ctx: Context) -> int | None:
 HYBRID_SWA_ARCHITECTURES = ("GptOssForCausalLM",)
 
 
+def hybrid_swa(ctx: Context) -> bool:
+    """ModelConfig.is_hybrid_swa for the model table's architectures (off with disable_hybrid_swa_memory,
+    model_config.py:1213-1217): HYBRID_SWA_ARCHITECTURES, or json_model_override_args opting the language model's
+    config in with is_hybrid_swa true (is_hybrid_swa_model, :2693-2696: the text config, config.json's text_config for
+    the vision-language checkpoints). unreached-unified-pd-offload-hybrid-swa-refused: Llama-3.1-8B opted in, the
+    unified pool's decode KV offload (kv_cache_hook.py:578), was MISSED."""
+    if ctx.is_set("disable_hybrid_swa_memory") or ctx.model.architecture not in ARCHITECTURES:
+        return False
+    override = _model_override(ctx) or {}
+    text = override.get("text_config") if ctx.model.text_config else override
+    return ctx.model.architecture in HYBRID_SWA_ARCHITECTURES or (
+        isinstance(text, dict) and text.get("is_hybrid_swa") is True)
+
+
 def unified_memory_target(ctx: Context) -> bool | None:
     """Whether the target is what handle_unified_memory_pool calls a unified target for EAGLE / EAGLE3
     (kv_cache_hook.py:608-614; 0.5.22 :606-612): hybrid SWA (ModelConfig.is_hybrid_swa, off with
@@ -571,7 +592,29 @@ _DECODE_GRAPH_UNSETTLED = ("disable_cuda_graph", "disable_decode_cuda_graph", "c
                            "speculative_algorithm")
 
 
-def deepep_v2_decode_graph_requests(ctx: Context) -> tuple[int, str] | None:
+# The EAGLE family (NEXTN is EAGLE's alias), whose handler settles the draft-token count written below and sets
+# max_running_requests 48 when it is unset (_handle_eagle_family, speculative_hook.py:1072-1283).
+_EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN")
+
+
+def speculative_decode_tokens(ctx: Context) -> int | None:
+    """Tokens per request of the largest decode / verify forward, as the speculative handlers resolve
+    speculative_num_draft_tokens: 1 without speculative decoding (the aux-hidden-state capture resets the algorithm,
+    capture_only); for the EAGLE family with speculative_eagle_topk 1 and speculative_num_steps written (no auto choice,
+    speculative_hook.py:1162-1175, no adaptive steps), speculative_num_steps + 1 whatever speculative_num_draft_tokens
+    says (speculative_hook.py:1255-1266; 0.5.22 :1165-1176, 0.5.20 :969-980). None otherwise: not settled here."""
+    if not _given(ctx, "speculative_algorithm") or capture_only(ctx):
+        return 1
+    if str(ctx.args.get("speculative_algorithm")).upper() not in _EAGLE_FAMILY or ctx.is_set("speculative_adaptive"):
+        return None
+    steps, topk = ctx.args.get("speculative_num_steps"), ctx.args.get("speculative_eagle_topk")
+    if topk != 1 or isinstance(topk, bool) or not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        return None
+    return steps + 1
+
+
+def deepep_v2_decode_graph_requests(ctx: Context, speculative: bool = False,
+                                    per_rank_cap: bool = True) -> tuple[int, str] | None:
     """(requests per rank, how) of the largest decode CUDA graph as _decode_graph_dispatch_tokens_per_rank reads it
     (moe_hook.py:656-676; 0.5.22 :580-600, 0.5.20 :569-585 and 0.5.21 :576-592 inline, the same figure): the graph's max_bs (the largest of
     cuda_graph_bs_decode, else cuda_graph_max_bs_decode, else default_decode_graph_max_bs capped by
@@ -579,8 +622,17 @@ def deepep_v2_decode_graph_requests(ctx: Context) -> tuple[int, str] | None:
     A lower bound where the GPUs' memory is not known. None where the graph may be off or sized otherwise
     (_DECODE_GRAPH_UNSETTLED, a device other than cuda, which xpu, cpu, npu and hpu turn off or size otherwise
     (platform_hook.py:113-190), torch_native / flex_attention (attention_hook.py:122-160), DeepSeek-V4's own
-    max_running_requests), or a value is not a number."""
-    if any(_given(ctx, d) for d in _DECODE_GRAPH_UNSETTLED) or _choice(ctx, "device", "cuda") != "cuda" or \
+    max_running_requests), or a value is not a number. With ``speculative``, an EAGLE-family launch whose tokens per
+    request speculative_decode_tokens settles counts too: its max_running_requests default, 48 (speculative_hook.py:
+    1086-1091), is set after the memory defaults (which saw none) and caps the graph per rank as a written one does.
+    The memory defaults' own cap of a default max_bs by max_running_requests (memory_hook.py:182-188) is 0.5.22's and
+    later's (0.5.21 has none). Without ``per_rank_cap``, the graph's max_bs only: what MegaMoE's decode bound reads
+    before 0.5.23 (mega_moe_decode_tokens_per_rank, mega_moe_hook.py:94-106 in 0.5.22, without the per-rank cap of
+    0.5.23's :97-102; the targeted set's targeted-memory-16, -29 and -55 on 0.5.21 / 0.5.22)."""
+    spec = speculative and _given(ctx, "speculative_algorithm") and not capture_only(ctx) and \
+        speculative_decode_tokens(ctx) is not None
+    unsettled = tuple(d for d in _DECODE_GRAPH_UNSETTLED if not (spec and d == "speculative_algorithm"))
+    if any(_given(ctx, d) for d in unsettled) or _choice(ctx, "device", "cuda") != "cuda" or \
             any(_choice(ctx, d, "") in ("torch_native", "flex_attention") for d in _ALL_DESTS) or \
             "DeepseekV4" in str(ctx.model.architecture or ""):
         return None
@@ -604,12 +656,19 @@ def deepep_v2_decode_graph_requests(ctx: Context) -> tuple[int, str] | None:
         graph = default_decode_graph_max_bs(ctx)
         least = "at least " if gpu_memory_mib(ctx)[0] is None else ""
         how = f"SGLang's default decode graph max_bs for these GPUs and tp_size, {least}{graph}"
-        if running is not None and running < graph:
+        if running is not None and running < graph and added_in(ctx, "0.5.22"):
             graph, how = running, f"max_running_requests={running}"
+    if not per_rank_cap:
+        return graph, how
     if running is not None:
         per_rank = max(1, running // attention_dp_width(ctx))
         if per_rank < graph:
             graph, how = per_rank, f"max_running_requests={running} over attn_dp_size={attention_dp_width(ctx)}"
+    elif spec:
+        per_rank = max(1, 48 // attention_dp_width(ctx))
+        if per_rank < graph:
+            graph, how = per_rank, (f"speculative decoding's default max_running_requests=48 over attn_dp_size="
+                                    f"{attention_dp_width(ctx)}")
     return graph, how
 
 
@@ -988,6 +1047,19 @@ def moe_backends(ctx: Context) -> tuple[str, str]:
     (sglang/srt/arg_groups/mega_moe_hook.py:259-276): moe_runner_backend megamoe means moe_a2a_backend megamoe."""
     a2a, runner = _choice(ctx, "moe_a2a_backend", "none"), _choice(ctx, "moe_runner_backend", "auto")
     return ("megamoe", "auto") if runner == "megamoe" else (a2a, runner)
+
+
+def deepseek_cp_attention_dp(ctx: Context) -> bool:
+    """DeepSeek's prefill context-parallel overrides read dp_size as attention-DP groups: attn_dp_size = attn_dp_size x
+    dp_size and dp_size 1 (model_override_base.py:229-247, model_overrides/deepseek_v2.py:110-114 for DSA, :196-198 for
+    MLA; 0.5.22 :110-114 / :197-199; 0.5.20 / 0.5.21 set enable_dp_attention instead, deepseek_v2.py:95 / :168 and :88 / :161),
+    before check_server_args counts replicas (its multi-node assert, validation_hook.py:199, exempts them) and the
+    ranks are launched: one TP group, no extra GPUs. The MLA branch (mla_prefill_cp_deepep) and the DSA-by-override
+    branch on CUDA (dsa_prefill_cp_a2a_certain). targeted-pd-39: tp_size 8, dp_size 2, enable_prefill_cp on DeepSeek-V3,
+    which parallel.gpus had refused by counting 16 GPUs. Not 0.5.20 / 0.5.21's DSA interleave CP, which asserts
+    dp_size == 1 instead (deepseek_v2.py:105 / :98 there; not mirrored, parallel.gpus' count refuses most of it)."""
+    return mla_prefill_cp_deepep(ctx) or dsa_prefill_cp_a2a_certain(ctx) and (
+        added_in(ctx, "0.5.22") or _choice(ctx, "cp_strategy", "") == "zigzag")
 
 
 def mla_prefill_cp_deepep(ctx: Context) -> bool:
