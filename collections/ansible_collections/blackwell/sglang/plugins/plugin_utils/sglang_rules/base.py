@@ -20,6 +20,13 @@ SPEC_TRIPLE = ("speculative_num_steps", "speculative_eagle_topk", "speculative_n
 EAGLE_FAMILY = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"}
 # sglang/srt/speculative/spec_info.py SpeculativeAlgorithm members + reserved alias NEXTN (0.5.23).
 SPEC_ALGORITHMS = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO", "FROZEN_KV_MTP"}
+
+
+def nextn_as_eagle(algo: str) -> str:
+    """The speculative algorithm as SGLang runs it: NEXTN is EAGLE's alias (spec_info.py's from_string)."""
+    return "EAGLE" if algo == "NEXTN" else algo
+
+
 ATTENTION_DESTS = (
     "attention_backend",
     "prefill_attention_backend",

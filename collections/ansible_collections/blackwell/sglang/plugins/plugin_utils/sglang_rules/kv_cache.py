@@ -19,6 +19,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _num,
     _spec_values,
     env_true,
+    nextn_as_eagle,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, release_line, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
@@ -42,6 +43,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     qwen35_sm100_backend,
     radix_cache_off,
     resolved_attention_backends,
+    resolved_mamba_strategy,
     resolved_page_size,
     unified_memory_target,
 )
@@ -60,7 +62,8 @@ def _mamba_no_buffer(ctx: Context, report: Report) -> None:
     checked; radix_cache_off): the seed-0 fuzzer's false alarm, no_buffer with disable_radix_cache (issue 36).
 
     The trtllm_mha assert (mamba_hook.py:161; 0.5.22 :161, 0.5.21 :151, 0.5.20 :148) holds wherever the strategy
-    resolves to no_buffer (_mamba_resolves_no_buffer), written or ``auto``, and reads attention_backend as written:
+    resolves to no_buffer (written, or ``auto`` as resolve.resolved_mamba_strategy resolves it), and reads
+    attention_backend as written:
     the split prefill / decode backends fill it in later (_attention_backend_default, attention_hook.py:121, after
     pipeline.py:225). targeted-hybrid-21: auto no_buffer (overlap scheduler off) with trtllm_mha was missed; a
     written no_buffer on a model without mamba state, or with trtllm_mha as prefill backend only, was a false alarm."""
@@ -70,7 +73,8 @@ def _mamba_no_buffer(ctx: Context, report: Report) -> None:
     # Models of the table without mamba state never reach validate_mamba_no_buffer (model_hook.py:1059-1067); an
     # unknown model is taken at its word when the strategy is written.
     mamba = ctx.model.hybrid_linear_attention or (written and not ctx.model.known)
-    if mamba and _choice(ctx, "attention_backend", "") == "trtllm_mha" and _mamba_resolves_no_buffer(ctx):
+    if mamba and _choice(ctx, "attention_backend", "") == "trtllm_mha" and (
+            written or resolved_mamba_strategy(ctx) == "no_buffer"):
         ctx.error("mamba.trtllm_mha", "mamba_radix_cache_strategy",
                   "trtllm_mha does not support the mamba radix cache strategy no_buffer"
                   + ("" if written else f" (what {ctx.model.architecture} resolves auto to here: the overlap scheduler "
@@ -86,22 +90,6 @@ def _mamba_no_buffer(ctx: Context, report: Report) -> None:
               "mamba_radix_cache_strategy no_buffer needs the overlap scheduler off; SGLang asserts otherwise.",
               "use extra_buffer (recommended), or also set disable_overlap_schedule: true",
               "sglang/srt/arg_groups/mamba_hook.py:158")
-
-
-def _mamba_resolves_no_buffer(ctx: Context) -> bool:
-    """Whether the mamba radix cache strategy is no_buffer when handle_mamba_radix_cache validates it: written, or
-    ``auto`` resolved by _mamba_radix_cache_resolution (overrides.py:477-486): no_buffer unless the overlap scheduler
-    is on or pages are larger than 1 (the Qwen3.5 SM100 override's page in place of the host's, qwen35_sm100_backend)
-    and linear_attn_backend is triton (supports_mamba_cache_extra_buffer, overrides.py:438-450)."""
-    strategy = str(ctx.get("mamba_radix_cache_strategy", "auto"))
-    if strategy != "auto":
-        return strategy == "no_buffer"
-    page, override = _num(ctx, "page_size"), qwen35_sm100_backend(ctx)
-    if override is not None:
-        page = QWEN35_OVERRIDE_PAGE[override]
-    paging = page is not None and page > 1
-    return not ((not ctx.is_set("disable_overlap_schedule") or paging)
-                and str(ctx.get("linear_attn_backend", "triton")) == "triton")
 
 
 @rule("server.kv_cache", shared=True, file=_KVH, sources=(
@@ -285,9 +273,8 @@ def _mamba_extra_buffer(ctx: Context, report: Report) -> None:
     forced = "" if override is None else (f" (SGLang's {arch} override on SM100 sets it with attention backend "
                                           f"{override}, in place of the host's page_size: model_overrides/qwen3_5.py:48)")
     paging = page is not None and page > 1
-    if strategy == "auto":
-        strategy = ("extra_buffer" if (not ctx.is_set("disable_overlap_schedule") or paging) and backend == "triton"
-                    else "no_buffer")
+    # A model of the table with mamba state and the radix cache on: the resolver settles ``auto`` (never None here).
+    strategy = resolved_mamba_strategy(ctx) or strategy
     if strategy not in MAMBA_EXTRA_BUFFER:
         if paging:
             ctx.error("mamba.extra_buffer", "page_size",
@@ -480,7 +467,7 @@ def _unified_memory(ctx: Context, report: Report) -> None:
     # this hook (capture_only): no speculative decoding, so no automatic topk (the seed-1 10,000-case fuzz run's false
     # alarm fuzz-1-04863, EAGLE3 capture on the unified pool); a topk the host writes is still asserted (:601).
     raw = "" if capture_only(ctx) else _choice(ctx, "speculative_algorithm", "").upper()
-    algo = {"NEXTN": "EAGLE"}.get(raw, raw)
+    algo = nextn_as_eagle(raw)
     topk = _num(ctx, "speculative_eagle_topk")
     if topk is None and algo in ("EAGLE", "EAGLE3") and ctx.model.known and not adaptive_stays_on(ctx) \
             and all(v is None for v in _spec_values(ctx)):

@@ -24,6 +24,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _num,
     _override_architectures,
     env_true,
+    nextn_as_eagle,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, release_line, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
@@ -187,7 +188,7 @@ def _combinations(ctx: Context, report: Report) -> None:
         # manifest files on the host stay the preflight's. targeted-memory-44: expert_pack on Llama-3.1-8B.
         dests = ("tp_size", "dp_size", "attn_dp_size", "ep_size") if added_in(ctx, "0.5.22") else \
             ("tp_size", "dp_size", "ep_size")
-        bad = [f"{d}={_int(ctx, d, 1)}" for d in dests if _int(ctx, d, 1) != 1]
+        bad = [f"{d}={size}" for d in dests if (size := _int(ctx, d, 1)) != 1]
         arch = certain_architecture(ctx)
         if bad or arch in ARCHITECTURES:
             report.refuse("load_format", "load_format expert_pack needs " + " and ".join(
@@ -970,7 +971,7 @@ def _pd_disaggregation(ctx: Context, report: Report) -> None:
     if mode == "decode" and ctx.is_set("disaggregation_decode_enable_radix_cache"):
         new = added_in(ctx, "0.5.23")
         spec_bad = bool(spec) and (
-            {"NEXTN": "EAGLE"}.get(spec, spec) not in ("DSPARK", "EAGLE", "EAGLE3") if new else
+            nextn_as_eagle(spec) not in ("DSPARK", "EAGLE", "EAGLE3") if new else
             spec != "DSPARK" if added_in(ctx, "0.5.21") else True)
         for cond, dest, why, lines in (
             (ctx.is_set("enable_hisparse"), "enable_hisparse", "enable_hisparse",
@@ -1004,12 +1005,13 @@ def _pd_disaggregation(ctx: Context, report: Report) -> None:
         dp = _int(ctx, "dp_size", 1)
         if ctx.args.get("enable_dp_attention") is True and attn_dp <= 1 and added_in(ctx, "0.5.22"):
             attn_dp, dp = dp, 1
+        a2a = moe_backends(ctx)[0]
         unsupported = [why for cond, why in (
             (not added_in(ctx, "0.5.22") and ctx.args.get("enable_dp_attention") is True,
              "DP attention (enable_dp_attention)"),
             (added_in(ctx, "0.5.22") and not added_in(ctx, "0.5.23") and attn_dp > 1, f"attention DP (attn_dp_size {attn_dp})"),
             (_int(ctx, "ep_size", 1) > 1, f"expert parallelism (ep_size {_int(ctx, 'ep_size', 1)})"),
-            (moe_backends(ctx)[0] != "none", f"MoE all-to-all (moe_a2a_backend {moe_backends(ctx)[0]}; "
+            (a2a != "none", f"MoE all-to-all (moe_a2a_backend {a2a}; "
              "handle_mega_moe, pipeline.py:49, has read moe_runner_backend megamoe as it)"),
             (_int(ctx, "pp_size", 1) > 1, f"pipeline parallelism (pp_size {_int(ctx, 'pp_size', 1)})"),
             (not added_in(ctx, "0.5.23") and dp > 1, f"data parallelism (dp_size {dp})"),

@@ -7,7 +7,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import RAGGED_ENV, _choice, _given, _num, env_true
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
+    RAGGED_ENV,
+    _choice,
+    _given,
+    _num,
+    env_true,
+    nextn_as_eagle,
+)
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.moe import resolved_ep_size
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, release_line, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
@@ -96,7 +103,7 @@ def _lora_speculative(ctx: Context, report: Report) -> None:
     off for many configurations before this check, which reads the resolved value (lora_hook.py:278, :299; 0.5.20-0.5.22
     the same, :200 and :221 there; targeted-lora-21: NEXTN with speculative_adaptive on DeepSeek-V3 was MISSED)."""
     raw = _choice(ctx, "speculative_algorithm", "").upper()
-    algo = {"NEXTN": "EAGLE"}.get(raw, raw)
+    algo = nextn_as_eagle(raw)
     if algo in ("", "NGRAM", "UNO"):
         return
     if algo not in ("EAGLE", "EAGLE3", "DFLASH", "DSPARK"):

@@ -14,6 +14,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _int,
     _json_arg,
     env_true,
+    nextn_as_eagle,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import (
     Report,
@@ -449,7 +450,7 @@ def _hisparse_combos(ctx: Context, report: Report) -> None:
         return
     if not raw:
         return
-    algo = {"NEXTN": "EAGLE"}.get(raw, raw)
+    algo = nextn_as_eagle(raw)
     topk = effective_eagle_topk(ctx, algo) if algo in ("EAGLE", "EAGLE3", "STANDALONE") else None
     if topk is not None and topk != 1:
         report.refuse("speculative_eagle_topk", f"HiSparse speculative decoding is linear only: speculative_eagle_topk "

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ARCHITECTURES, lookup_model
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import (
+    EAGLE_FAMILY,
     MAMBA_EXTRA_BUFFER,
     _choice,
     _given,
@@ -23,6 +24,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _override_architectures,
     _spec_values,
     env_true,
+    nextn_as_eagle,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import added_in
 
@@ -153,7 +155,7 @@ def adaptive_stays_on(ctx: Context) -> bool:
     joiner, which runs its DP-attention paths: runtime_context.py:191-199), no multi-layer EAGLE, two-batch overlap
     or PD multiplexing.  Where it is off, _handle_eagle_family's own triple checks run (speculative_hook.py:1159)."""
     raw = _choice(ctx, "speculative_algorithm", "").upper()
-    return ctx.is_set("speculative_adaptive") and {"NEXTN": "EAGLE"}.get(raw, raw) in ("EAGLE", "EAGLE3") \
+    return ctx.is_set("speculative_adaptive") and nextn_as_eagle(raw) in ("EAGLE", "EAGLE3") \
         and _num(ctx, "speculative_eagle_topk") in (None, 1) and not attention_dp_on(ctx) \
         and _choice(ctx, "ep_join_mode", "") != "scale" \
         and not any(ctx.is_set(d) for d in ("enable_multi_layer_eagle", "enable_two_batch_overlap", "enable_pdmux"))
@@ -501,8 +503,7 @@ def unified_memory_target(ctx: Context) -> bool | None:
     text = override.get("text_config") if override is not None else None
     if override is None or "is_hybrid_swa" in override or (isinstance(text, dict) and "is_hybrid_swa" in text):
         return None
-    swa = ctx.model.architecture in HYBRID_SWA_ARCHITECTURES and not ctx.is_set("disable_hybrid_swa_memory")
-    return swa or ctx.model.hybrid_linear_attention
+    return hybrid_swa(ctx) or ctx.model.hybrid_linear_attention
 
 
 # The architectures SGLang 0.5.23 runs DeepEP v2 MoE for (sglang/srt/configs/moe_model_registry.py:20-28).
@@ -592,9 +593,9 @@ _DECODE_GRAPH_UNSETTLED = ("disable_cuda_graph", "disable_decode_cuda_graph", "c
                            "speculative_algorithm")
 
 
-# The EAGLE family (NEXTN is EAGLE's alias), whose handler settles the draft-token count written below and sets
-# max_running_requests 48 when it is unset (_handle_eagle_family, speculative_hook.py:1072-1283).
-_EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN")
+# The EAGLE family (NEXTN is EAGLE's alias) but STANDALONE, whose handler settles the draft-token count written
+# below and sets max_running_requests 48 when it is unset (_handle_eagle_family, speculative_hook.py:1072-1283).
+_EAGLE_FAMILY = EAGLE_FAMILY - {"STANDALONE"}
 
 
 def speculative_decode_tokens(ctx: Context) -> int | None:

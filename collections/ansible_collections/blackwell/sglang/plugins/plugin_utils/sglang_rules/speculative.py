@@ -25,6 +25,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _num,
     _spec_values,
     env_true,
+    nextn_as_eagle,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.profiles import arch_profile
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
@@ -295,7 +296,7 @@ def _speculative_launch(ctx: Context, report: Report) -> None:
     raw = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") else None
     if capture_only(ctx):  # DFLASH without a draft, a ragged-verify mode nobody reads: no refusal there
         raw = None
-    algo = None if raw is None else {"NEXTN": "EAGLE"}.get(str(raw).upper(), str(raw).upper())  # NEXTN aliases EAGLE
+    algo = None if raw is None else nextn_as_eagle(str(raw).upper())
 
     if added_in(ctx, "0.5.22") and ctx.is_set("speculative_use_block_verification") and algo not in ("EAGLE", "EAGLE3", "DFLASH", "DSPARK"):
         report.refuse("speculative_use_block_verification", "speculative_use_block_verification works with EAGLE / EAGLE3 / "
@@ -501,7 +502,7 @@ def _speculative_shapes(ctx: Context, report: Report) -> None:
     with attention DP and its draft width (:674-710, :824-850), tree drafts on paged KV (:1271-1282, :1355-1366) and
     NGRAM's external corpus (:1331-1349)."""
     raw = ctx.args.get("speculative_algorithm") if _given(ctx, "speculative_algorithm") and not capture_only(ctx) else None
-    algo = None if raw is None else {"NEXTN": "EAGLE"}.get(str(raw).upper(), str(raw).upper())
+    algo = None if raw is None else nextn_as_eagle(str(raw).upper())
     if algo is None:
         return
     draft, window = _num(ctx, "speculative_num_draft_tokens"), _num(ctx, "speculative_draft_window_size")
