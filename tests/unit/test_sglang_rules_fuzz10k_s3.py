@@ -247,9 +247,10 @@ def test_the_prefill_half_first() -> None:
     assert [p.source for p in found] == ["sglang/srt/arg_groups/moe_hook.py:688-695"]
 
 
-def test_speculative_decoding_is_left_to_the_preflight() -> None:
-    """EAGLE's tokens per request and its max_running_requests 48 (speculative_hook.py:1090) are not judged here:
-    SGLang refuses 48 x 4 = 192 tokens on a decode server, which the rule leaves to the on-host preflight."""
+def test_speculative_decoding_counts_its_auto_draft_tokens() -> None:
+    """EAGLE's tokens per request, SGLang's auto choice (3, 1, 4) for DeepSeek-V3 (speculative_hook.py:1430-1461),
+    and its max_running_requests 48 (speculative_hook.py:1090): SGLang refuses 48 x 4 = 192 tokens on a decode server
+    (probe-confirmed, moe_hook.py:700)."""
     hostvars = host({**V2, "disaggregation_mode": "decode", "tp_size": 4, "speculative_algorithm": "EAGLE",
                      "speculative_moe_a2a_backend": "none"}, model=DEEPSEEK, gpus=4)
-    assert decode_graph(hostvars) == []
+    assert [p.source for p in decode_graph(hostvars)] == ["sglang/srt/arg_groups/moe_hook.py:700-706"]

@@ -21,6 +21,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_con
 from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_inputs as inputs
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ModelFacts, lookup_model
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import RENAMED, RULES, run_rules
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import env_true
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import MAX_GPUS_PER_HOST, gpu_ids
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import (
     ArgSpec,
@@ -367,6 +368,18 @@ def _plain_int(value: Any) -> int:
 _KIND_WORDS = {"int": "an integer", "float": "a number", "json": "JSON (a mapping, list or JSON text)", "str": "a string"}
 
 
+# Choices SGLang adds to a flag's argparse choices when an environment switch is on: add_cli_args puts
+# token_oracle among --sampling-backend's choices under SGLANG_KV_CANARY_ENABLE_TOKEN_ORACLE (server_args.py:357;
+# 0.5.22 :356, 0.5.21 :289, 0.5.20 :352), which the schema's choices (dumped without it) cannot know.
+_ENV_CHOICES = {("sampling_backend", "token_oracle"): "SGLANG_KV_CANARY_ENABLE_TOKEN_ORACLE"}
+
+
+def _env_choice(ctx: Context, dest: str, value: Any) -> bool:
+    """True where ``value`` is a choice of ``dest`` only because the host's environment turns its switch on."""
+    switch = _ENV_CHOICES.get((dest, value))
+    return switch is not None and env_true(ctx.env, switch)
+
+
 def _coerce(ctx: Context, spec: ArgSpec, value: Any) -> tuple[bool, Any]:
     """Type-check one argument; records problems and returns (ok, typed value)."""
     dest = spec.dest
@@ -448,7 +461,7 @@ def _coerce(ctx: Context, spec: ArgSpec, value: Any) -> tuple[bool, Any]:
                 value,
             )
             return False, None
-        if spec.choices is not None and item_typed not in spec.choices:
+        if spec.choices is not None and item_typed not in spec.choices and not _env_choice(ctx, dest, item_typed):
             near = [str(c) for c in spec.choices if str(item_typed).lower() in str(c).lower()]
             ctx.error(
                 "schema.choices",

@@ -448,7 +448,12 @@ def _page_major_linear_outside(ctx: Context) -> tuple[str, str, str, tuple[str, 
     "sglang/srt/arg_groups/kv_cache_hook.py:783",
     "sglang/srt/arg_groups/kv_cache_hook.py:610",
     "sglang/srt/arg_groups/kv_cache_hook.py:727",
+    "sglang/srt/arg_groups/kv_cache_hook.py:733 (0.5.22 :738, 0.5.21 :627, 0.5.20 :309)",
     "sglang/srt/arg_groups/kv_cache_hook.py:740",
+    "sglang/srt/arg_groups/kv_cache_hook.py:754 (0.5.22 :759, 0.5.21 :648, 0.5.20 :330)",
+    "sglang/srt/arg_groups/kv_cache_hook.py:625 (0.5.22 :622)",
+    "sglang/srt/arg_groups/kv_cache_hook.py:634 (0.5.22 :631)",
+    "sglang/srt/arg_groups/kv_cache_hook.py:519 (0.5.22 :516)",
     "sglang/srt/arg_groups/kv_cache_hook.py:848 (0.5.22 :860, 0.5.21 :753, 0.5.20 :435)",
     "sglang/srt/arg_groups/kv_cache_hook.py:853 (0.5.22 :865, 0.5.21 :758, 0.5.20 :440)",
     "sglang/srt/arg_groups/kv_cache_hook.py:537 (the PD branch :533-586; 0.5.22 :530-585, 0.5.21 :482-543, 0.5.20 :202-224)",
@@ -491,6 +496,23 @@ def _unified_memory(ctx: Context, report: Report) -> None:
     host_pool = pd and added_in(ctx, "0.5.21") and (
         _choice(ctx, "disaggregation_decode_retraction_backup", "") == "host_pool" or decode_host_receive_on(ctx))
     old_retraction = not added_in(ctx, "0.5.22")  # 0.5.21 also refuses the decode radix cache and hybrid SWA there
+    # The resolved attention backends the speculative verify and DCP asserts read (attention_backends_of over the
+    # resolved view, kv_cache_hook.py:517, :621, :752): empty where a side is not certain, and then no refusal. The
+    # allow-lists (kv_cache_hook.py:479-497, 0.5.22 :479-494): the MHA rails gained trtllm_mha in 0.5.23, the verify
+    # set lost tokenspeed_mla (an alias of cutedsl_mla from 0.5.23), DSPARK admits fa4 from 0.5.23; under dcp_size > 1
+    # flashinfer leaves the DSPARK / DFLASH set (:511-516).
+    pair = resolved_attention_backends(ctx)
+    backends = set() if None in pair else set(pair)
+    new = added_in(ctx, "0.5.23")
+    mha_rails = {"triton", "flashinfer", "fa3"} | ({"trtllm_mha"} if new else set())
+    verify = {"triton", "trtllm_mla", "cutedsl_mla", "flashmla", "flashinfer", "fa3"} | (set() if new else {"tokenspeed_mla"})
+    eagle_allowed = verify if ctx.model.mla else mha_rails
+    draft = _choice(ctx, "speculative_draft_attention_backend", "")
+    draft_set = {draft} if draft else backends  # an unset draft backend inherits the target's pair (:632-633)
+    spec_allowed = {"DSPARK": verify | ({"fa4"} if new else set()), "DFLASH": mha_rails}.get(algo, set())
+    dcp = _int(ctx, "dcp_size", 1) > 1
+    spec_allowed -= {"flashinfer"} if dcp else set()
+    dcp_allowed = {"flashinfer", "trtllm_mla", "cutedsl_mla"} | (set() if new else {"tokenspeed_mla"})
     for bad, dest, why, line in (
         (bool(outside), "attention_backend" if _given(ctx, "attention_backend") else
          "prefill_attention_backend" if _given(ctx, "prefill_attention_backend") else "decode_attention_backend",
@@ -563,6 +585,27 @@ def _unified_memory(ctx: Context, report: Report) -> None:
          "speculative_algorithm", f"enable_unified_memory with {raw} needs a unified target model (hybrid sliding-window "
          f"or Mamba-like hybrid attention, where the draft's KV lives inside the target's sub-pools); "
          f"{ctx.model.architecture} is neither", "610 (0.5.22 :608)"),
+        # The target verifies on its own pages (kv_cache_hook.py:615-630, 0.5.22 :613-627): the MLA verify set on an MLA
+        # model, else the MHA rails; the fused draft reads through the MHA rails (:631-640, 0.5.22 :629-637). Qwen3.5 with
+        # NEXTN and attention_backend fa4 on a B200 is refused there.
+        (added_in(ctx, "0.5.22") and algo in ("EAGLE", "EAGLE3") and known and bool(backends)
+         and not backends <= eagle_allowed, "attention_backend",
+         f"enable_unified_memory with {raw} verifies on the target's own pages, which attention backend "
+         f"{' / '.join(sorted(backends - eagle_allowed))} does not translate to the unified pool's physical ids "
+         f"({'MLA' if ctx.model.mla else 'MHA'} model: {', '.join(sorted(eagle_allowed))} only)",
+         release_line(ctx, {"0.5.23": "625", "0.5.22": "622"})),
+        (added_in(ctx, "0.5.22") and algo in ("EAGLE", "EAGLE3") and known and bool(draft_set)
+         and not draft_set <= mha_rails, "speculative_draft_attention_backend",
+         f"enable_unified_memory with {raw} runs the fused draft on {' / '.join(sorted(draft_set))}, but it reads its KV "
+         f"through the translated MHA rails {', '.join(sorted(mha_rails))} only",
+         release_line(ctx, {"0.5.23": "634", "0.5.22": "631"})),
+        # _assert_spec_verify_backends for DSPARK and DFLASH (kv_cache_hook.py:500-525, :641-652; 0.5.22 :497-520,
+        # :638-645): Llama with DFLASH and attention_backend fa4 on a B200 is refused there.
+        (added_in(ctx, "0.5.22") and algo in ("DSPARK", "DFLASH") and bool(backends) and not backends <= spec_allowed,
+         "attention_backend", f"enable_unified_memory with {raw} needs the spec-verify-audited attention backends "
+         f"{', '.join(sorted(spec_allowed))} for prefill and decode, not {' / '.join(sorted(backends - spec_allowed))}"
+         + (" (flashinfer is excluded under dcp_size > 1)" if dcp else ""),
+         release_line(ctx, {"0.5.23": "519", "0.5.22": "516"})),
         (ctx.is_set("enable_two_batch_overlap"), "enable_two_batch_overlap",
          "enable_unified_memory does not support enable_two_batch_overlap", 653),
         (added_in(ctx, "0.5.21") and ctx.is_set("enable_lmcache"), "enable_lmcache",
@@ -580,12 +623,26 @@ def _unified_memory(ctx: Context, report: Report) -> None:
         (_int(ctx, "dcp_size", 1) > 1 and ctx.model.architecture in ARCHITECTURES and not ctx.model.mla, "dcp_size",
          f"enable_unified_memory with dcp_size > 1 (decode context parallelism) runs MLA models only, not "
          f"{ctx.model.architecture}", "727 (0.5.22 :732, 0.5.21 :621, 0.5.20 :303)"),
+        # Its second: no hybrid sliding-window model (ModelConfig.is_hybrid_swa; resolve.hybrid_swa: the table's
+        # architectures, or json_model_override_args opting in). DeepSeek-V3 with {"is_hybrid_swa": true} and dcp_size 2
+        # is refused there, before the PD and backend asserts below.
+        (_int(ctx, "dcp_size", 1) > 1 and swa, "dcp_size",
+         "enable_unified_memory with dcp_size > 1 (decode context parallelism) does not support hybrid sliding-window "
+         "models (the unified SWA allocator does not widen its virtual ids under DCP)",
+         "733 (0.5.22 :738, 0.5.21 :627, 0.5.20 :309)"),
         # Its third (whatever the model: the first two refuse the others): the seed-6 10,000-case run's MISSED
         # fuzz-6-06103, DeepSeek-V3 with dcp_size 8 on a PD prefill server on a B300.
         (_int(ctx, "dcp_size", 1) > 1 and _choice(ctx, "disaggregation_mode", "null") != "null", "disaggregation_mode",
          "enable_unified_memory with dcp_size > 1 (decode context parallelism) does not support PD disaggregation (the "
          "KV transfer ships whole page envelopes, which hold only this rank's shard under DCP)",
          "740 (0.5.22 :745, 0.5.21 :634, 0.5.20 :316)"),
+        # Its fourth: the full-attention layers on the backends that translate the widened DCP page ids (kv_cache_hook.py:
+        # 751-761; tokenspeed_mla too before 0.5.23). DeepSeek-V3 with dcp_size 8 on an RTX PRO 6000, whose default MLA
+        # backend there is triton, is refused.
+        (dcp and known and ctx.model.mla and bool(backends) and not backends <= dcp_allowed, "attention_backend",
+         f"enable_unified_memory with dcp_size > 1 (decode context parallelism) needs attention backend "
+         f"{', '.join(sorted(dcp_allowed))} for the full-attention layers, not {' / '.join(sorted(backends - dcp_allowed))}",
+         release_line(ctx, {"0.5.23": "754", "0.5.22": "759", "0.5.21": "648", "0.5.20": "330"})),
     ):
         if bad:
             report.refuse(dest, why + ".", f"fix {ctx.var(dest)}, or remove {ctx.var('enable_unified_memory')}", line)

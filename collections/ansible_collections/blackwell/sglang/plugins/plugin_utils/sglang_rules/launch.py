@@ -8,6 +8,7 @@ change a value first, the rule reads the same.  SGLang refuses all of them befor
 
 from __future__ import annotations
 
+import ipaddress
 from typing import TYPE_CHECKING
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ARCHITECTURES
@@ -37,12 +38,14 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     certain_architecture,
     chunk_dp_width,
     decode_host_receive_on,
+    deepseek_cp_attention_dp,
     derived_context_length,
     deterministic_attention_backend,
     deterministic_on,
     dsa_backends,
     dsa_kv_cache_dtype,
     dsa_override,
+    dwdp_on,
     gpu_memory_mib,
     kv_shard_chunk,
     model_override_attention_backend,
@@ -233,9 +236,14 @@ def _combinations(ctx: Context, report: Report) -> None:
     if (_num(ctx, "kv_canary_sweep_interval") or 0) > 0 and _choice(ctx, "kv_canary", "none") == "none":
         report.refuse("kv_canary_sweep_interval", "kv_canary_sweep_interval > 0 needs kv_canary log or raise.",
                       f"set {ctx.var('kv_canary')}: log, or remove {ctx.var('kv_canary_sweep_interval')}", f"{_VH}:375")
-    if added_in(ctx, "0.5.21") and ctx.args.get("sampling_backend") == "intel_xpu" and _choice(ctx, "device", "cuda") != "xpu":
+    # Deterministic inference (enable_deterministic_inference, or rl_on_policy_target) rewrites every sampling backend
+    # but ascend to pytorch before the device check (_deterministic_sampling_backend, overrides.py:1029-1036, run by
+    # attention_hook.py:620; the seed-10 run's STRICTER-UNEXPLAINED fuzz-10-06339 and fuzz-10-02118).
+    if added_in(ctx, "0.5.21") and ctx.args.get("sampling_backend") == "intel_xpu" and \
+            _choice(ctx, "device", "cuda") != "xpu" and not deterministic_on(ctx):
         report.refuse("sampling_backend", "sampling_backend intel_xpu is for Intel GPUs (device xpu).",
-                      f"use flashinfer or pytorch, or remove {ctx.var('sampling_backend')}", f"{_VH}:484")
+                      f"use flashinfer or pytorch, or remove {ctx.var('sampling_backend')}",
+                      f"{_VH}:" + release_line(ctx, {"0.5.23": "484", "0.5.22": "483", "0.5.21": "392"}))
     if _int(ctx, "pp_size", 1) > 1 and _given(ctx, "min_free_slots_delay"):
         report.refuse("min_free_slots_delay", f"min_free_slots_delay does not work with pipeline parallelism "
                       f"(pp_size={_int(ctx, 'pp_size', 1)}).", f"remove {ctx.var('min_free_slots_delay')}", f"{_VH}:165")
@@ -634,6 +642,10 @@ def _features(ctx: Context, report: Report) -> None:
                                                        f"fix {ctx.var(dest)}, or remove enable_tp_lm_head_all_to_all", f"{lm}:{line}")
                 break
     transport = _choice(ctx, "mm_feature_transport", "")
+    if not transport and env_true(ctx.env, "SGLANG_USE_CUDA_IPC_TRANSPORT"):
+        # The deprecated switch picks cuda_ipc when the argument is unset, for any model (serving_hook.py:814-821,
+        # the same in 0.5.20-0.5.22); off, or any other value, picks cpu.
+        transport = "cuda_ipc"
     if not ctx.is_set("encoder_only"):  # encoder-only servers fall back to cpu (serving_hook.py:882-889)
         if transport == "cuda_vmm" and _int(ctx, "pp_size", 1) != 1:
             report.of("server.combination").refuse(
@@ -641,7 +653,9 @@ def _features(ctx: Context, report: Report) -> None:
                 "parallelism.", f"set {ctx.var('mm_feature_transport')}: cpu, or pp_size: 1", f"{_SH}:895")
         elif transport == "cuda_ipc" and _int(ctx, "nnodes", 1) != 1:
             report.of("server.combination").refuse("mm_feature_transport", "mm_feature_transport cuda_ipc works on a single node "
-                                                   "only.", f"set {ctx.var('mm_feature_transport')}: cpu (or cuda_vmm)", f"{_SH}:915")
+                                                   "only.", f"set {ctx.var('mm_feature_transport')}: cpu (or cuda_vmm)",
+                                                   f"{_SH}:" + release_line(ctx, {"0.5.23": "915", "0.5.22": "894",
+                                                                                  "0.5.21": "858", "0.5.20": "871"}))
     language_model_only = [d for d in ("encoder_only", "language_only", "enable_prefix_mm_cache",
                                        "enable_broadcast_mm_inputs_process", "mm_enable_dp_encoder")
                            if ctx.is_set("language_model_only") and ctx.is_set(d)]
@@ -875,8 +889,17 @@ def _prefill_graph_context(ctx: Context, report: Report) -> None:
     """_resolve_max_context_size (cuda_graph_hook.py:423-445; 0.5.22 :385-406, 0.5.21 :565-586): the prefill CUDA
     graphs' max context must be positive and, aligned up to the page size, within the model's context length
     (ModelConfig.context_len: context_length when set, else what SGLang derives from config.json, which the model
-    table knows for its checkpoints; any other model: the preflight)."""
+    table knows for its checkpoints; any other model: the preflight). The size is cuda_graph_config's
+    prefill.max_context_size where that JSON names the key, which outranks the flag (parse_cuda_graph_config,
+    cuda_graph_hook.py:89-94; 0.5.22 :90-94, 0.5.21 :100-104): Llama-3.1-8B with cuda_graph_config
+    {"prefill": {"max_context_size": 140000}} is refused, 140000 > 131072."""
     size = _num(ctx, "cuda_graph_prefill_max_context")
+    config = _json_arg(ctx, "cuda_graph_config")
+    prefill = config.get("prefill") if isinstance(config, dict) else None
+    if isinstance(prefill, dict) and "max_context_size" in prefill:
+        size = prefill["max_context_size"]
+        if not isinstance(size, (int, float)) or isinstance(size, bool):
+            return  # null (no max context) or not a number: nothing judged here
     if size is not None and size <= 0:
         report.refuse("cuda_graph_prefill_max_context", f"cuda_graph_prefill_max_context={size} must be positive.",
                       f"set {ctx.var('cuda_graph_prefill_max_context')} > 0, or remove it",
@@ -948,6 +971,7 @@ _PD = "sglang/srt/arg_groups/pd_disaggregation_hook.py"
     "sglang/srt/arg_groups/pd_disaggregation_hook.py:146",
     "sglang/srt/arg_groups/pd_disaggregation_hook.py:158",
     "sglang/srt/arg_groups/pd_disaggregation_hook.py:191",
+    "sglang/srt/arg_groups/pd_disaggregation_hook.py:277",
     "sglang/srt/arg_groups/speculative_hook.py:169",
     "sglang/srt/arg_groups/kv_cache_hook.py:362",
     "sglang/srt/arg_groups/kv_cache_hook.py:371",
@@ -992,6 +1016,18 @@ def _pd_disaggregation(ctx: Context, report: Report) -> None:
         bad.refuse("disaggregation_transfer_backend", "a PD prefill server cannot use the fake transfer backend.",
                    f"set {ctx.var('disaggregation_transfer_backend')} to mooncake or nixl",
                    f"{_PD}:" + release_line(ctx, {"0.5.20": "132", "0.5.21": "140", "0.5.22": "153", "0.5.23": "146"}))
+        return
+    # SGLANG_RUST_SERVER on a prefill server: the Rust server serves the KV bootstrap registry on the api port, so
+    # _alias_bootstrap_port_to_api_port (pd_disaggregation_hook.py:150, 245-299) refuses an explicit
+    # disaggregation_bootstrap_port other than its default 8998 or --port (:272-283). Every transfer backend a prefill
+    # server can use here (mooncake, mooncake_tcp, nixl, mori, ascend) has a CommonKVBootstrapServer (:257-266).
+    boot, port = _int(ctx, "disaggregation_bootstrap_port", 8998), _int(ctx, "port", 30000)
+    if mode == "prefill" and env_true(ctx.env, "SGLANG_RUST_SERVER") and boot not in (8998, port):
+        bad.refuse("disaggregation_bootstrap_port", f"with SGLANG_RUST_SERVER the prefill server serves the PD KV "
+                   f"bootstrap registry on its api port; disaggregation_bootstrap_port {boot} conflicts with port "
+                   f"{port}.", f"remove {ctx.var('disaggregation_bootstrap_port')} (decode servers and the router then "
+                   "target the prefill api port), or set it to the port", f"{_PD}:" + release_line(
+                       ctx, {"0.5.20": "168", "0.5.21": "209", "0.5.22": "268", "0.5.23": "277"}))
         return
     if env_true(ctx.env, "SGLANG_DISAGG_STAGING_BUFFER") and transfer not in ("mooncake", "nixl", "mooncake_tcp"):
         bad.refuse("disaggregation_transfer_backend", f"SGLANG_DISAGG_STAGING_BUFFER needs the mooncake or nixl "
@@ -1054,13 +1090,28 @@ CUTEDSL_MLA_KV = ("fp8_e4m3", "bf16", "bfloat16", "auto")  # overrides.py:1248-1
     "sglang/srt/arg_groups/cuda_graph_hook.py:417",
     "sglang/srt/arg_groups/validation_hook.py:461",
     "sglang/srt/arg_groups/validation_hook.py:463",
+    "sglang/srt/arg_groups/validation_hook.py:474",
+    "sglang/srt/arg_groups/validation_hook.py:112",
 ))
 def _features_catalog(ctx: Context, report: Report) -> None:
     """validate_cuda_graph_config's per-phase backends (cuda_graph_hook.py:410-420), the DP LM head
-    (overrides.py:1424-1427), decode-only CuTe DSL MLA (overrides.py:1233-1256) and load publishing
-    (validation_hook.py:436-466)."""
+    (overrides.py:1424-1427), decode-only CuTe DSL MLA (overrides.py:1233-1256), load publishing
+    (validation_hook.py:436-474, with resolve_load_pub_range's port arithmetic: _load_pub_range_refusal) and the
+    response store, which validate_response_store refuses on a PD server (validation_hook.py:109-116)."""
+    if ctx.is_set("enable_response_store") and _choice(ctx, "disaggregation_mode", "null") != "null":
+        report.of("server.combination").refuse(
+            "enable_response_store", "enable_response_store is not supported with PD disaggregation (disaggregation_mode "
+            f"{_choice(ctx, 'disaggregation_mode', 'null')}).",
+            f"remove {ctx.var('enable_response_store')} (response storage stays off on PD servers)",
+            f"{_VH}:" + release_line(ctx, {"0.5.20": "31", "0.5.22": "111", "0.5.23": "112"}))
     config = _json_arg(ctx, "cuda_graph_config")
-    if isinstance(config, dict):
+    shape = _cuda_graph_config_shape(ctx, config) if _given(ctx, "cuda_graph_config") else None
+    if shape is not None:
+        report.of("server.json_args").refuse(
+            "cuda_graph_config", f"{shape[0]} (SGLang's parser of --cuda-graph-config refuses it).",
+            f"write {ctx.var('cuda_graph_config')} as {{decode: {{...}}, prefill: {{...}}}} with the keys SGLang "
+            f"{ctx.version} reads", "sglang/srt/model_executor/cuda_graph_config.py:" + shape[1])
+    elif isinstance(config, dict):
         for phase in ("decode", "prefill"):
             settings = config.get(phase)
             backend = settings.get("backend") if isinstance(settings, dict) else None
@@ -1109,3 +1160,152 @@ def _features_catalog(ctx: Context, report: Report) -> None:
         elif events.get("publisher", "null") == "null" or not events.get("endpoint", "tcp://*:5557"):
             report.of("server.combination").refuse("kv_events_config", "load_publish_endpoint needs an active kv_events_config "
                                                    "publisher (publisher null or an empty endpoint).", fix, f"{_VH}:463")
+        else:
+            reason = _load_pub_range_refusal(ctx, events, mode)
+            if reason:
+                report.of("server.combination").refuse(
+                    "load_publish_endpoint", f"{reason}.",
+                    f"use {ctx.var('load_publish_endpoint')}: auto, or a wildcard tcp://*:PORT clear of the KV-event ports "
+                    "(one port per DP rank)",
+                    f"{_VH}:" + release_line(ctx, {"0.5.20": "354", "0.5.21": "382", "0.5.22": "473", "0.5.23": "474"}))
+
+
+# parse_cuda_graph_config_arg's keys per phase (ALLOWED_KEYS_PER_PHASE, model_executor/cuda_graph_config.py:75-86;
+# 0.5.21 :77-89 and 0.5.20 :76-86 with tc_compiler, 0.5.20 without max_context_size and max_seq_len).
+CUDA_GRAPH_CONFIG_KEYS = (
+    ("0.5.22", {"decode": ("backend", "max_bs", "bs"),
+                "prefill": ("backend", "max_bs", "bs", "max_context_size", "full_prefill_max_req",
+                            "full_prefill_prefix_chunk_tokens", "max_seq_len")}),
+    ("0.5.21", {"decode": ("backend", "max_bs", "bs", "tc_compiler"),
+                "prefill": ("backend", "max_bs", "bs", "tc_compiler", "max_context_size", "full_prefill_max_req",
+                            "full_prefill_prefix_chunk_tokens", "max_seq_len")}),
+    ("0.5.20", {"decode": ("backend", "max_bs", "bs", "tc_compiler"),
+                "prefill": ("backend", "max_bs", "bs", "tc_compiler", "full_prefill_max_req",
+                            "full_prefill_prefix_chunk_tokens")}),
+)
+# Its raise lines: (the JSON object, the phase, the phase's object, the key), per release.
+_CUDA_GRAPH_CONFIG_LINES = {"0.5.22": ("257", "265", "269", "279"), "0.5.21": ("250", "258", "262", "270"),
+                            "0.5.20": ("240", "248", "252", "260")}
+
+
+def _cuda_graph_config_shape(ctx: Context, config: object) -> tuple[str, str] | None:
+    """parse_cuda_graph_config_arg, --cuda-graph-config's argparse type (model_executor/cuda_graph_config.py:246-283;
+    0.5.21 :239-275, 0.5.20 :229-265): a JSON object of phases (decode, prefill), each a JSON object of that
+    release's keys (CUDA_GRAPH_CONFIG_KEYS); the first refusal in SGLang's order with its line, None where it parses.
+    The conformance-all run's MISSED targeted-graphs-14: prefill.max_context_size, which 0.5.20 does not know."""
+    lines = _CUDA_GRAPH_CONFIG_LINES[next(v for v in ("0.5.22", "0.5.21", "0.5.20") if added_in(ctx, v) or v == "0.5.20")]
+    keys = next(allowed for version, allowed in CUDA_GRAPH_CONFIG_KEYS if added_in(ctx, version) or version == "0.5.20")
+    if not isinstance(config, dict):
+        return (f"cuda_graph_config must be a JSON object, not {type(config).__name__}", lines[0]) \
+            if config is not None else None
+    for phase, settings in config.items():
+        if str(phase) not in keys:
+            return f"cuda_graph_config names the phase {phase!r}; the phases are decode and prefill", lines[1]
+        if not isinstance(settings, dict):
+            return f"cuda_graph_config {phase} must be a JSON object, not {type(settings).__name__}", lines[2]
+        unknown = [k for k in settings if k not in keys[str(phase)]]
+        if unknown:
+            return (f"cuda_graph_config {phase} sets {unknown[0]!r}, which SGLang {ctx.version} does not know (its keys: "
+                    f"{', '.join(keys[str(phase)])})", lines[3])
+    return None
+
+
+_BIND_WILDCARD_HOSTS = ("*", "0.0.0.0", "::")  # sglang/srt/disaggregation/kv_events.py:88
+
+
+def _tcp_address(endpoint: object) -> tuple[str, int] | None:
+    """NetworkAddress.parse of a tcp:// endpoint's host:port (sglang/srt/utils/network.py:599-645: a bracketed IPv6
+    host, else host:port split at the last colon, a bare IPv6 host refused, a port int() in 0-65535); None where it
+    raises."""
+    if not isinstance(endpoint, str) or not endpoint.startswith("tcp://"):
+        return None
+    addr = endpoint[len("tcp://"):]
+
+    def is_ipv6(host: str) -> bool:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return False
+        return True
+
+    if addr.startswith("["):
+        close = addr.find("]")
+        host, rest = addr[1:close], addr[close + 1:]
+        if close == -1 or not is_ipv6(host) or not rest.startswith(":") or len(rest) < 2:
+            return None
+        port_str = rest[1:]
+    else:
+        if ":" not in addr:
+            return None
+        host, port_str = addr.rsplit(":", 1)
+        if not host or (":" in host and is_ipv6(host)):
+            return None
+    try:
+        port = int(port_str)
+    except ValueError:
+        return None
+    return (host, port) if 0 <= port <= 65535 else None
+
+
+def _tcp_port(endpoint: object) -> int | None:
+    """parse_tcp_port (sglang/srt/disaggregation/kv_events.py:91-103): a legal port of any host, else None."""
+    addr = _tcp_address(endpoint)
+    return addr[1] if addr is not None and addr[1] > 0 else None
+
+
+def _bindable_tcp(endpoint: object) -> bool:
+    """parse_bindable_tcp (kv_events.py:125-137): a wildcard host (*, 0.0.0.0, [::]) and a port 1-65535."""
+    addr = _tcp_address(endpoint)
+    return addr is not None and addr[0] in _BIND_WILDCARD_HOSTS and addr[1] > 0
+
+
+def load_publish_ranks(ctx: Context) -> int | None:
+    """The DP ranks check_load_publish_args hands resolve_load_pub_range: num_dp_ranks_of, dp_size x attn_dp_size after
+    handle_deprecated_dp_attention and handle_dwdp (validation_hook.py:470, runtime_context.py:202-207; 0.5.22 the
+    same, :469); before 0.5.22 the resolved dp_size (0.5.21 validation_hook.py:378, 0.5.20 :350), which counts the
+    attention-DP groups under enable_dp_attention and is dwdp_size under DWDP. None (not judged) where DeepSeek's
+    prefill-CP override reshapes the DP layout (resolve.deepseek_cp_attention_dp)."""
+    if deepseek_cp_attention_dp(ctx):
+        return None
+    if dwdp_on(ctx):
+        return _int(ctx, "dwdp_size", 1)
+    dp = _int(ctx, "dp_size", 1)
+    if not added_in(ctx, "0.5.22"):
+        return dp
+    attn = _int(ctx, "attn_dp_size", 1)
+    if ctx.args.get("enable_dp_attention") is True and attn == 1:
+        attn, dp = dp, 1
+    return dp * attn
+
+
+def _load_pub_range_refusal(ctx: Context, events: dict, mode: str) -> str | None:
+    """resolve_load_pub_range's reasons (sglang/srt/disaggregation/kv_events.py:140-230; 0.5.20-0.5.22 the same), which
+    check_load_publish_args raises (validation_hook.py:467-474): auto packs the load range after the KV-event range
+    (base = kv port + ranks), past an overlapping replay range; an explicit address must be a wildcard tcp:// one whose
+    range [base, base + ranks) overlaps neither the KV-event nor the replay range, next to a tcp:// KV endpoint; the
+    range must end within 65535. Pure arithmetic on the arguments: the ranks are the resolved DP ranks
+    (load_publish_ranks)."""
+    ranks = load_publish_ranks(ctx)
+    kv, replay = events.get("endpoint", "tcp://*:5557"), events.get("replay_endpoint")
+    if ranks is None or ranks < 1 or not isinstance(kv, str) or not (replay is None or isinstance(replay, str)):
+        return None
+    if mode.lower() == "auto":
+        if not _bindable_tcp(kv):
+            return f"load_publish_endpoint auto needs a bindable wildcard-host tcp:// kv_events_config endpoint; {kv!r} is not one"
+        base = _tcp_address(kv)[1] + ranks
+        replay_base = _tcp_port(replay)
+        if replay_base is not None and base < replay_base + ranks and replay_base < base + ranks:
+            base = replay_base + ranks
+    else:
+        if _tcp_port(kv) is None:
+            return f"load_publish_endpoint {mode!r} needs a routable tcp:// kv_events_config endpoint, not {kv!r}"
+        if not _bindable_tcp(mode):
+            return f"load_publish_endpoint {mode!r} is not a bindable tcp:// address (a wildcard host: *, 0.0.0.0 or [::])"
+        base = _tcp_address(mode)[1]
+        for port in (_tcp_port(kv), _tcp_port(replay)):
+            if port is not None and base < port + ranks and port < base + ranks:
+                return (f"the load-publish range [{base}, {base + ranks}) ({ranks} DP rank(s)) overlaps the kv-events range "
+                        f"[{port}, {port + ranks})")
+    if base + ranks - 1 > 65535:
+        return f"the load-publish range from {base} ({ranks} DP rank(s)) runs past port 65535"
+    return None

@@ -512,18 +512,43 @@ ARCH_ATTENTION_BACKENDS = (
 )
 
 
+# Gemma 4's branch (model_hook.py:636-660; 0.5.20-0.5.22 the same): the prefill and the decode backend
+# (attention_backends_of) must be one of these; fa4 joined in 0.5.22. _gemma4_overrides (model_overrides/gemma4.py:
+# 35-44) fills attention_backend with triton (trtllm_mha on SM100) whenever it is unset, so only the written backends
+# decide.
+GEMMA4_ARCHITECTURES = ("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4UnifiedForConditionalGeneration")
+GEMMA4_ATTENTION_BACKENDS = ("trtllm_mha", "triton", "fa4", "ascend", "intel_xpu", "intel_amx", "aiter")
+
+
+# EXAONE 4's branch (model_hook.py:668-681): with hf_config.sliding_window_pattern not None, the resolved
+# attention_backend alone must be one of these; _exaone_overrides (model_overrides/exaone.py:18-29) fills an unset
+# one with trtllm_mha / fa3 / triton. ExaoneMoeForCausalLM joined the branch in 0.5.22.
+EXAONE_ATTENTION_BACKENDS = ("fa3", "triton", "trtllm_mha")  # before 0.5.22 one must be written
+
+
+def _exaone_sliding_window(ctx: Context) -> bool:
+    """True when json_model_override_args sets sliding_window_pattern to a value (not null): the condition of
+    SGLang's EXAONE branch, known for certain only there (a checkpoint's own config.json is the preflight's)."""
+    override = _json_arg(ctx, "json_model_override_args")
+    return isinstance(override, dict) and override.get("sliding_window_pattern") is not None
+
+
 @rule("server.model_features", shared=True, file=_MH, sources=(
     "sglang/srt/arg_groups/model_hook.py:538",
     "sglang/srt/arg_groups/model_hook.py:569",
     "sglang/srt/arg_groups/model_hook.py:622",
+    "sglang/srt/arg_groups/model_hook.py:656",
+    "sglang/srt/arg_groups/model_hook.py:679",
     "sglang/srt/arg_groups/model_hook.py:690",
     "sglang/srt/arg_groups/model_hook.py:719",
 ))
 def _arch_attention_backends(ctx: Context, report: Report) -> None:
     """handle_model_specific_adjustments' architecture branches (model_hook.py:515-720; the same lists in 0.5.20-0.5.22):
     GPT-OSS's, Llama 4's, OLMo 2's and LFM2's attention backends (ARCH_ATTENTION_BACKENDS) and GPT-OSS's triton_kernel
-    MoE with expert parallelism (:568-571). Refused only where the architecture is certain (certain_architecture: the
-    model table's, or json_model_override_args' architectures); the preflight's for other checkpoints."""
+    MoE with expert parallelism (:568-571); Gemma 4's (GEMMA4_ATTENTION_BACKENDS, :636-660) and EXAONE 4's with a
+    sliding_window_pattern (EXAONE_ATTENTION_BACKENDS, :668-681). Refused only where the architecture is certain
+    (certain_architecture: the model table's, or json_model_override_args' architectures); the preflight's for other
+    checkpoints."""
     arch = certain_architecture(ctx)
     if arch is None:
         return
@@ -548,6 +573,33 @@ def _arch_attention_backends(ctx: Context, report: Report) -> None:
                           "leave it unset: SGLang picks one for the model)", release_line(ctx, lines))
             return
         break
+    if arch in GEMMA4_ARCHITECTURES:
+        allowed = tuple(b for b in GEMMA4_ATTENTION_BACKENDS if b != "fa4" or added_in(ctx, "0.5.22"))
+        sides = ("prefill_attention_backend", "decode_attention_backend")
+        seen = [str(ctx.args.get(d)) if _given(ctx, d) else base for d in sides]
+        bad = [str(b) for b in seen if b is not None and str(b) not in allowed]
+        if bad:
+            report.refuse("attention_backend" if base is not None else "prefill_attention_backend",
+                          f"{arch} needs one of {', '.join(allowed)} (prefill and decode); the launch gives "
+                          f"{', '.join(bad)}.",
+                          f"set {ctx.var('attention_backend')} to triton (or leave it unset: SGLang picks one for the "
+                          "model)",
+                          release_line(ctx, {"0.5.23": "656", "0.5.22": "650", "0.5.21": "615", "0.5.20": "555"}))
+            return
+    exaone: tuple[str, ...] = ("Exaone4ForCausalLM", "ExaoneMoEForCausalLM")
+    if added_in(ctx, "0.5.22"):  # the MoE spelling joined the branch in 0.5.22
+        exaone += ("ExaoneMoeForCausalLM",)
+    # Before 0.5.22 _exaone_overrides fills no backend (0.5.21 exaone.py:14-20): an unset attention_backend is None at
+    # the assert, refused whatever the prefill / decode sides say (conformance-all on 0.5.20 / 0.5.21).
+    filled = added_in(ctx, "0.5.22")
+    if arch in exaone and _exaone_sliding_window(ctx) and (
+            str(base) not in EXAONE_ATTENTION_BACKENDS if base is not None else not filled):
+        report.refuse("attention_backend", f"{arch} with a sliding_window_pattern needs attention_backend one of "
+                      f"{', '.join(EXAONE_ATTENTION_BACKENDS)}; the launch gives {base}.",
+                      f"set {ctx.var('attention_backend')} to triton" + (
+                          " (or leave it unset: SGLang picks one for the model)" if filled else ""),
+                      release_line(ctx, {"0.5.23": "679", "0.5.22": "673", "0.5.21": "634", "0.5.20": "574"}))
+        return
     if arch == "GptOssForCausalLM" and _given(ctx, "moe_runner_backend") and \
             str(ctx.args.get("moe_runner_backend")) == "triton_kernel" and _int(ctx, "ep_size", 1) > 1:
         report.refuse("ep_size", "GPT-OSS's triton_kernel MoE runs with ep_size 1 only.",

@@ -15,6 +15,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     _choice,
     _given,
     _int,
+    _json_arg,
     _num,
     _override_architectures,
     env_true,
@@ -37,6 +38,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     FLASHINFER_A2A_RUNNERS,
     MXFP8_RUNNERS,
     NVFP4_ONLINE_RUNNERS,
+    QWEN3_MOE_FAMILY_ARCHS,
     TRTLLM_MOE_QUANT,
     UNCERTAIN,
     _a2a_may_change,
@@ -153,6 +155,7 @@ def _arch_quantization(ctx: Context, profile: ArchProfile) -> None:
     "sglang/srt/arg_groups/moe_hook.py:311",
     "sglang/srt/arg_groups/moe_hook.py:172",
     "sglang/srt/arg_groups/mega_moe_hook.py:33",
+    "sglang/srt/arg_groups/moe_hook.py:322",
     "sglang/srt/arg_groups/moe_hook.py:325",
     "sglang/srt/arg_groups/moe_hook.py:332",
     "sglang/srt/arg_groups/moe_hook.py:377",
@@ -197,6 +200,14 @@ def _moe_launch(ctx: Context, report: Report) -> None:
                 report.refuse("sglang_env.SGLANG_FLASHINFER_MEGAMOE_COMBINE_DTYPE", f"FlashInfer MegaMoE: {why}.",
                               "fix the sglang_env values", f"{_MOEH}:{line}")
                 return
+        # NVFP4 W4A16 runs on a bfloat16 model only (moe_hook.py:318-324, new in 0.5.23): an explicit --dtype SGLang
+        # maps to another torch dtype (_NOT_BFLOAT16) is refused; auto is left alone (the checkpoint's dtype decides).
+        if added_in(ctx, "0.5.23") and env_true(ctx.env, "SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16") and \
+                _choice(ctx, "dtype", "auto") in ("half", "float16", "float", "float32"):
+            report.refuse("dtype", f"FlashInfer MegaMoE NVFP4 W4A16 (SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16) needs a "
+                          f"bfloat16 model, not dtype {_choice(ctx, 'dtype', 'auto')!r}.",
+                          f"set {ctx.var('dtype')}: bfloat16 (or auto for a bfloat16 checkpoint)", f"{_MOEH}:322")
+            return
     if a2a == "megamoe" and overlap and added_in(ctx, "0.5.21"):  # 0.5.20 has no such check
         report.refuse("moe_a2a_backend", "moe_a2a_backend megamoe has no two-batch / single-batch overlap.",
                       "remove enable_two_batch_overlap / enable_single_batch_overlap", "sglang/srt/arg_groups/mega_moe_hook.py:33")
@@ -382,8 +393,10 @@ def _deepep_v2_budget(ctx: Context, report: Report) -> None:
     exceeds the 128 tokens. The graph's max_bs is SGLang's default by GPU memory where the host sets none
     (memory_hook.py:88-188), known where the host's facts give the memory or every GPU of the capability has the same
     default (B200 / B300: 512); where neither, the smallest default of the capability's GPUs (8 for SM120's 16 GB cards),
-    which refuses nothing at the default capacity. Not judged (the on-host preflight checks them): speculative decoding
-    (tokens per request, its own max_running_requests), and whatever may turn the decode graph off or resize it
+    which refuses nothing at the default capacity. Times the draft tokens where EAGLE-family speculative decoding
+    settles them (speculative_decode_tokens, SGLang's auto triple included; its max_running_requests default caps the
+    graph, deepep_v2_decode_graph_requests). Not judged (the on-host preflight checks them): other speculative
+    decoding, and whatever may turn the decode graph off or resize it
     (cuda_graph_config, device other than cuda, tensor dumps, diffusion LLMs, torch_native / flex_attention)."""
     if handled_a2a_backend(ctx) != "deepep_v2" or _a2a_may_change(ctx) or \
             ctx.model.architecture not in deepep_v2_architectures(ctx):
@@ -396,14 +409,20 @@ def _deepep_v2_budget(ctx: Context, report: Report) -> None:
     if mode != "decode" and _deepep_v2_prefill_budget(ctx, capacity):
         return
     # enable_mis turns the decode CUDA graph off (attention_hook.py:539-546): no decode half.
-    requests = deepep_v2_decode_graph_requests(ctx) if mode != "prefill" and not mis_chunked_prefill_off(ctx) else None
-    if requests is None or requests[0] <= capacity:
+    # EAGLE-family speculative decoding with its tokens per request settled (speculative_decode_tokens) verifies
+    # that many tokens per graph request (max_speculative_num_draft_tokens, moe_hook.py:671-675): DeepSeek-V3 NEXTN
+    # over attention DP 8 with 4096 running requests, 512 requests x 4 tokens > 1024.
+    requests = deepep_v2_decode_graph_requests(ctx, speculative=True) \
+        if mode != "prefill" and not mis_chunked_prefill_off(ctx) else None
+    tokens = speculative_decode_tokens(ctx) or 1
+    if requests is None or requests[0] * tokens <= capacity:
         return
+    each = "one token each" if tokens == 1 else f"{tokens} tokens each (speculative_num_steps + 1)"
     ctx.error("moe.deepep_v2", "moe_a2a_backend",
-              f"DeepEP v2 captures a decode CUDA graph of {requests[0]} requests per rank ({requests[1]}), one token "
-              f"each, more than {DEEPEP_V2_ENV}={capacity}; SGLang refuses it at start-up.",
-              f"set sglang_env.{DEEPEP_V2_ENV} >= {requests[0]}, or sglang_args.cuda_graph_max_bs_decode <= {capacity} "
-              f"(or max_running_requests)",
+              f"DeepEP v2 captures a decode CUDA graph of {requests[0]} requests per rank ({requests[1]}), {each}, "
+              f"more than {DEEPEP_V2_ENV}={capacity}; SGLang refuses it at start-up.",
+              f"set sglang_env.{DEEPEP_V2_ENV} >= {requests[0] * tokens}, or sglang_args.cuda_graph_max_bs_decode "
+              f"<= {capacity // tokens} (or max_running_requests)",
               "sglang/srt/arg_groups/moe_hook.py:" + next(lines for version, lines in DEEPEP_V2_DECODE_LINES
                                                           if version is None or added_in(ctx, version)))
 
@@ -722,6 +741,47 @@ def _a2a_dispatch_quantization(ctx: Context) -> str | None:
 FLASHINFER_A2A_ENV = "SGLANG_FLASHINFER_NUM_MAX_DISPATCH_TOKENS_PER_RANK"
 # Where each release raises validate_flashinfer_a2a_token_budget's workspace error (moe_hook.py; release_line).
 FLASHINFER_A2A_BUDGET_LINES = {"0.5.23": "766-774", "0.5.22": "690-698"}
+# Architectures whose default breakable prefill CUDA graph no model-dependent cascade turns off
+# (disable_breakable_cudagraph_if_incompatible, cuda_graph_hook.py:170-255: not KDA, not DeepSeek-V4, multimodal only
+# where multimodal_breakable_cuda_graph_supported_model_archs lists it, configs/model_config.py:2501-2513; not the
+# DeepSeek-V3 trtllm_mla default, cuda_graph_hook.py:279-312).
+_PREFILL_GRAPH_KEPT_ARCHS = ("Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM", "Qwen3MoeForCausalLM")
+# What else may turn the prefill CUDA graph off before the budget reads it: KV-cache sharding (kv_shard_hook.py:327-334),
+# TBO / decode CP / attention CP (cuda_graph_hook.py:203-221), tensor dumps, diffusion LLMs, elastic EP, unified
+# memory's FULL fallback (kv_cache_hook.py:701-715), LayerNorm SP, and the graph flags written in other forms.
+_PREFILL_GRAPH_UNSETTLED = ("enable_kv_cache_sharding", "enable_two_batch_overlap", "enable_prefill_cp",
+                            "debug_tensor_dump_output_folder", "msprobe_dump_config", "dllm_algorithm", "ep_join_mode",
+                            "enable_unified_memory", "enable_layernorm_sp", "enable_mis")
+
+
+def _prefill_graph_max_bs(ctx: Context) -> tuple[int, str] | None:
+    """(max_bs, how) of a prefill CUDA graph SGLang certainly captures with an explicit max_bs, which neither the
+    memory defaults (memory_hook.py:233-263) nor attention DP's re-clamp to the per-rank chunk (parallel_hook.py:337-360,
+    skipped for a locked max_bs) resize: cuda_graph_config's prefill.max_bs, else cuda_graph_max_bs_prefill
+    (parse_cuda_graph_config, cuda_graph_hook.py:72-94). Kept where the prefill backend is written breakable / full
+    (locked: the auto-disable cascades skip it, cuda_graph_hook.py:143, 287, 569), or left at the CUDA default
+    breakable with pp_size 1 (PP turns the default off, cuda_graph_hook.py:150-162) on an architecture of
+    _PREFILL_GRAPH_KEPT_ARCHS. None otherwise: the graph may be off, or its max_bs SGLang's own."""
+    config = _json_arg(ctx, "cuda_graph_config")
+    phase = config.get("prefill") if isinstance(config, dict) else None
+    phase = phase if isinstance(phase, dict) else {}
+    size = phase["max_bs"] if "max_bs" in phase else ctx.args.get("cuda_graph_max_bs_prefill")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        return None
+    if any(_given(ctx, d) for d in _PREFILL_GRAPH_UNSETTLED) or _choice(ctx, "device", "cuda") != "cuda" or \
+            any(_choice(ctx, d, "") in ("torch_native", "flex_attention") for d in
+                ("attention_backend", "prefill_attention_backend", "decode_attention_backend")) or \
+            _int(ctx, "dcp_size", 1) > 1 or _int(ctx, "attn_cp_size", 1) > 1:
+        return None
+    backend = phase["backend"] if "backend" in phase else ctx.args.get("cuda_graph_backend_prefill")
+    if backend is None:
+        if ctx.is_set("disable_cuda_graph") or ctx.is_set("disable_prefill_cuda_graph") or \
+                _int(ctx, "pp_size", 1) > 1 or ctx.model.architecture not in _PREFILL_GRAPH_KEPT_ARCHS:
+            return None
+    elif backend not in ("breakable", "full"):
+        return None
+    how = "cuda_graph_config prefill.max_bs" if "max_bs" in phase else "cuda_graph_max_bs_prefill"
+    return size, f"{how}={size}"
 
 
 def _flashinfer_a2a_budget(ctx: Context, report: Report) -> None:
@@ -735,8 +795,9 @@ def _flashinfer_a2a_budget(ctx: Context, report: Report) -> None:
     graph can exceed. Judged on lower bounds of what is required (the least default chunk of the GPUs, the decode graph
     as deepep_v2_decode_graph_requests sizes it, times the draft tokens where EAGLE-family speculative decoding settles
     them (speculative_decode_tokens): nothing under other speculative decoding or whatever may turn the graph off or
-    resize it; no prefill graph) and, with the switch unset, an upper bound of the prefill buffer (the largest
-    default chunk; nothing under KV-cache sharding's rounding or PP dynamic chunking)."""
+    resize it; a prefill graph only with an explicit max_bs SGLang certainly keeps, _prefill_graph_max_bs; with the
+    switch set, PP dynamic chunking's grown buffer) and, with the switch unset, an upper bound of the prefill buffer
+    (the largest default chunk; nothing under KV-cache sharding's rounding or PP dynamic chunking)."""
     raw = ctx.env.get(FLASHINFER_A2A_ENV)
     if isinstance(raw, bool) or mis_chunked_prefill_off(ctx):
         return
@@ -760,19 +821,35 @@ def _flashinfer_a2a_budget(ctx: Context, report: Report) -> None:
     tokens = speculative_decode_tokens(ctx) or 1
     graph = requests[0] * tokens if requests is not None else 0
     prefill = low if mode != "decode" else 0
+    dynamic = _int(ctx, "pp_size", 1) > 1 and ctx.is_set("enable_dynamic_chunking")
+    grown = None
+    if prefill and dynamic:
+        # PP dynamic chunking grows the ceiling to max(chunk, max_prefill_tokens, 1.25 x chunk) (overrides.py:1877-1879;
+        # 0.5.22 :1825-1826): Qwen3.5 at attention DP 4 and pp_size 2 with the switch at 4096 needs 16384.
+        most = _num(ctx, "max_prefill_tokens")
+        most = ctx.schema.default("max_prefill_tokens") if most is None else most
+        grown = max(low, -(-low * 5 // 4), most if isinstance(most, int) and not isinstance(most, bool) else 0)
+        prefill = grown
+    # An explicit prefill CUDA graph max_bs SGLang keeps counts as it stands (moe_hook.py:743-744; 0.5.22 :666-668):
+    # Qwen3.5 over attention DP 4 on an RTX PRO 6000 with cuda_graph_max_bs_prefill 6144 needs 6144 > 4096.
+    captured = _prefill_graph_max_bs(ctx) if mode != "decode" else None
+    pgraph = captured[0] if captured is not None else 0
     if capacity is None:
-        if kv_shard_rounds_chunk(ctx) or (_int(ctx, "pp_size", 1) > 1 and ctx.is_set("enable_dynamic_chunking")):
+        if kv_shard_rounds_chunk(ctx) or dynamic:
             return
-        need, limit = graph, max(high, 4096)
+        need, limit = max(graph, pgraph), max(high, 4096)
         why = f"{FLASHINFER_A2A_ENV} is unset, so the workspace holds max(per-rank prefill chunk, 4096) = {limit} tokens"
     else:
-        need, limit = max(prefill, graph), capacity
+        need, limit = max(prefill, graph, pgraph), capacity
         why = f"{FLASHINFER_A2A_ENV}={capacity}"
     if need <= limit:
         return
     each = "one token each" if tokens == 1 else f"{tokens} tokens each (speculative_num_steps + 1)"
     what = (f"a decode CUDA graph of {requests[0]} requests per rank ({requests[1]}), {each}" if requests is not None
-            and graph == need else f"a prefill chunk of {prefill} tokens per rank (chunked_prefill_size"
+            and graph == need else f"a prefill CUDA graph of {pgraph} tokens ({captured[1]})" if captured is not None
+            and pgraph == need else f"a prefill buffer of {prefill} tokens per rank (PP dynamic chunking: the largest "
+            f"of the per-rank chunk {low}, 1.25 times it and max_prefill_tokens)" if grown is not None and
+            prefill == need else f"a prefill chunk of {prefill} tokens per rank (chunked_prefill_size"
             f"{'' if chunk is not None else ' by default'}{f' over attention-DP width {width}' if width > 1 else ''})")
     report.refuse(f"sglang_env.{FLASHINFER_A2A_ENV}" if capacity is not None else "moe_a2a_backend",
                   f"FlashInfer MoE A2A dispatches up to {need} tokens per rank ({what}), more than its workspace: "
@@ -814,6 +891,36 @@ def _cutedsl_a2a_budget(ctx: Context, report: Report) -> None:
                   f"{per_rank * ep} tokens, less than max_prefill_tokens ({prefill}{default}).",
                   f"set sglang_env.{FLASHINFER_A2A_ENV} >= {need}, or lower {ctx.var('max_prefill_tokens')} to <= {per_rank * ep}",
                   "sglang/srt/arg_groups/moe_hook.py:" + release_line(ctx, CUTEDSL_A2A_BUDGET_LINES))
+
+
+def _qwen3_w4a16_moe_refused(ctx: Context, a2a: str, w4a16: bool) -> bool:
+    """_qwen3_moe_family_overrides' W4A16 gate (model_overrides/qwen3_moe.py:51-70; 0.5.20 :54-73): on SM100 (is_sm100,
+    by the major) the Qwen3 MoE family with quantization modelopt_mixed (the host's, or filled in from a ModelOpt
+    MIXED_PRECISION quantization_config, qwen3_moe.py:44-50 after model_config.py:1727-1741) whose ``*.experts`` layers
+    are W4A16_NVFP4 (_mixed_precision_moe_quant_algos, :17-26) refuses a runner other than auto / marlin, except
+    flashinfer_cutedsl with moe_a2a_backend none / flashinfer and SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16 on. Only the
+    quantization_config json_model_override_args merges in tells the experts' formats (the model table's checkpoints
+    have none). SGLang 0.5.23 probed: Qwen3.5 with such an override and flashinfer_trtllm on a B200 refused, on an RTX
+    PRO 6000 accepted; flashinfer_cutedsl refused without the switch or under deepep, accepted with it."""
+    cc = ctx.compute_capability
+    if cc is None or cc[0] != 10 or certain_architecture(ctx) not in QWEN3_MOE_FAMILY_ARCHS:
+        return False
+    override = _json_arg(ctx, "json_model_override_args")
+    given = override.get("quantization_config") if isinstance(override, dict) else None
+    layers = given.get("quantized_layers") if isinstance(given, dict) else None
+    if not isinstance(layers, dict) or "W4A16_NVFP4" not in {
+            str(info.get("quant_algo", "")).upper() for name, info in layers.items()
+            if ".experts" in str(name) and isinstance(info, dict)}:
+        return False
+    quant = _choice(ctx, "quantization", "")
+    if not quant:
+        mixed = given.get("quant_method") == "modelopt" and str(given.get("quant_algo", "")).upper() == "MIXED_PRECISION"
+        quant = "modelopt_mixed" if mixed else ""
+    if quant != "modelopt_mixed":
+        return False
+    runner = _choice(ctx, "moe_runner_backend", "auto")
+    cutedsl = runner == "flashinfer_cutedsl" and a2a in ("none", "flashinfer") and w4a16
+    return runner not in ("auto", "marlin") and not cutedsl
 
 
 @rule("server.moe", shared=True, sources=(
@@ -858,6 +965,15 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
         report.refuse("moe_runner_backend", f"quantization nvfp4_online runs the MoE with flashinfer_trtllm, "
                       f"flashinfer_trtllm_routed or flashinfer_cutedsl only, not moe_runner_backend {runner}.",
                       f"set {ctx.var('moe_runner_backend')}: auto (or one of those)", "sglang/srt/arg_groups/overrides.py:1471")
+    if _qwen3_w4a16_moe_refused(ctx, a2a, w4a16):
+        report.refuse("moe_runner_backend", f"the quantization_config in json_model_override_args gives the experts "
+                      f"W4A16_NVFP4 under modelopt_mixed, which on compute capability {cc[0]}.{cc[1]} runs the MoE with "
+                      f"marlin, or flashinfer_cutedsl with moe_a2a_backend none / flashinfer and "
+                      f"SGLANG_FLASHINFER_CUTEDSL_NVFP4_W4A16=1, not moe_runner_backend "
+                      f"{_choice(ctx, 'moe_runner_backend', 'auto')} (moe_a2a_backend {a2a}).",
+                      f"set {ctx.var('moe_runner_backend')}: marlin (or leave it auto)",
+                      "sglang/srt/arg_groups/model_overrides/qwen3_moe.py:"
+                      + release_line(ctx, {"0.5.20": "70", "0.5.21": "67", "0.5.22": "67", "0.5.23": "67"}))
     if _a2a_may_change(ctx):
         return
     kernel_quant = moe_kernel_quantization(ctx)

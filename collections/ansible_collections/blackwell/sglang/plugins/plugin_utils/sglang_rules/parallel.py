@@ -275,6 +275,8 @@ def _parallel_launch(ctx: Context, report: Report) -> None:
 
 
 @rule("server.parallel", shared=True, file=_PH, sources=(
+    "sglang/srt/arg_groups/parallel_hook.py:531",
+    "sglang/srt/arg_groups/parallel_hook.py:538",
     "sglang/srt/arg_groups/parallel_hook.py:547",
     "sglang/srt/arg_groups/parallel_hook.py:551",
     "sglang/srt/arg_groups/parallel_hook.py:555",
@@ -298,6 +300,22 @@ def _elastic_ep_args(ctx: Context, report: Report) -> None:
     arguments set without it (the seed-0 fuzzer's MISSED with max_ep_size alone, issue 36)."""
     backend, mode = _given(ctx, "elastic_ep_backend"), _choice(ctx, "ep_join_mode", "")
     offset, most = _int(ctx, "ep_join_rank_offset", 0), _num(ctx, "max_ep_size")
+    # First under an elastic-EP backend (parallel_hook.py:523-538; 0.5.22 :500-515, 0.5.21 :428-443, 0.5.20 :375-390):
+    # with enable_eplb the EPLB algorithm must be auto (resolved to elasticity_aware) or elasticity_aware(_hierarchical),
+    # and pp_size must be 1, whether or not the deployment scales up.
+    algorithm = _choice(ctx, "eplb_algorithm", "auto")
+    for bad, dest, why, lines in (
+        (backend and ctx.is_set("enable_eplb")
+         and algorithm not in ("auto", "elasticity_aware", "elasticity_aware_hierarchical"), "eplb_algorithm",
+         f"elastic EP with enable_eplb needs eplb_algorithm auto, elasticity_aware or elasticity_aware_hierarchical, "
+         f"not {algorithm}", {"0.5.23": "531", "0.5.22": "508", "0.5.21": "436", "0.5.20": "383"}),
+        (backend and _int(ctx, "pp_size", 1) != 1, "pp_size", "elastic EP needs pp_size 1",
+         {"0.5.23": "538", "0.5.22": "515", "0.5.21": "443", "0.5.20": "390"}),
+    ):
+        if bad:
+            report.refuse(dest, why + ".", f"fix {ctx.var(dest)}, or remove {ctx.var('elastic_ep_backend')} (the project "
+                          "does not deploy elastic expert parallelism)", release_line(ctx, lines))
+            return
     for bad, dest, why, line in (
         (bool(mode) and not backend, "ep_join_mode", "elastic_ep_join_mode needs elastic_ep_backend", 547),
         (mode == "scale" and _int(ctx, "node_rank", 0) != 1, "node_rank", "an elastic-EP scale joiner runs as node_rank 1",

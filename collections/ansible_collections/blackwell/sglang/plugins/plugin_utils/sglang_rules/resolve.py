@@ -601,14 +601,19 @@ _EAGLE_FAMILY = EAGLE_FAMILY - {"STANDALONE"}
 def speculative_decode_tokens(ctx: Context) -> int | None:
     """Tokens per request of the largest decode / verify forward, as the speculative handlers resolve
     speculative_num_draft_tokens: 1 without speculative decoding (the aux-hidden-state capture resets the algorithm,
-    capture_only); for the EAGLE family with speculative_eagle_topk 1 and speculative_num_steps written (no auto choice,
-    speculative_hook.py:1162-1175, no adaptive steps), speculative_num_steps + 1 whatever speculative_num_draft_tokens
-    says (speculative_hook.py:1255-1266; 0.5.22 :1165-1176, 0.5.20 :969-980). None otherwise: not settled here."""
+    capture_only); for the EAGLE family with speculative_eagle_topk 1 and speculative_num_steps written, or none of the
+    triple written on a known model (SGLang's auto choice, auto_spec_triple; no adaptive steps),
+    speculative_num_steps + 1 whatever speculative_num_draft_tokens says (speculative_hook.py:1255-1266; 0.5.22
+    :1165-1176, 0.5.20 :969-980). None otherwise: not settled here."""
     if not _given(ctx, "speculative_algorithm") or capture_only(ctx):
         return 1
     if str(ctx.args.get("speculative_algorithm")).upper() not in _EAGLE_FAMILY or ctx.is_set("speculative_adaptive"):
         return None
     steps, topk = ctx.args.get("speculative_num_steps"), ctx.args.get("speculative_eagle_topk")
+    if ctx.model.known and all(v is None for v in _spec_values(ctx)):
+        # None of the triple written: _auto_choose_speculative_params' choice (speculative_hook.py:1159-1174,
+        # 1430-1461; auto_spec_triple), e.g. DeepSeek-V3 NEXTN (3, 1, 4): 4 tokens per request.
+        steps, topk = auto_spec_triple(ctx, str(ctx.args.get("speculative_algorithm")).upper())[:2]
     if topk != 1 or isinstance(topk, bool) or not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         return None
     return steps + 1
@@ -1381,7 +1386,24 @@ def checkpoint_quantization_filled(ctx: Context) -> str | None:
     checkpoint is unquantized or not known for certain, or another GPU. The DeepSeek family's fill is claimed for its
     FP8 checkpoints only (what the fuzzer confirmed, checkpoint_fp8_filled). Qwen3.5-397B-A17B-NVFP4 on a B200 with
     moe_runner_backend flashinfer_cutedsl is modelopt_fp4 there, which the CuteDSL runner runs (moe_hook.py:95-101):
-    a false alarm while the rules read "none"."""
+    a false alarm while the rules read "none".
+
+    A ``quantization_config`` in json_model_override_args replaces the checkpoint's before the overrides read it
+    (get_quantization_config, utils/common.py:3849-3854, on the merged config): its quant_method is what is filled in
+    (a string ModelConfig's parse keeps: "modelopt" or none is rewritten by quant_algo, model_config.py:1727-1741, and
+    DeepSeek-V3 with no quant_method reads the weights' headers, overrides.py:794-797: UNCERTAIN). Qwen3-Next with an
+    fp8 quantization_config override on a B200 is fp8 there (flashinfer_cutlass refused, moe_hook.py:81), DeepSeek-V3
+    with quant_method w8a8_fp8 is w8a8_fp8 (flashinfer_trtllm refused, moe_hook.py:124)."""
+    override = _model_override(ctx)
+    if not _given(ctx, "quantization") and ctx.model.known and override and "quantization_config" in override:
+        arch, cc = ctx.model.architecture, ctx.compute_capability
+        if not (arch in ANY_GPU_QUANT_FILL_ARCHS or (cc is not None and cc[0] == 10 and arch in SM100_QUANT_FILL_ARCHS)):
+            return None
+        given = override["quantization_config"]
+        declared = given.get("quant_method") if isinstance(given, dict) else None
+        if isinstance(declared, str) and declared and declared != "modelopt":
+            return declared
+        return None if given is None and arch not in DEEPSEEK_FAMILY_ARCHS else UNCERTAIN
     method = ctx.model.quant_method
     if _given(ctx, "quantization") or not ctx.model.known or not method:
         return None

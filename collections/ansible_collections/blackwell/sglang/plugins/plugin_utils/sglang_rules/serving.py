@@ -355,18 +355,28 @@ def _json_args(ctx: Context, report: Report) -> None:
             except ValueError:
                 report.refuse("preferred_sampling_params", f"preferred_sampling_params {raw} is a JSON string that is not "
                               "JSON itself (SGLang decodes a string once more).",
-                              f"write {ctx.var('preferred_sampling_params')} as a mapping of sampling parameters", 612)
+                              f"write {ctx.var('preferred_sampling_params')} as a mapping of sampling parameters",
+                              release_line(ctx, {"0.5.23": "612", "0.5.22": "591", "0.5.20": "563"}))
                 return
         # `"watermark" in` a number, a boolean or null is a TypeError (serving_hook.py:618; the fresh 2000-case run
         # of issue 36: "1"); a string is searched for the word.
         if added_in(ctx, "0.5.22") and not isinstance(preferred, (dict, list, str)):
             report.refuse("preferred_sampling_params", "preferred_sampling_params must be a JSON object (SGLang's "
                           f"watermark check fails with a TypeError on {raw}).",
-                          f"write {ctx.var('preferred_sampling_params')} as a mapping of sampling parameters", 618)
+                          f"write {ctx.var('preferred_sampling_params')} as a mapping of sampling parameters",
+                          release_line(ctx, {"0.5.23": "618", "0.5.22": "597"}))
             return
     if added_in(ctx, "0.5.22") and isinstance(preferred, (dict, list, str)) and "watermark" in preferred:
         report.refuse("preferred_sampling_params", "preferred_sampling_params may not set watermark.",
                       f"remove watermark from {ctx.var('preferred_sampling_params')} (enable_watermark is the server's switch)", 619)
+    elif preferred and not isinstance(preferred, dict) and ctx.is_set("skip_tokenizer_init"):
+        # SamplingParams(**preferred) on a list, a string or (before 0.5.22, which has no watermark check) a number is
+        # a TypeError, "argument after ** must be a mapping" (serving_hook.py:627; 0.5.22 :606, 0.5.20/0.5.21 :570;
+        # the seed-10 10,000-case run's MISSED fuzz-10-04821: "[1, 2]").
+        report.refuse("preferred_sampling_params", f"preferred_sampling_params {raw} is not a JSON object; with "
+                      "skip_tokenizer_init SGLang builds SamplingParams from it, which needs a mapping.",
+                      f"write {ctx.var('preferred_sampling_params')} as a mapping of sampling parameters",
+                      release_line(ctx, {"0.5.23": "627", "0.5.22": "606", "0.5.20": "570"}))
     elif isinstance(preferred, dict) and ctx.is_set("skip_tokenizer_init"):
         # skip_tokenizer_init: SamplingParams(**preferred) refuses a key it does not have (a TypeError,
         # serving_hook.py:627; 0.5.22 :606, 0.5.20/0.5.21 :570), then .normalize(None) what needs the tokenizer
