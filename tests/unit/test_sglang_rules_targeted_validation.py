@@ -73,7 +73,7 @@ def test_load_publish_range(version: str, args: dict[str, Any], refused: bool) -
     (_kv("tcp://*:5557", "tcp://*:5558"), {"attn_dp_size": 2, "load_publish_endpoint": "auto"}, False),  # targeted-validation-43
     (_kv("tcp://*:5557", "tcp://*:5560"), {"attn_dp_size": 2, "load_publish_endpoint": "tcp://*:5561"}, True),  # N-44
     (_kv("tcp://localhost:5557"), {"load_publish_endpoint": "auto"}, True),  # auto packs after a wildcard host only
-    (_kv("ipc:///tmp/kv"), {"load_publish_endpoint": "tcp://*:6000"}, True),  # explicit needs a tcp:// KV endpoint
+    (_kv("ipc://kv-events"), {"load_publish_endpoint": "tcp://*:6000"}, True),  # explicit needs a tcp:// KV endpoint
     (_kv("tcp://127.0.0.1:5557"), {"load_publish_endpoint": "tcp://*:6000"}, False),  # any host for the KV endpoint
 ])
 def test_load_publish_auto_and_replay(version: str, kv: str, args: dict[str, Any], refused: bool) -> None:
@@ -97,7 +97,7 @@ def test_load_publish_dp_replicas(version: str) -> None:
     ("tcp://::1:6000", None),  # a bare IPv6 host is ambiguous
     ("tcp://*:70000", None),
     ("tcp://:6000", None),
-    ("ipc:///tmp/x", None),
+    ("ipc://kv-events", None),
 ])
 def test_tcp_address(endpoint: str, address: tuple[str, int] | None) -> None:
     assert launch._tcp_address(endpoint) == address

@@ -1021,8 +1021,9 @@ def _pd_disaggregation(ctx: Context, report: Report) -> None:
     # _alias_bootstrap_port_to_api_port (pd_disaggregation_hook.py:150, 245-299) refuses an explicit
     # disaggregation_bootstrap_port other than its default 8998 or --port (:272-283). Every transfer backend a prefill
     # server can use here (mooncake, mooncake_tcp, nixl, mori, ascend) has a CommonKVBootstrapServer (:257-266).
-    boot, port = _int(ctx, "disaggregation_bootstrap_port", 8998), _int(ctx, "port", 30000)
-    if mode == "prefill" and env_true(ctx.env, "SGLANG_RUST_SERVER") and boot not in (8998, port):
+    default = ctx.schema.default("disaggregation_bootstrap_port")  # the field's default, as SGLang reads it (:266-271)
+    boot, port = _int(ctx, "disaggregation_bootstrap_port", default), _int(ctx, "port", 30000)
+    if mode == "prefill" and env_true(ctx.env, "SGLANG_RUST_SERVER") and boot not in (default, port):
         bad.refuse("disaggregation_bootstrap_port", f"with SGLANG_RUST_SERVER the prefill server serves the PD KV "
                    f"bootstrap registry on its api port; disaggregation_bootstrap_port {boot} conflicts with port "
                    f"{port}.", f"remove {ctx.var('disaggregation_bootstrap_port')} (decode servers and the router then "
@@ -1172,17 +1173,17 @@ def _features_catalog(ctx: Context, report: Report) -> None:
 
 # parse_cuda_graph_config_arg's keys per phase (ALLOWED_KEYS_PER_PHASE, model_executor/cuda_graph_config.py:75-86;
 # 0.5.21 :77-89 and 0.5.20 :76-86 with tc_compiler, 0.5.20 without max_context_size and max_seq_len).
-CUDA_GRAPH_CONFIG_KEYS = (
-    ("0.5.22", {"decode": ("backend", "max_bs", "bs"),
-                "prefill": ("backend", "max_bs", "bs", "max_context_size", "full_prefill_max_req",
-                            "full_prefill_prefix_chunk_tokens", "max_seq_len")}),
-    ("0.5.21", {"decode": ("backend", "max_bs", "bs", "tc_compiler"),
-                "prefill": ("backend", "max_bs", "bs", "tc_compiler", "max_context_size", "full_prefill_max_req",
-                            "full_prefill_prefix_chunk_tokens", "max_seq_len")}),
-    ("0.5.20", {"decode": ("backend", "max_bs", "bs", "tc_compiler"),
-                "prefill": ("backend", "max_bs", "bs", "tc_compiler", "full_prefill_max_req",
-                            "full_prefill_prefix_chunk_tokens")}),
-)
+CUDA_GRAPH_CONFIG_KEYS = {
+    "0.5.22": {"decode": ("backend", "max_bs", "bs"),
+               "prefill": ("backend", "max_bs", "bs", "max_context_size", "full_prefill_max_req",
+                           "full_prefill_prefix_chunk_tokens", "max_seq_len")},
+    "0.5.21": {"decode": ("backend", "max_bs", "bs", "tc_compiler"),
+               "prefill": ("backend", "max_bs", "bs", "tc_compiler", "max_context_size", "full_prefill_max_req",
+                           "full_prefill_prefix_chunk_tokens", "max_seq_len")},
+    "0.5.20": {"decode": ("backend", "max_bs", "bs", "tc_compiler"),
+               "prefill": ("backend", "max_bs", "bs", "tc_compiler", "full_prefill_max_req",
+                           "full_prefill_prefix_chunk_tokens")},
+}
 # Its raise lines: (the JSON object, the phase, the phase's object, the key), per release.
 _CUDA_GRAPH_CONFIG_LINES = {"0.5.22": ("257", "265", "269", "279"), "0.5.21": ("250", "258", "262", "270"),
                             "0.5.20": ("240", "248", "252", "260")}
@@ -1193,8 +1194,7 @@ def _cuda_graph_config_shape(ctx: Context, config: object) -> tuple[str, str] | 
     0.5.21 :239-275, 0.5.20 :229-265): a JSON object of phases (decode, prefill), each a JSON object of that
     release's keys (CUDA_GRAPH_CONFIG_KEYS); the first refusal in SGLang's order with its line, None where it parses.
     The conformance-all run's MISSED targeted-graphs-14: prefill.max_context_size, which 0.5.20 does not know."""
-    lines = _CUDA_GRAPH_CONFIG_LINES[next(v for v in ("0.5.22", "0.5.21", "0.5.20") if added_in(ctx, v) or v == "0.5.20")]
-    keys = next(allowed for version, allowed in CUDA_GRAPH_CONFIG_KEYS if added_in(ctx, version) or version == "0.5.20")
+    lines, keys = release_line(ctx, _CUDA_GRAPH_CONFIG_LINES), release_line(ctx, CUDA_GRAPH_CONFIG_KEYS)
     if not isinstance(config, dict):
         return (f"cuda_graph_config must be a JSON object, not {type(config).__name__}", lines[0]) \
             if config is not None else None
@@ -1272,10 +1272,9 @@ def load_publish_ranks(ctx: Context) -> int | None:
     dp = _int(ctx, "dp_size", 1)
     if not added_in(ctx, "0.5.22"):
         return dp
-    attn = _int(ctx, "attn_dp_size", 1)
-    if ctx.args.get("enable_dp_attention") is True and attn == 1:
-        attn, dp = dp, 1
-    return dp * attn
+    # attention_dp_width reads the deprecated dp_size + enable_dp_attention as attention DP, leaving no DP replicas.
+    moved = ctx.args.get("enable_dp_attention") is True and _int(ctx, "attn_dp_size", 1) <= 1
+    return attention_dp_width(ctx) * (1 if moved else dp)
 
 
 def _load_pub_range_refusal(ctx: Context, events: dict, mode: str) -> str | None:

@@ -47,6 +47,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     certain_architecture,
     checkpoint_fp8_filled,
     chunk_dp_width,
+    cuda_graphs_unsettled,
     deepep_v2_architectures,
     deepep_v2_decode_graph_requests,
     default_chunked_prefill_size,
@@ -747,10 +748,10 @@ FLASHINFER_A2A_BUDGET_LINES = {"0.5.23": "766-774", "0.5.22": "690-698"}
 # DeepSeek-V3 trtllm_mla default, cuda_graph_hook.py:279-312).
 _PREFILL_GRAPH_KEPT_ARCHS = ("Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM", "Qwen3MoeForCausalLM")
 # What else may turn the prefill CUDA graph off before the budget reads it: KV-cache sharding (kv_shard_hook.py:327-334),
-# TBO / decode CP / attention CP (cuda_graph_hook.py:203-221), tensor dumps, diffusion LLMs, elastic EP, unified
-# memory's FULL fallback (kv_cache_hook.py:701-715), LayerNorm SP, and the graph flags written in other forms.
-_PREFILL_GRAPH_UNSETTLED = ("enable_kv_cache_sharding", "enable_two_batch_overlap", "enable_prefill_cp",
-                            "debug_tensor_dump_output_folder", "msprobe_dump_config", "dllm_algorithm", "ep_join_mode",
+# TBO / decode CP / attention CP (cuda_graph_hook.py:203-221), elastic EP, unified memory's FULL fallback
+# (kv_cache_hook.py:701-715), LayerNorm SP, and the graph flags written in other forms; besides what turns every graph
+# off (resolve.cuda_graphs_unsettled: tensor dumps, diffusion LLMs, the device, torch_native / flex_attention).
+_PREFILL_GRAPH_UNSETTLED = ("enable_kv_cache_sharding", "enable_two_batch_overlap", "enable_prefill_cp", "ep_join_mode",
                             "enable_unified_memory", "enable_layernorm_sp", "enable_mis")
 
 
@@ -768,9 +769,7 @@ def _prefill_graph_max_bs(ctx: Context) -> tuple[int, str] | None:
     size = phase["max_bs"] if "max_bs" in phase else ctx.args.get("cuda_graph_max_bs_prefill")
     if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
         return None
-    if any(_given(ctx, d) for d in _PREFILL_GRAPH_UNSETTLED) or _choice(ctx, "device", "cuda") != "cuda" or \
-            any(_choice(ctx, d, "") in ("torch_native", "flex_attention") for d in
-                ("attention_backend", "prefill_attention_backend", "decode_attention_backend")) or \
+    if any(_given(ctx, d) for d in _PREFILL_GRAPH_UNSETTLED) or cuda_graphs_unsettled(ctx) or \
             _int(ctx, "dcp_size", 1) > 1 or _int(ctx, "attn_cp_size", 1) > 1:
         return None
     backend = phase["backend"] if "backend" in phase else ctx.args.get("cuda_graph_backend_prefill")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import model_after_overrides
 from packaging.version import Version
@@ -124,14 +124,18 @@ def run_rules(ctx: Context) -> None:
             item.fn(ctx, Report(ctx, item))
 
 
+_T = TypeVar("_T")
+
+
 def added_in(ctx: Context, version: str) -> bool:
     """A check's own lower bound inside a rule (a table entry SGLang added after the rule's ``since=``): True when
     the context's SGLang release has it, ``version`` <= release, compared as Rule.applies compares."""
     return ctx.version >= Version(version)
 
 
-def release_line(ctx: Context, lines: Mapping[str, str]) -> str:
+def release_line(ctx: Context, lines: Mapping[str, _T]) -> _T:
     """What a check cites for the context's release out of ``lines`` ({first release: its line}): the entry of the
-    newest release the context has (added_in), the oldest entry for a release before all of them."""
+    newest release the context has (added_in), the oldest entry for a release before all of them. Any per-release
+    value reads the same way (a table of keys, a tuple of lines)."""
     ordered = sorted(lines.items(), key=lambda item: Version(item[0]), reverse=True)
     return next((line for version, line in ordered if added_in(ctx, version)), ordered[-1][1])

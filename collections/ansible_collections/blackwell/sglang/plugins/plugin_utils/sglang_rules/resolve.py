@@ -585,12 +585,22 @@ def default_decode_graph_max_bs(ctx: Context) -> int:
 
 
 # What may turn the decode CUDA graph off, or stand for a graph SGLang sizes otherwise, before
-# validate_deepep_v2_dispatch_token_budget reads it: the graph flags and config (cuda_graph_hook.py:32-100), tensor
-# dumps (serving_hook.py:545-580), diffusion LLMs (dllm_hook.py:35-48), speculative decoding (tokens per request and
-# its own max_running_requests, speculative_hook.py:442 ...).
+# validate_deepep_v2_dispatch_token_budget reads it: the graph flags and config (cuda_graph_hook.py:32-100),
+# speculative decoding (tokens per request and its own max_running_requests, speculative_hook.py:442 ...), and
+# whatever turns every graph off (cuda_graphs_unsettled).
 _DECODE_GRAPH_UNSETTLED = ("disable_cuda_graph", "disable_decode_cuda_graph", "cuda_graph_config", "cuda_graph_max_bs",
-                           "debug_tensor_dump_output_folder", "msprobe_dump_config", "dllm_algorithm",
                            "speculative_algorithm")
+
+
+def cuda_graphs_unsettled(ctx: Context) -> bool:
+    """Whether something may turn every CUDA graph off, or size it otherwise, whatever the phase: tensor dumps
+    (serving_hook.py:545-580), diffusion LLMs (dllm_hook.py:35-48), a device other than cuda, which xpu, cpu, npu and
+    hpu turn off or size otherwise (platform_hook.py:113-190), torch_native / flex_attention (attention_hook.py:122-160).
+    What the decode graph's and the prefill graph's readers share (deepep_v2_decode_graph_requests,
+    moe._prefill_graph_max_bs)."""
+    return any(_given(ctx, d) for d in ("debug_tensor_dump_output_folder", "msprobe_dump_config", "dllm_algorithm")) \
+        or _choice(ctx, "device", "cuda") != "cuda" \
+        or any(_choice(ctx, d, "") in ("torch_native", "flex_attention") for d in _ALL_DESTS)
 
 
 # The EAGLE family (NEXTN is EAGLE's alias) but STANDALONE, whose handler settles the draft-token count written
@@ -638,8 +648,7 @@ def deepep_v2_decode_graph_requests(ctx: Context, speculative: bool = False,
     spec = speculative and _given(ctx, "speculative_algorithm") and not capture_only(ctx) and \
         speculative_decode_tokens(ctx) is not None
     unsettled = tuple(d for d in _DECODE_GRAPH_UNSETTLED if not (spec and d == "speculative_algorithm"))
-    if any(_given(ctx, d) for d in unsettled) or _choice(ctx, "device", "cuda") != "cuda" or \
-            any(_choice(ctx, d, "") in ("torch_native", "flex_attention") for d in _ALL_DESTS) or \
+    if any(_given(ctx, d) for d in unsettled) or cuda_graphs_unsettled(ctx) or \
             "DeepseekV4" in str(ctx.model.architecture or ""):
         return None
     backend = _choice(ctx, "cuda_graph_backend_decode", "full")
@@ -1394,24 +1403,19 @@ def checkpoint_quantization_filled(ctx: Context) -> str | None:
     DeepSeek-V3 with no quant_method reads the weights' headers, overrides.py:794-797: UNCERTAIN). Qwen3-Next with an
     fp8 quantization_config override on a B200 is fp8 there (flashinfer_cutlass refused, moe_hook.py:81), DeepSeek-V3
     with quant_method w8a8_fp8 is w8a8_fp8 (flashinfer_trtllm refused, moe_hook.py:124)."""
+    arch, cc = ctx.model.architecture, ctx.compute_capability
+    if _given(ctx, "quantization") or not ctx.model.known or not (
+            arch in ANY_GPU_QUANT_FILL_ARCHS or (cc is not None and cc[0] == 10 and arch in SM100_QUANT_FILL_ARCHS)):
+        return None
     override = _model_override(ctx)
-    if not _given(ctx, "quantization") and ctx.model.known and override and "quantization_config" in override:
-        arch, cc = ctx.model.architecture, ctx.compute_capability
-        if not (arch in ANY_GPU_QUANT_FILL_ARCHS or (cc is not None and cc[0] == 10 and arch in SM100_QUANT_FILL_ARCHS)):
-            return None
+    if override and "quantization_config" in override:
         given = override["quantization_config"]
         declared = given.get("quant_method") if isinstance(given, dict) else None
         if isinstance(declared, str) and declared and declared != "modelopt":
             return declared
         return None if given is None and arch not in DEEPSEEK_FAMILY_ARCHS else UNCERTAIN
     method = ctx.model.quant_method
-    if _given(ctx, "quantization") or not ctx.model.known or not method:
-        return None
-    arch, cc = ctx.model.architecture, ctx.compute_capability
-    if arch in DEEPSEEK_FAMILY_ARCHS and method != "fp8":
-        return None
-    return method if arch in ANY_GPU_QUANT_FILL_ARCHS or (cc is not None and cc[0] == 10
-                                                          and arch in SM100_QUANT_FILL_ARCHS) else None
+    return None if not method or (arch in DEEPSEEK_FAMILY_ARCHS and method != "fp8") else method
 
 
 def checkpoint_fp8_filled(ctx: Context) -> bool:
