@@ -682,7 +682,15 @@ def run_case(case: dict, collector: _Collector, options: dict) -> dict:
     os.environ["PROBE_GPU_CC"] = cc
     for k, v in (case.get("env") or {}).items():
         os.environ[str(k)] = str(v)
-    # SGLang's envs registry reads the process environment lazily; nothing to reset.
+    # SGLang's envs registry reads the process environment lazily; nothing to reset. What it does once, when a
+    # server's process imports it (the warm-up imported it before the case's env was set), is rename old names:
+    # forward deprecated ones and copy every SGL_* name to SGLANG_* (environ.py _handle_deprecated_envs, 0.5.23
+    # :2294-2305; every release the probe runs has it). Run it again now, as the case's own process would.
+    import sglang.srt.environ as sglang_environ
+
+    handle_deprecated = getattr(sglang_environ, "_handle_deprecated_envs", None)
+    if handle_deprecated is not None:
+        handle_deprecated()
 
     model = case.get("model")
     model_path = str(MODELS_DIR / model) if model else "dummy"

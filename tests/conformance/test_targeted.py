@@ -7,9 +7,14 @@ argument; a model override; an environment switch; a check that reads several ar
 profiles and the four fixture checkpoints, each verdict recorded from SGLang's own resolver through the conformance
 probe. The first judgement of each area's cases found what the fuzzer had not (tests/conformance/README.md).
 
-One probe run for the whole set (about a minute on two cores), judged as differential.py judges a generated case,
-with the GPU memory the case names (what the host's GPU facts give the plan binding, before anything on the host
-changes):
+CI probes a fixed-seed sample of the set: TARGETED_SAMPLE (default 5) accepted and as many refused cases of each area,
+drawn with seed 0, so every area keeps both sides of its checks (190 cases in nineteen areas). ``make
+conformance-targeted`` (TARGETED_SAMPLE=all) probes every case; run it after a change to the rules or the SGLang pin,
+as ``make fuzz-sglang``. Every finding of the set is also a corpus case (cases.yaml), which test_conformance.py
+probes in full.
+
+One probe run for the chosen cases, judged as differential.py judges a generated case, with the GPU memory the case
+names (what the host's GPU facts give the plan binding, before anything on the host changes):
   test_recorded_verdicts_hold       SGLang still gives each case the recorded verdict, at the recorded file:line:
                                     the set keeps testing what it was written for.
   test_validator_agrees             no MISSED (SGLang refuses, we accept), no unexplained stricter refusal (a rule
@@ -21,6 +26,8 @@ changes):
 from __future__ import annotations
 
 import json
+import os
+import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,15 +40,37 @@ from conformance_support import REPO, ProbeError, load_cases  # noqa: E402
 
 TARGETED = Path(__file__).resolve().parent / "targeted-0.5.23.json"
 FAILING = ("MISSED", "OUR-ARGV", "CRASH", "STRICTER-UNEXPLAINED")
+SEED = 0
+SAMPLE = os.environ.get("TARGETED_SAMPLE", "5")
 
 
 def _load() -> dict[str, Any]:
     return json.loads(TARGETED.read_text(encoding="utf-8"))
 
 
+def sample(doc: dict[str, Any], per_side: str, seed: int = SEED) -> list[dict[str, Any]]:
+    """The cases to probe: every case for ``all``, else up to ``per_side`` accepted and as many refused cases of each
+    area, drawn with ``seed`` (the set's order kept, so a report reads as the file does)."""
+    cases = doc["cases"]
+    if per_side == "all":
+        return list(cases)
+    if not per_side.isdigit() or int(per_side) < 1:
+        raise ValueError(f"TARGETED_SAMPLE: a positive number of cases per area and verdict, or all, not {per_side!r}")
+    rng = random.Random(seed)
+    chosen: set[str] = set()
+    for area in doc["areas"]:
+        for verdict in ("accept", "reject"):
+            ids = [c["id"] for c in cases if c["area"] == area and c["sglang"] == verdict]
+            chosen.update(rng.sample(ids, min(int(per_side), len(ids))))
+    return [c for c in cases if c["id"] in chosen]
+
+
 @pytest.fixture(scope="module")
 def judged() -> dict[str, Any]:
-    cases = _load()["cases"]
+    try:
+        cases = sample(_load(), SAMPLE)
+    except ValueError as exc:
+        pytest.fail(str(exc), pytrace=False)
     contexts: dict[str, Any] = {}
     try:
         verdicts, mine, sglang = differential.evaluate([dict(c) for c in cases], contexts=contexts)
@@ -94,7 +123,7 @@ def test_validator_agrees(judged: dict[str, Any]) -> None:
                              f"env {json.dumps(c['env'])}")
     counts = {v: list(judged["verdicts"].values()).count(v) for v in sorted(set(judged["verdicts"].values()))}
     assert not offenders, f"{len(offenders)} of {len(judged['cases'])} targeted cases ({counts}):\n" + "\n".join(offenders)
-    print(f"\ntargeted set: {len(judged['cases'])} cases, {counts}")
+    print(f"\ntargeted set: {len(judged['cases'])} of {len(_load()['cases'])} cases (TARGETED_SAMPLE={SAMPLE}), {counts}")
 
 
 def test_targeted_resolves_like_sglang(judged: dict[str, Any]) -> None:
@@ -104,6 +133,19 @@ def test_targeted_resolves_like_sglang(judged: dict[str, Any]) -> None:
     assert sum(compared.values()), "no resolved value compared: no targeted case both accept"
     unexplained = [d for d in found if d.explained is None]
     assert not unexplained, "\n".join(resolution.report_lines(compared, unexplained))
+
+
+def test_sample_keeps_every_area_and_both_verdicts() -> None:
+    doc = _load()
+    picked = sample(doc, "5")
+    assert picked == sample(doc, "5"), "the sample is not reproducible"
+    for area in doc["areas"]:
+        for verdict in ("accept", "reject"):
+            assert len([c for c in picked if c["area"] == area and c["sglang"] == verdict]) == 5, (area, verdict)
+    assert sample(doc, "all") == doc["cases"]
+    assert len(sample(doc, "1000")) == len(doc["cases"])
+    with pytest.raises(ValueError, match="TARGETED_SAMPLE"):
+        sample(doc, "0")
 
 
 def test_the_set_is_where_the_readme_says() -> None:

@@ -22,7 +22,12 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_inp
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_models import ModelFacts, lookup_model
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import RENAMED, RULES, run_rules
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base import env_true
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import MAX_GPUS_PER_HOST, gpu_ids
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
+    MAX_GPUS_PER_HOST,
+    env_renames,
+    gpu_ids,
+    legacy_alias,
+)
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import (
     ArgSpec,
     Schema,
@@ -733,6 +738,7 @@ def validate_host(hostvars: Mapping[str, Any], spec: str | Mapping[str, Any] | N
     ctx.driver_version = None if driver in (None, "") else str(driver)
     _read_role_vars(ctx, hostvars, defaults)
     result.env, result.secret_env = _read_env(ctx, env, hostvars.get("hf_token"), hostvars.get(SECRET_ENV_VAR))
+    _env_as_sglang_reads(ctx, result.secret_env)
     if raw_host_spec is False:
         ctx.warn("spec.mode", "sglang_spec", "sglang_spec is the YAML boolean false (an unquoted off), read as the mode 'off'.",
                  'quote the mode: sglang_spec: "off"')
@@ -1030,6 +1036,12 @@ def _read_env(ctx: Context, env: Mapping[str, Any], hf_token: Any,
         if name in MANAGED_ENV:
             ctx.error("host.env", var, f"{name} is set by the role ({MANAGED_ENV[name]}).", f"remove {var}")
             continue
+        alias = legacy_alias(name)
+        if alias in MANAGED_ENV:
+            ctx.error("host.env", var, f"{name} is the legacy name of {alias}, which SGLang gives its value when it starts "
+                      f"({_ENVIRON_PY}, _handle_deprecated_envs) and which is set by the role ({MANAGED_ENV[alias]}).",
+                      f"remove {var}")
+            continue
         if source == "sglang_env" and name in secret_env:
             ctx.error("host.env", var, f"{name} is set both in sglang_env and in {SECRET_ENV_VAR}.",
                       f"keep it in {SECRET_ENV_VAR} only")
@@ -1058,6 +1070,33 @@ def _read_env(ctx: Context, env: Mapping[str, Any], hf_token: Any,
         else:
             secret["HF_TOKEN"] = hf_token
     return public, secret
+
+
+_ENVIRON_PY = "sglang/srt/environ.py"
+
+
+def _env_as_sglang_reads(ctx: Context, secret: Mapping[str, str]) -> None:
+    """Give the rules ``ctx.env`` after SGLang's renames of old names (resolve.env_renames), and warn on each old name
+    the host uses (``secret``: the entries of the secret environment, whose values no message shows)."""
+    def var(name: str) -> str:
+        return f"{SECRET_ENV_VAR if name in secret else 'sglang_env'}.{name}"
+
+    def replaced(old: str, new: str) -> str:
+        if new not in ctx.env or ctx.env[new] == ctx.env[old]:
+            return ""
+        shown = "" if new in secret or old in secret else f" ({ctx.env[new]!r})"
+        return f" It replaces the value written for {new}{shown}."
+
+    for old, new, how in env_renames(ctx):
+        fix = f"rename it to {var(old).rsplit('.', 1)[0]}.{new}"
+        if how == "forwarded":
+            ctx.warn("host.env_legacy", var(old), f"{old} is the old name of {new}: SGLang {ctx.schema.version} forwards "
+                     f"its value there when it starts ({_ENVIRON_PY}, _DEPRECATED_ENVS).{replaced(old, new)}", fix)
+        elif how == "copied":
+            ctx.warn("host.env_legacy", var(old), f"{old} is the legacy name of {new}: SGLang copies it there when it "
+                     f"starts ({_ENVIRON_PY}, _handle_deprecated_envs), and the checks here read it as {new}."
+                     f"{replaced(old, new)}", fix)
+        ctx.env[new] = ctx.env[old]
 
 
 MULTINODE_ARGS = ("nnodes", "node_rank", "dist_init_addr")

@@ -32,6 +32,40 @@ if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
 
 
+# What SGLang's environment registry does with old names when it is imported (sglang/srt/environ.py,
+# _handle_deprecated_envs: 0.5.23 :2294-2305, 0.5.22 :2039-2050, 0.5.21 :1948-1959, 0.5.20 :1909-1920): first each
+# deprecated name with a replacement forwards its value to the new name (_DEPRECATED_ENVS; of those, the rules read
+# only SGLANG_MOE_NVFP4_DISPATCH, forwarded from its old name until 0.5.21 removed the entry: 0.5.20 :1830), then
+# every SGL_* name is copied to its SGLANG_* name, over a value written there too. The rules read the environment
+# as SGLang does after that; the unit's environment keeps each name as written. A few SGL_ names SGLang also reads as
+# written (READ_AS_LEGACY, {name: the first release that no longer reads it}): SGL_FORCE_SHUTDOWN in every release
+# (stack.FORCE_SHUTDOWN), and until 0.5.23 SGL_CPU_QUANTIZATION (0.5.22 model_loader/loader.py:1509),
+# SGL_DG_USE_NVRTC (layers/deep_gemm_wrapper/compile_utils.py:56) and SGL_USE_DEEPGEMM_BMM
+# (models/deepseek_common/deepseek_weight_loader.py:670): the warning does not ask to rename those.
+LEGACY_PREFIX, CURRENT_PREFIX = "SGL_", "SGLANG_"
+FORWARDED_ENV = {"SGLANG_CUTEDSL_MOE_NVFP4_DISPATCH": ("SGLANG_MOE_NVFP4_DISPATCH", "0.5.21")}  # old: (new, gone in)
+READ_AS_LEGACY: dict[str, str | None] = {"SGL_FORCE_SHUTDOWN": None, "SGL_CPU_QUANTIZATION": "0.5.23",
+                                         "SGL_DG_USE_NVRTC": "0.5.23", "SGL_USE_DEEPGEMM_BMM": "0.5.23"}
+
+
+def legacy_alias(name: str) -> str | None:
+    """The SGLANG_* name SGLang copies a legacy SGL_* entry to when it starts, or None for any other name."""
+    return CURRENT_PREFIX + name[len(LEGACY_PREFIX):] if name.startswith(LEGACY_PREFIX) else None
+
+
+def env_renames(ctx: Context) -> list[tuple[str, str, str]]:
+    """SGLang's renames of the host's old environment names, in SGLang's order: (old, new, how). ``how`` is
+    "forwarded" (a deprecated name's replacement in the context's release), "copied" (the SGL_ prefix) or "read"
+    (copied, and the release also reads the old name as written: not a name to rename)."""
+    renames = [(old, new, "forwarded") for old, (new, gone) in FORWARDED_ENV.items() if old in ctx.env and not added_in(ctx, gone)]
+    for old in ctx.env:
+        new = legacy_alias(old)
+        if new is not None:
+            gone = READ_AS_LEGACY.get(old, "0")
+            renames.append((old, new, "copied" if gone is not None and added_in(ctx, gone) else "read"))
+    return renames
+
+
 def dwdp_on(ctx: Context) -> bool:
     """handle_dwdp runs (dwdp_size > 1: parallel_hook.py:433-515, run by pipeline.py:189; 0.5.22 :410, 0.5.21 :334,
     0.5.20 :266). Past its asserts (:438-457, server.parallel) it forces, for every hook and check after it: attn_dp_size
