@@ -72,7 +72,7 @@ def run_job(job: dict[str, Any], workdir: Path) -> int:
     major, minor = (int(x) for x in capability.split("."))
     probe._STATE.update(gpu_count=gpus, capability=(major, minor), memory_mib=memory_mib, name=name,
                         integrated=integrated)
-    os.environ.update({str(k): str(v) for k, v in (job.get("env") or {}).items()})
+    probe.set_process_env(job.get("env") or {})  # as systemd sets it before the preflight imports SGLang
     probe._clear_capability_caches()  # the device helpers answer for this job's GPUs, not the warm-up's
     sys.argv = [str(PREFLIGHT), "--unit", str(job["unit"]), "--skip-toolchain"]
     with override_platform(**probe.platform_facts(major, minor)):

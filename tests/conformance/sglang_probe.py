@@ -107,6 +107,23 @@ _STATE = {"gpu_count": 8, "capability": (12, 0), "memory_mib": GPU_MEM_MIB, "nam
 # --------------------------------------------------------------------------
 
 
+def set_process_env(env: dict) -> None:
+    """A case's environment in this (forked) process, as a server's process has it when SGLang starts.
+
+    SGLang's envs registry reads the process environment lazily; nothing to reset. What it does once, when a
+    server's process imports it (the warm-up imported it before the case's env was set), is rename old names:
+    forward deprecated ones and copy every SGL_* name to SGLANG_* (environ.py _handle_deprecated_envs, 0.5.23
+    :2294-2305; every release the probe runs has it). It runs again here, as the case's own process would run it.
+    """
+    for k, v in env.items():
+        os.environ[str(k)] = str(v)
+    import sglang.srt.environ as sglang_environ
+
+    handle_deprecated = getattr(sglang_environ, "_handle_deprecated_envs", None)
+    if handle_deprecated is not None:
+        handle_deprecated()
+
+
 def _setup_environment(workdir: Path) -> None:
     # Nothing from the caller's environment may change SGLang's answer: drop every
     # SGLANG_* variable (SGLANG_IS_IN_CI, for one, lifts the context-length
@@ -680,17 +697,7 @@ def run_case(case: dict, collector: _Collector, options: dict) -> dict:
     os.environ["PROBE_GPU_MEMORY"] = "[N/A]" if _STATE["integrated"] else str(_STATE["memory_mib"])
     os.environ["PROBE_GPU_NAME"] = _STATE["name"]
     os.environ["PROBE_GPU_CC"] = cc
-    for k, v in (case.get("env") or {}).items():
-        os.environ[str(k)] = str(v)
-    # SGLang's envs registry reads the process environment lazily; nothing to reset. What it does once, when a
-    # server's process imports it (the warm-up imported it before the case's env was set), is rename old names:
-    # forward deprecated ones and copy every SGL_* name to SGLANG_* (environ.py _handle_deprecated_envs, 0.5.23
-    # :2294-2305; every release the probe runs has it). Run it again now, as the case's own process would.
-    import sglang.srt.environ as sglang_environ
-
-    handle_deprecated = getattr(sglang_environ, "_handle_deprecated_envs", None)
-    if handle_deprecated is not None:
-        handle_deprecated()
+    set_process_env(case.get("env") or {})
 
     model = case.get("model")
     model_path = str(MODELS_DIR / model) if model else "dummy"
