@@ -98,7 +98,7 @@ conformance-all: venv wheels conformance-venv ## conformance-release for every r
 	done; \
 	if [ -n "$$failed" ]; then echo "conformance-all: MISSED cases (or no report) for:$$failed" >&2; exit 1; fi
 
-conformance-targeted: venv conformance-venv ## The whole targeted set (tests/conformance/targeted-0.5.23.json, 944 configurations written from SGLang's source) against SGLang itself, long: about 10 minutes on the 2-core machine (CI probes a fixed-seed sample, TARGETED_SAMPLE=5 per area and verdict)
+conformance-targeted: venv conformance-venv ## The whole targeted set (tests/conformance/targeted-0.5.23.json, 944 configurations written from SGLang's source) against SGLang itself, long: about 7.5 minutes on the 2-core machine (CI probes a fixed-seed sample, TARGETED_SAMPLE=5 per area and verdict)
 	TARGETED_SAMPLE=all $(BIN)/pytest -q tests/conformance/test_targeted.py
 
 FUZZ_SGLANG_CASES ?= 10000

@@ -67,8 +67,9 @@ def sample(doc: dict[str, Any], per_side: str, seed: int = SEED) -> list[dict[st
 
 @pytest.fixture(scope="module")
 def judged() -> dict[str, Any]:
+    doc = _load()
     try:
-        cases = sample(_load(), SAMPLE)
+        cases = sample(doc, SAMPLE)
     except ValueError as exc:
         pytest.fail(str(exc), pytrace=False)
     contexts: dict[str, Any] = {}
@@ -76,7 +77,8 @@ def judged() -> dict[str, Any]:
         verdicts, mine, sglang = differential.evaluate([dict(c) for c in cases], contexts=contexts)
     except ProbeError as exc:  # no conformance venv, or the probe itself failed
         pytest.fail(str(exc), pytrace=False)
-    return {"cases": cases, "verdicts": verdicts, "mine": mine, "sglang": sglang, "contexts": contexts}
+    return {"cases": cases, "total": len(doc["cases"]), "verdicts": verdicts, "mine": mine, "sglang": sglang,
+            "contexts": contexts}
 
 
 def test_set_is_sound() -> None:
@@ -123,7 +125,7 @@ def test_validator_agrees(judged: dict[str, Any]) -> None:
                              f"env {json.dumps(c['env'])}")
     counts = {v: list(judged["verdicts"].values()).count(v) for v in sorted(set(judged["verdicts"].values()))}
     assert not offenders, f"{len(offenders)} of {len(judged['cases'])} targeted cases ({counts}):\n" + "\n".join(offenders)
-    print(f"\ntargeted set: {len(judged['cases'])} of {len(_load()['cases'])} cases (TARGETED_SAMPLE={SAMPLE}), {counts}")
+    print(f"\ntargeted set: {len(judged['cases'])} of {judged['total']} cases (TARGETED_SAMPLE={SAMPLE}), {counts}")
 
 
 def test_targeted_resolves_like_sglang(judged: dict[str, Any]) -> None:

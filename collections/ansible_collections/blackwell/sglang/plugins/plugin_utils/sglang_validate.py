@@ -1078,8 +1078,8 @@ _ENVIRON_PY = "sglang/srt/environ.py"
 def _env_as_sglang_reads(ctx: Context, secret: Mapping[str, str]) -> None:
     """Give the rules ``ctx.env`` after SGLang's renames of old names (resolve.env_renames), and warn on each old name
     the host uses (``secret``: the entries of the secret environment, whose values no message shows)."""
-    def var(name: str) -> str:
-        return f"{SECRET_ENV_VAR if name in secret else 'sglang_env'}.{name}"
+    def source(name: str) -> str:
+        return SECRET_ENV_VAR if name in secret else "sglang_env"
 
     def replaced(old: str, new: str) -> str:
         if new not in ctx.env or ctx.env[new] == ctx.env[old]:
@@ -1088,14 +1088,13 @@ def _env_as_sglang_reads(ctx: Context, secret: Mapping[str, str]) -> None:
         return f" It replaces the value written for {new}{shown}."
 
     for old, new, how in env_renames(ctx):
-        fix = f"rename it to {var(old).rsplit('.', 1)[0]}.{new}"
-        if how == "forwarded":
-            ctx.warn("host.env_legacy", var(old), f"{old} is the old name of {new}: SGLang {ctx.schema.version} forwards "
-                     f"its value there when it starts ({_ENVIRON_PY}, _DEPRECATED_ENVS).{replaced(old, new)}", fix)
-        elif how == "copied":
-            ctx.warn("host.env_legacy", var(old), f"{old} is the legacy name of {new}: SGLang copies it there when it "
-                     f"starts ({_ENVIRON_PY}, _handle_deprecated_envs), and the checks here read it as {new}."
-                     f"{replaced(old, new)}", fix)
+        if how != "read":
+            what = (f"the old name of {new}: SGLang {ctx.schema.version} forwards its value there when it starts "
+                    f"({_ENVIRON_PY}, _DEPRECATED_ENVS)." if how == "forwarded" else
+                    f"the legacy name of {new}: SGLang copies it there when it starts ({_ENVIRON_PY}, "
+                    f"_handle_deprecated_envs), and the checks here read it as {new}.")
+            ctx.warn("host.env_legacy", f"{source(old)}.{old}", f"{old} is {what}{replaced(old, new)}",
+                     f"rename it to {source(old)}.{new}")
         ctx.env[new] = ctx.env[old]
 
 

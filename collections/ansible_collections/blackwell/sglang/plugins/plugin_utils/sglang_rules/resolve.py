@@ -44,7 +44,8 @@ if TYPE_CHECKING:  # pragma: no cover
 # (models/deepseek_common/deepseek_weight_loader.py:670): the warning does not ask to rename those.
 LEGACY_PREFIX, CURRENT_PREFIX = "SGL_", "SGLANG_"
 FORWARDED_ENV = {"SGLANG_CUTEDSL_MOE_NVFP4_DISPATCH": ("SGLANG_MOE_NVFP4_DISPATCH", "0.5.21")}  # old: (new, gone in)
-READ_AS_LEGACY: dict[str, str | None] = {"SGL_FORCE_SHUTDOWN": None, "SGL_CPU_QUANTIZATION": "0.5.23",
+FORCE_SHUTDOWN_ENV = "SGL_FORCE_SHUTDOWN"
+READ_AS_LEGACY: dict[str, str | None] = {FORCE_SHUTDOWN_ENV: None, "SGL_CPU_QUANTIZATION": "0.5.23",
                                          "SGL_DG_USE_NVRTC": "0.5.23", "SGL_USE_DEEPGEMM_BMM": "0.5.23"}
 
 

@@ -17,6 +17,7 @@ import re
 from typing import TYPE_CHECKING, NamedTuple
 
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import FORCE_SHUTDOWN_ENV
 
 if TYPE_CHECKING:  # pragma: no cover
     from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import Context
@@ -103,7 +104,7 @@ def _driver_floor(ctx: Context, report: Report) -> None:
 # asks the schedulers to release the GPUs and gives them 15 s (_SCHEDULER_EXIT_TIMEOUT_SECS, :456). The name
 # SGLANG_FORCE_SHUTDOWN is declared (environ.py:400) but read by nothing: only SGL_FORCE_SHUTDOWN skips the wait
 # (environ.py:2298-2305 copies SGL_* to SGLANG_*, never the other way).
-FORCE_SHUTDOWN = "SGL_FORCE_SHUTDOWN"
+FORCE_SHUTDOWN = FORCE_SHUTDOWN_ENV
 FORCE_SHUTDOWN_UNREAD = "SGLANG_FORCE_SHUTDOWN"
 _TM = "sglang/srt/managers/tokenizer_manager.py"
 
