@@ -84,8 +84,8 @@ FUZZ_EXAMPLES ?= 10000
 fuzz: venv ## Property-based input-contract tests, long: FUZZ_EXAMPLES (10000) random cases per property (CI runs a fixed-seed sample)
 	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q tests/unit/test_input_contract.py
 
-conformance: venv wheels conformance-venv ## Our validator against SGLang 0.5.23's own argument checks, and every committed schema against its release's own parser
-	$(BIN)/pytest -q tests/conformance
+conformance: venv wheels conformance-venv ## Our validator against SGLang 0.5.23's own argument checks on every corpus case (CI probes a fixed-seed sample, CORPUS_SAMPLE=8 per family and verdict), the real preflight on every valid unit, and every committed schema against its release's own parser
+	CORPUS_SAMPLE=all $(BIN)/pytest -q tests/conformance
 
 conformance-release: venv wheels conformance-venv ## The conformance cases against SGLANG_VERSION's own resolver (a report in build/conformance-SGLANG_VERSION.md; exit 1 on MISSED), not part of make test yet
 	$(BIN)/python tests/conformance/release_conformance.py --version $(SGLANG_VERSION) --report build/conformance-$(SGLANG_VERSION).md
@@ -123,7 +123,7 @@ MOLECULE_JOBS ?= 2
 molecule: venv conformance-venv simhost wheelhouse provision-fixtures ## Every molecule scenario, MOLECULE_JOBS (2) at a time (tests/molecule_lanes.py), without the extended cases; SGLang itself (.venv-conformance) judges every start of the stand-in
 	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS)
 
-molecule-extended: venv conformance-venv simhost wheelhouse provision-fixtures ## Every molecule scenario with its extended cases too (BSA_MOLECULE_EXTENDED=1), long: about 20 minutes more than make molecule
+molecule-extended: venv conformance-venv simhost wheelhouse provision-fixtures ## Every molecule scenario with its extended cases too (BSA_MOLECULE_EXTENDED=1), long: about 35 minutes more than make molecule
 	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS) --extended
 
 # make lint's hooks, then the pytest tiers, run beside the molecule lanes (tests/molecule_lanes.py --lint --pytest):

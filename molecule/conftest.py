@@ -1,10 +1,13 @@
 """Shared fixtures of the molecule verify tests (testinfra's `host` comes from molecule), and their two tiers.
 
-A case marked ``extended`` is a variation of a failure path that another, unmarked case of the scenario already
-drives end to end (another fault on the same rollback, a second rollout order): it runs only when
-``BSA_MOLECULE_EXTENDED=1`` (``make molecule-extended``). ``make test`` and CI run the unmarked cases, which cover
-every playbook, role and failure class; an extended case must leave the host as the cases after it expect, so that
-either tier runs in file order.
+A case marked ``extended`` runs only when ``BSA_MOLECULE_EXTENDED=1`` (``make molecule-extended``). It is either a
+variation of a failure path that another, unmarked case of the scenario already drives end to end (another fault on
+the same rollback, a second rollout order), or a long story whose parts unmarked cases and unit tests cover, kept out
+of make test's 45-minute budget (docs/maintainers.md, "Test tiers"): a second run of the README examples and of the
+profiles' deploy (molecule default's idempotence step runs in make test), the fleet's SGLang upgrade with kernels
+shared from the canary, the gateway's migration from sglang-router to smg. ``make test`` and CI run the unmarked
+cases, which cover every playbook, role and failure class; each marker's comment says where its path is covered. An
+extended case must leave the host as the cases after it expect, so that either tier runs in file order.
 """
 
 from __future__ import annotations

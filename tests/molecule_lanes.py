@@ -48,17 +48,18 @@ BIN = Path(sys.executable).parent
 # stay whole.
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "COLUMNS": "240"}
 # Minutes each scenario took in make test's two lanes, pytest beside them, on the 2-core machine (without the
-# extended cases), in the run of 2026-12-05 with the fleet over mTLS (fleet 2237 s, default 1249 s, standalone 653 s,
-# provision 650 s, profiles 458 s, monitoring 235 s), less the verify cases that run only with --extended since
-# (fleet 121 s, default 60 s, provision 33 s).
-MINUTES = {"fleet": 35, "default": 20, "profiles": 8, "standalone": 11, "monitoring": 4, "provision": 10}
-# Minutes of the side lane's commands in that run (lint 131 s, sanity 99 s, pytest 1926 s; the conformance probe is
-# faster since). With a side lane, it is one more lane for the scenarios, starting at these minutes: a single molecule
-# scenario keeps about one core busy (one host, one task at a time), so a molecule lane left alone at the end leaves
-# the other idle; the side lane, which ends some minutes before the molecule lanes, takes the shortest scenarios.
-# With the figures above: fleet and profiles (43), default, standalone and provision (41), the side lane then
-# monitoring (39), instead of 45 and 47 with monitoring in the second molecule lane.
-SIDE_MINUTES = {"lint": 2, "sanity": 2, "pytest": 31}
+# extended cases), in the run of 2026-12-07 (fleet 2340 s, default 1230 s, standalone 1094 s, provision 882 s,
+# profiles 739 s, monitoring 585 s), less what went to the extended tier since: fleet's upgrade, migration and
+# multi-node rollout order (841 s), default's weights-checksum rollback (51 s), and the idempotence steps of
+# standalone and profiles (their second run: about 4 and 3 minutes, not measured alone).
+MINUTES = {"fleet": 25, "default": 20, "provision": 15, "standalone": 14, "profiles": 10, "monitoring": 10}
+# Minutes of the side lane's commands in that run (lint 135 s, sanity 81 s, pytest 2153 s, less the corpus probe's and
+# the real preflight's sample: about 5 minutes alone). With a side lane, it is one more lane for the scenarios,
+# starting at these minutes: a single molecule scenario keeps about one core busy (one host, one task at a time), so
+# a molecule lane left alone at the end leaves the other idle; the side lane, which ends some minutes before the
+# molecule lanes, takes the shortest scenarios. With the figures above: fleet and standalone (39), default, provision
+# and profiles (45), the side lane then monitoring (41).
+SIDE_MINUTES = {"lint": 2, "sanity": 1, "pytest": 28}
 DEFAULT_MINUTES = 5
 TAIL_LINES = 60
 # pytest prints its failures' tracebacks and the summary last; pre-commit its hooks' findings and the diff.

@@ -3,6 +3,10 @@
 Runs SGLang 0.5.23's own argument handling (sglang_probe.py in .venv-conformance) over
 tests/conformance/cases.yaml once per session, runs our validator over the same cases,
 and builds the agreement table.
+
+CI probes a fixed-seed sample of the corpus (CORPUS_SAMPLE, default 8 cases of each family and recorded verdict,
+seed 0) and judges our validator on every case against the verdict cases.yaml records; ``make conformance``
+(CORPUS_SAMPLE=all) probes every case, and confirms every recorded verdict against SGLang itself.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -30,6 +35,45 @@ SGLANG_VERSION = "0.5.23"
 
 # Where the variant fed with OUR rendered argv is reported.
 OURS_ARGV_SUFFIX = "@ours-argv"
+
+# How many corpus cases of each family and recorded verdict CI probes ("all": every case, make conformance), and how
+# many units of the valid family test_preflight_real.py runs the real preflight on (every one with "all").
+CORPUS_SAMPLE = os.environ.get("CORPUS_SAMPLE", "8")
+PREFLIGHT_VALID_SAMPLE = "40"
+SAMPLE_SEED = 0
+
+
+def fixed_seed_sample(cases: list[dict], key: Any, groups: list[Any], per: str, variable: str,
+                      seed: int = SAMPLE_SEED) -> list[dict]:
+    """The cases to probe: every case for ``all``, else up to ``per`` cases of each group (``key(case)`` equal to it),
+    drawn with ``seed`` group after group in the order of ``groups``; the cases' own order is kept, so a report reads
+    as the file does. ``variable`` names the setting in the error for anything but a positive number or ``all``."""
+    if per == "all":
+        return list(cases)
+    if not per.isdigit() or int(per) < 1:
+        raise ValueError(f"{variable}: a positive number of cases per group, or all, not {per!r}")
+    rng = random.Random(seed)
+    chosen: set[str] = set()
+    for group in groups:
+        ids = [c["id"] for c in cases if key(c) == group]
+        chosen.update(rng.sample(ids, min(int(per), len(ids))))
+    return [c for c in cases if c["id"] in chosen]
+
+
+def _family_verdict(case: dict) -> tuple[str, str]:
+    return str(case.get("family")), str(case["sglang"])
+
+
+def corpus_sample(cases: list[dict], per: str = CORPUS_SAMPLE) -> list[dict]:
+    """The corpus cases CI probes: CORPUS_SAMPLE of each family and recorded verdict (all of them for ``all``)."""
+    return fixed_seed_sample(cases, _family_verdict, sorted({_family_verdict(c) for c in cases}), per, "CORPUS_SAMPLE")
+
+
+def preflight_sample(valid: list[dict], per: str = CORPUS_SAMPLE) -> list[dict]:
+    """The valid-family cases test_preflight_real.py renders and runs the real preflight on: PREFLIGHT_VALID_SAMPLE
+    of them, or every one when CORPUS_SAMPLE is ``all``."""
+    return fixed_seed_sample(valid, lambda c: "valid", ["valid"], "all" if per == "all" else PREFLIGHT_VALID_SAMPLE,
+                             "CORPUS_SAMPLE")
 
 
 def conformance_venv() -> Path:
@@ -172,6 +216,9 @@ class Conformance:
     def __init__(self) -> None:
         self.cases, self.models = load_cases()
         self.by_id = {c["id"]: c for c in self.cases}
+        # The cases SGLang is asked about in this session (corpus_sample); the rest are judged by their recorded verdict.
+        self.sampled = corpus_sample(self.cases)
+        self.probed = {c["id"] for c in self.sampled}
         self.sglang: dict[str, dict] = {}
         self.ours: dict[str, Any] = {}  # id -> Result, or an Exception
         self.contexts: dict[str, Any] = {}  # id -> the rules' Context (resolution.py)
@@ -188,8 +235,8 @@ class Conformance:
 
     # ---- SGLang's side -------------------------------------------------------
     def run_probe(self) -> None:
-        payload = [_probe_input(c) for c in self.cases]
-        for case in self.cases:
+        payload = [_probe_input(c) for c in self.sampled]
+        for case in self.sampled:
             res = self.ours.get(case["id"])
             argv = getattr(res, "argv", None)
             if getattr(res, "ok", False) and argv:
@@ -296,6 +343,7 @@ def build_report(c: Conformance) -> str:
         lines += [
             f"Probe: {meta.get('cases')} runs in {meta.get('wall_seconds')} s "
             f"(warm-up {meta.get('warmup_seconds')} s; stubbed: {', '.join(meta.get('stubbed_modules') or [])}).",
+            f"Cases probed: {len(c.sampled)} of {len(c.cases)} (CORPUS_SAMPLE={CORPUS_SAMPLE}); the table lists those.",
             "",
         ]
     lines += [
@@ -303,7 +351,7 @@ def build_report(c: Conformance) -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     counts: dict[str, int] = {}
-    for case in c.cases:
+    for case in c.sampled:
         cid = case["id"]
         r = c.sglang.get(cid)
         res = c.ours.get(cid)

@@ -8,7 +8,8 @@ here is what the preflight does on a real host.
 * the reference host's unit passes, and the preflight reports what SGLang resolved (the speculative triple it
   chose), as the corpus recorded it from SGLang's own resolver;
 * every ``valid`` corpus case, planned and rendered as the role does, passes (the preflight raises no false alarm:
-  its own host checks, the launcher's ``--config`` reading, the environment file's switches);
+  its own host checks, the launcher's ``--config`` reading, the environment file's switches): a fixed-seed sample of
+  40 in CI (conformance_support.preflight_sample), all of them in ``make conformance`` (CORPUS_SAMPLE=all);
 * the incident's arguments are refused with SGLang's own AssertionError at the file:line the corpus recorded;
 * every corpus case that SGLang refuses at a catalog entry mapped ``preflight`` is refused by the preflight at the
   same site: that entry is confirmed. ``preflight-confirmed-0.5.23.yml`` records the confirmed entries and the case
@@ -24,7 +25,7 @@ from typing import Any
 import preflight_real
 import pytest
 import yaml
-from conformance_support import REPO, load_cases
+from conformance_support import CORPUS_SAMPLE, REPO, load_cases, preflight_sample
 
 CATALOG = REPO / "tests" / "catalog" / "catalog-0.5.23.json"
 MAPPING = REPO / "tests" / "catalog" / "mapping-0.5.23.yml"
@@ -74,12 +75,18 @@ def corpus() -> tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, str]]
 def runs(corpus: tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, str]]) -> dict[str, preflight_real.Report]:
     """One preflight_host.py process for every unit below (SGLang's import, ~25 s, is paid once)."""
     by_id, models, at_preflight = corpus
-    jobs = [preflight_real.render(case, models, case_id) for case_id, case in by_id.items()
-            if case.get("family") == "valid"]
+    jobs = [preflight_real.render(case, models, case["id"]) for case in valid_units(by_id)]
     jobs.append(preflight_real.render(by_id[INCIDENT], models, INCIDENT, argv=launch_args(by_id[INCIDENT])))
     jobs += [preflight_real.render(by_id[case_id], models, case_id, argv=launch_args(by_id[case_id]))
              for case_id in at_preflight if case_id != INCIDENT]
     return preflight_real.run(jobs)
+
+
+def valid_units(by_id: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The valid-family cases whose units the real preflight runs: a fixed-seed sample in CI (preflight_sample), every
+    one with CORPUS_SAMPLE=all (make conformance); the reference host's always."""
+    chosen = preflight_sample([case for case in by_id.values() if case.get("family") == "valid"])
+    return chosen if REFERENCE in {case["id"] for case in chosen} else [by_id[REFERENCE], *chosen]
 
 
 def test_the_reference_host_passes_and_reports_what_sglang_resolved(corpus: Any, runs: dict[str, Any]) -> None:
@@ -95,10 +102,10 @@ def test_the_reference_host_passes_and_reports_what_sglang_resolved(corpus: Any,
 
 def test_every_valid_corpus_unit_passes_the_real_preflight(corpus: Any, runs: dict[str, Any]) -> None:
     by_id, _models, _at = corpus
-    valid = [case_id for case_id, case in by_id.items() if case.get("family") == "valid"]
+    valid = [case["id"] for case in valid_units(by_id)]
     failed = {case_id: (runs[case_id].rc, runs[case_id].report.get("error"), runs[case_id].report.get("where"))
               for case_id in valid if runs[case_id].rc != 0}
-    assert len(valid) >= 40 and not failed, failed
+    assert len(valid) >= (300 if CORPUS_SAMPLE == "all" else 40) and not failed, failed
 
 
 def test_the_incident_is_refused_with_sglangs_own_assertion_and_its_file_line(corpus: Any, runs: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ CI probes a fixed-seed sample of the set: TARGETED_SAMPLE (default 5) accepted a
 drawn with seed 0, so every area keeps both sides of its checks (190 cases in nineteen areas). ``make
 conformance-targeted`` (TARGETED_SAMPLE=all) probes every case; run it after a change to the rules or the SGLang pin,
 as ``make fuzz-sglang``. Every finding of the set is also a corpus case (cases.yaml), which test_conformance.py
-probes in full.
+judges on every run against its recorded verdict (and probes in make conformance).
 
 One probe run for the chosen cases, judged as differential.py judges a generated case, with the GPU memory the case
 names (what the host's GPU facts give the plan binding, before anything on the host changes):
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import differential  # noqa: E402
-from conformance_support import REPO, ProbeError, load_cases  # noqa: E402
+from conformance_support import REPO, ProbeError, fixed_seed_sample, load_cases  # noqa: E402
 
 TARGETED = Path(__file__).resolve().parent / "targeted-0.5.23.json"
 FAILING = ("MISSED", "OUR-ARGV", "CRASH", "STRICTER-UNEXPLAINED")
@@ -51,18 +50,8 @@ def _load() -> dict[str, Any]:
 def sample(doc: dict[str, Any], per_side: str, seed: int = SEED) -> list[dict[str, Any]]:
     """The cases to probe: every case for ``all``, else up to ``per_side`` accepted and as many refused cases of each
     area, drawn with ``seed`` (the set's order kept, so a report reads as the file does)."""
-    cases = doc["cases"]
-    if per_side == "all":
-        return list(cases)
-    if not per_side.isdigit() or int(per_side) < 1:
-        raise ValueError(f"TARGETED_SAMPLE: a positive number of cases per area and verdict, or all, not {per_side!r}")
-    rng = random.Random(seed)
-    chosen: set[str] = set()
-    for area in doc["areas"]:
-        for verdict in ("accept", "reject"):
-            ids = [c["id"] for c in cases if c["area"] == area and c["sglang"] == verdict]
-            chosen.update(rng.sample(ids, min(int(per_side), len(ids))))
-    return [c for c in cases if c["id"] in chosen]
+    groups = [(area, verdict) for area in doc["areas"] for verdict in ("accept", "reject")]
+    return fixed_seed_sample(doc["cases"], lambda c: (c["area"], c["sglang"]), groups, per_side, "TARGETED_SAMPLE", seed)
 
 
 @pytest.fixture(scope="module")

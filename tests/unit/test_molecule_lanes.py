@@ -74,7 +74,8 @@ def _collected(env_extra: dict[str, str]) -> str:
 
 def test_the_extended_cases_run_only_when_asked() -> None:
     # The default scenario: its own conftest sorts the cases; molecule/conftest.py leaves the extended ones out.
-    marked = sum(p.read_text().count("@pytest.mark.extended") for p in (REPO / "molecule" / "default").rglob("test_*.py"))
+    marked = sum(p.read_text().count("@pytest.mark.extended") + p.read_text().count("marks=pytest.mark.extended")
+                 for p in (REPO / "molecule" / "default").rglob("test_*.py"))
     assert marked > 0
     plain = _collected({})
     assert f"({marked} deselected)" in plain and "test_a_crash_loop" not in plain, plain[-600:]
@@ -85,7 +86,7 @@ def test_the_extended_cases_run_only_when_asked() -> None:
 def test_every_extended_case_says_which_case_covers_its_path() -> None:
     for path in (REPO / "molecule").rglob("test_*.py"):
         for line in path.read_text().splitlines():
-            if line.startswith("@pytest.mark.extended"):
+            if line.startswith("@pytest.mark.extended") or "marks=pytest.mark.extended" in line:
                 assert ": " in line.partition("#")[2], f"{path.relative_to(REPO)}: {line}"
 
 

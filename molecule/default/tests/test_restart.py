@@ -313,7 +313,11 @@ def chat_answer(host, prompt: str, max_tokens: int) -> str:
     return json.loads(out)["choices"][0]["message"]["content"]
 
 
-@pytest.mark.parametrize(("switch", "what"), [("ANSWER_SALT", "answer"), ("WEIGHTS_SALT", "weights_checksum")])
+@pytest.mark.parametrize(("switch", "what"), [
+    ("ANSWER_SALT", "answer"),
+    pytest.param("WEIGHTS_SALT", "weights_checksum",
+                 marks=pytest.mark.extended),  # the answer's rollback: the case above; the checksum: tests/unit/test_quality_gate.py
+])
 def test_a_restart_whose_answers_or_weights_differ_from_the_last_good_is_rolled_back(
         host, inventory: Path, tmp_path: Path, persistenced: int, switch: str, what: str) -> None:
     # The restarts before kept the quality gate's record: the fixed prompts' answers and the weights checksum.

@@ -211,6 +211,10 @@ def task_times(runner: ansible_runner.Runner, task: str) -> tuple[float, float]:
     raise AssertionError(f"task {task!r} did not run")
 
 
+# The migration runs in the extended tier (make molecule-extended): about 4 minutes of the fleet lane, and make test's
+# budget. In make test: smg serving the fleet over mTLS (the converge and every case of test_fleet), and the handover's
+# probe past its own redirect (tests/unit/test_router_probe.py); the handover end to end only here.
+@pytest.mark.extended  # the migration story: smg itself in every test_fleet case, the probe in unit tests (above)
 def test_the_gateway_runs_sglang_router_0_3_2_first(inventory: Path, router: str, tmp_path: Path) -> None:
     runner = deploy(inventory, tmp_path, sglang_router_gateway="sglang-router")
     assert runner.rc == 0, final_failure(runner)
@@ -221,6 +225,7 @@ def test_the_gateway_runs_sglang_router_0_3_2_first(inventory: Path, router: str
     assert healthy_workers(router) == sorted(f"https://{h}:30000" for h in GPUS)
 
 
+@pytest.mark.extended  # the migration story: the case above prepares the gateway for it
 def test_the_gateway_moves_to_smg_under_requests_with_no_failed_request(inventory: Path, router: str,
                                                                           tmp_path: Path) -> None:
     old_pid = sh(GATEWAY, "systemctl show -p MainPID --value sglang-router.service")

@@ -118,6 +118,11 @@ def first(runner: ansible_runner.Runner, task: str, host: str) -> tuple[int, dic
     raise AssertionError(f"{task!r} did not run on {host}")
 
 
+# The whole upgrade story runs in the extended tier (make molecule-extended): about 8 minutes of the fleet lane, and
+# make test's budget. In make test: the kernels built before the stop and found warm by the start (molecule default's
+# test_restart kernel cases), the precompile/copy/join order (tests/unit/test_kernel_precompile.py,
+# tests/unit/test_kernel_share.py), a release installed beside the old one (molecule provision).
+@pytest.mark.extended  # the upgrade story: kernels before the stop in default, the copy in unit tests (above)
 def test_the_fleet_runs_the_old_release_and_has_never_compiled_the_new_one(fleet: Path, tmp_path: Path) -> None:
     runner = deploy(fleet, tmp_path, sglang_version=OLD)
     assert runner.rc == 0, final_failure(runner)
@@ -133,6 +138,7 @@ def test_the_fleet_runs_the_old_release_and_has_never_compiled_the_new_one(fleet
         assert keys and all(k.startswith(f"sglang-{OLD}_") for k in keys), (host, keys)
 
 
+@pytest.mark.extended  # the upgrade story: the case above prepares the fleet for it
 def test_an_upgrade_builds_the_kernels_once_on_the_canary_and_every_host_starts_warm(fleet: Path, tmp_path: Path) -> None:
     seen = {host: len(records(host)) for host in GPUS}
     pids = {host: sh(host, f"systemctl show -p MainPID --value {SERVICE}") for host in GPUS}
