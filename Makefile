@@ -123,7 +123,7 @@ MOLECULE_JOBS ?= 2
 molecule: venv conformance-venv simhost wheelhouse provision-fixtures ## Every molecule scenario, MOLECULE_JOBS (2) at a time (tests/molecule_lanes.py), without the extended cases; SGLang itself (.venv-conformance) judges every start of the stand-in
 	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS)
 
-molecule-extended: venv conformance-venv simhost wheelhouse provision-fixtures ## Every molecule scenario with its extended cases too (BSA_MOLECULE_EXTENDED=1), long: about 35 minutes more than make molecule
+molecule-extended: venv conformance-venv simhost wheelhouse provision-fixtures ## Every molecule scenario with its extended cases too (BSA_MOLECULE_EXTENDED=1), long: about 40 minutes more than make molecule
 	$(BIN)/python tests/molecule_lanes.py --jobs $(MOLECULE_JOBS) --extended
 
 # make lint's hooks, then the pytest tiers, run beside the molecule lanes (tests/molecule_lanes.py --lint --pytest):

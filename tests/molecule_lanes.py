@@ -11,9 +11,9 @@ the conformance tier): with ``--pytest PATH ...`` it runs beside the molecule la
 that lane first (``LOGS/lint.log``), ``--sanity`` then ``make sanity`` (``LOGS/sanity.log``, a few minutes, mostly
 ansible-test installing its test requirements).
 
-Scenarios go to the lanes longest first (the measured minutes below; an unlisted scenario counts as
-``DEFAULT_MINUTES``), each to the lane with the least work so far; with a side lane, that lane counts as one more,
-starting with its commands' minutes (``SIDE_MINUTES``), and runs the scenarios it gets after them. Each scenario's output goes to
+Scenarios go to the lanes so that the longest lane is as short as the measured minutes below allow (an unlisted
+scenario counts as ``DEFAULT_MINUTES``; lanes() searches every assignment); with a side lane, that lane counts as one
+more, starting with its commands' minutes (``SIDE_MINUTES``), and runs the scenarios it gets after them. Each scenario's output goes to
 ``LOGS/NAME.log``; a line per scenario (and for pytest) says how it ended and how long it took; the last lines of
 each failed log are printed at the end, then (last, where a truncated CI log still shows them) the lines of each
 failed log that name what failed (pytest's FAILED/ERROR lines, Ansible's fatal task), and the exit status is 1 when
@@ -48,18 +48,15 @@ BIN = Path(sys.executable).parent
 # stay whole.
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "COLUMNS": "240"}
 # Minutes each scenario took in make test's two lanes, pytest beside them, on the 2-core machine (without the
-# extended cases), in the run of 2026-12-07 (fleet 2340 s, default 1230 s, standalone 1094 s, provision 882 s,
-# profiles 739 s, monitoring 585 s), less what went to the extended tier since: fleet's upgrade, migration and
-# multi-node rollout order (841 s), default's weights-checksum rollback (51 s), and the idempotence steps of
-# standalone and profiles (their second run: about 4 and 3 minutes, not measured alone).
-MINUTES = {"fleet": 25, "default": 20, "provision": 15, "standalone": 14, "profiles": 10, "monitoring": 10}
-# Minutes of the side lane's commands in that run (lint 135 s, sanity 81 s, pytest 2153 s, less the corpus probe's and
-# the real preflight's sample: about 5 minutes alone). With a side lane, it is one more lane for the scenarios,
-# starting at these minutes: a single molecule scenario keeps about one core busy (one host, one task at a time), so
-# a molecule lane left alone at the end leaves the other idle; the side lane, which ends some minutes before the
-# molecule lanes, takes the shortest scenarios. With the figures above: fleet and standalone (39), default, provision
-# and profiles (45), the side lane then monitoring (41).
-SIDE_MINUTES = {"lint": 2, "sanity": 1, "pytest": 28}
+# extended cases), in the run of 2026-12-07 after the long stories went to the extended tier (fleet 1604 s, default
+# 1216 s, standalone 944 s, provision 860 s, profiles 602 s, monitoring 535 s).
+MINUTES = {"fleet": 27, "default": 20, "standalone": 16, "provision": 14, "profiles": 10, "monitoring": 9}
+# Minutes of the side lane's commands in that run (lint 133 s, sanity 98 s, pytest 1718 s). With a side lane, it is
+# one more lane for the scenarios, starting at these minutes: a single molecule scenario keeps about one core busy
+# (one host, one task at a time), so a molecule lane left alone at the end leaves the other idle. With the figures
+# above, lanes() gives fleet and standalone (43), default, provision and monitoring (43), the side lane then profiles
+# (43); that run's assignment (longest first to the least loaded lane) ended its lanes at 2548, 2678 and 2484 s.
+SIDE_MINUTES = {"lint": 2, "sanity": 2, "pytest": 29}
 DEFAULT_MINUTES = 5
 TAIL_LINES = 60
 # pytest prints its failures' tracebacks and the summary last; pre-commit its hooks' findings and the diff.
@@ -135,22 +132,55 @@ def scenarios(root: Path = REPO / "molecule") -> list[str]:
 
 def lanes(names: list[str], jobs: int, minutes: dict[str, float] | None = None,
           side: float | None = None) -> list[list[str]]:
-    """``names`` in ``jobs`` lanes: longest first, each to the lane with the least work so far (ties: lowest lane).
+    """``names`` in ``jobs`` lanes, assigned so that the longest lane is as short as the measured minutes allow.
 
-    With ``side`` (the minutes of the side lane's own commands), the side lane is one more lane that starts that
-    loaded, and its scenarios come last in the result, as a list of their own (empty when it gets none)."""
+    Every assignment is searched (longest names first, each to the least loaded lane first, lanes that are still
+    empty and equally loaded tried once, a branch dropped as soon as a lane reaches the best found so far): a handful
+    of scenarios in three lanes is a few hundred assignments. The first one found is the greedy one (longest first,
+    each to the lane with the least work so far; ties: lowest lane), and another replaces it only when its longest
+    lane is shorter. Each lane lists its scenarios longest first. With ``side`` (the minutes of the side lane's own
+    commands), the side lane is one more lane that starts that loaded, and its scenarios come last in the result, as
+    a list of their own (empty when it gets none)."""
     weights = minutes if minutes is not None else MINUTES
-    out: list[list[str]] = [[] for _ in range(max(1, jobs) + (side is not None))]
-    load = [0.0] * len(out)
+
+    def took(name: str) -> float:
+        return weights.get(name, DEFAULT_MINUTES)
+
+    order = sorted(names, key=lambda n: (-took(n), n))
+    count = max(1, jobs) + (side is not None)
+    load = [0.0] * count
     if side is not None:
         load[-1] = side
-    for name in sorted(names, key=lambda n: (-weights.get(n, DEFAULT_MINUTES), n)):
-        lane = load.index(min(load))
-        out[lane].append(name)
-        load[lane] += weights.get(name, DEFAULT_MINUTES)
+    plan: list[list[str]] = [[] for _ in range(count)]
+    best: list[list[str]] = []
+    best_load = float("inf")
+
+    def place(i: int) -> None:
+        nonlocal best, best_load
+        if max(load) >= best_load:
+            return
+        if i == len(order):
+            best, best_load = [list(lane) for lane in plan], max(load)
+            return
+        tried: set[tuple[float, bool]] = set()
+        for lane in sorted(range(count), key=lambda n: (load[n], n)):  # the least loaded first: greedy is found first
+            if not plan[lane]:  # empty lanes of the same kind and load are interchangeable
+                kind = (load[lane], side is not None and lane == count - 1)
+                if kind in tried:
+                    continue
+                tried.add(kind)
+            plan[lane].append(order[i])
+            load[lane] += took(order[i])
+            place(i + 1)
+            load[lane] -= took(order[i])
+            plan[lane].pop()
+
+    place(0)
+    if not best:  # no scenario at all
+        best = [list(lane) for lane in plan]
     if side is not None:
-        return [lane for lane in out[:-1] if lane] + [out[-1]]
-    return [lane for lane in out if lane]
+        return [lane for lane in best[:-1] if lane] + [best[-1]]
+    return [lane for lane in best if lane]
 
 
 def lane_times(plan: list[list[str]], side: list[str], results: list[Result]) -> str:
