@@ -175,9 +175,7 @@ def lanes(names: list[str], jobs: int, minutes: dict[str, float] | None = None,
             load[lane] -= took(order[i])
             plan[lane].pop()
 
-    place(0)
-    if not best:  # no scenario at all
-        best = [list(lane) for lane in plan]
+    place(0)  # with no scenario at all, the first leaf is the empty plan
     if side is not None:
         return [lane for lane in best[:-1] if lane] + [best[-1]]
     return [lane for lane in best if lane]
