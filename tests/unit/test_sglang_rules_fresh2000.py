@@ -71,6 +71,22 @@ def test_unified_memory_linear_chain_with_or_without_an_algorithm(version: str, 
     assert bool(found) is refused
 
 
+@pytest.mark.parametrize(("version", "backend", "line"), [
+    ("0.5.21", "flashinfer", "563"), ("0.5.21", None, "563"), ("0.5.20", "flashinfer", "243"), ("0.5.21", "triton", None),
+    ("0.5.21", "trtllm_mla", None), ("0.5.22", "flashinfer", None), ("0.5.23", None, None),
+])
+def test_unified_memory_dspark_verify_backends_before_0522(version: str, backend: str | None, line: str | None) -> None:
+    """DSPARK under enable_unified_memory before 0.5.22: the resolved prefill and decode backends must be triton,
+    trtllm_mla, cutedsl_mla or tokenspeed_mla (kv_cache_hook.py:563 in 0.5.21, :243 in 0.5.20; SGLang's default
+    flashinfer on SM120 is refused). 0.5.22 widened the list. Each verdict probed with that release's own resolver."""
+    args: dict[str, Any] = {"enable_unified_memory": True, "speculative_algorithm": "DSPARK",
+                            "speculative_draft_model_path": "/draft"}
+    if backend:
+        args["attention_backend"] = backend
+    found = [s for s in sources(host(args, version, cc="12.0", gpus=1), "server.unified_memory") if ":563" in s or ":243" in s]
+    assert found == ([f"sglang/srt/arg_groups/kv_cache_hook.py:{line}"] if line else [])
+
+
 @pytest.mark.parametrize(("value", "version", "line"), [
     ("1", "0.5.23", "618"), ("true", "0.5.23", "618"), ("2.5", "0.5.22", "597"), ('"1"', "0.5.23", "618"),
     ("1", "0.5.21", None),  # the watermark check (and its TypeError) is new in 0.5.22

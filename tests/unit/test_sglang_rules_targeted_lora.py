@@ -83,6 +83,15 @@ def test_hicache_buffer_only_write_back(version: str, expected: bool) -> None:
         is expected
 
 
+@pytest.mark.parametrize(("version", "line"), [("0.5.20", 206), ("0.5.21", 232), ("0.5.22", 232), ("0.5.23", 273)])
+def test_hicache_buffer_only_without_storage_cites_the_release_line(version: str, line: int) -> None:
+    """Each release's raise of buffer_only without a storage backend (hicache_hook.py: 0.5.20 :206, 0.5.21 / 0.5.22 :232,
+    0.5.23 :273)."""
+    args = {"enable_hierarchical_cache": True, "hicache_host_memory_mode": "buffer_only"}
+    found = [p for p in errors(host(args, version, model=LLAMA), "server.hicache") if "staging buffer" in p.message]
+    assert [p.source for p in found] == [f"sglang/srt/arg_groups/hicache_hook.py:{line}"]
+
+
 KV_SHARD = {"tp_size": 8, "disaggregation_mode": "prefill", "disaggregation_transfer_backend": "mooncake",
             "enable_prefill_cp": True, "attn_cp_size": 2, "cp_strategy": "interleave", "dsa_prefill_backend": "trtllm",
             "dsa_decode_backend": "trtllm", "kv_cache_dtype": "fp8_e4m3", "page_size": 64,

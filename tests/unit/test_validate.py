@@ -676,6 +676,33 @@ def test_hybrid_rule_does_not_apply_to_the_draft_backend() -> None:
     assert validate_host(ref_host({"speculative_draft_attention_backend": "fa4"})).ok
 
 
+EXAONE_SWA = '{"architectures": ["Exaone4ForCausalLM"], "sliding_window_pattern": 4}'
+
+
+@pytest.mark.parametrize(("cc", "args", "refused"), [
+    ("12.0", {}, "sm12x.attention"),  # the override fills fa3 (model_overrides/exaone.py:26-27)
+    ("12.1", {}, "sm12x.attention"),
+    ("11.0", {}, "sm110.attention"),
+    ("12.0", {"prefill_attention_backend": "triton"}, "sm12x.attention"),  # decode runs the filled fa3
+    ("10.0", {}, None),  # trtllm_mha on SM100
+    ("9.0", {}, None),
+    ("8.9", {}, None),  # fa3 runs non-MLA models on SM8x
+    ("12.0", {"attention_backend": "triton"}, None),
+    ("12.0", {"prefill_attention_backend": "triton", "decode_attention_backend": "triton"}, None),
+])
+def test_exaone_sliding_window_default_fa3_where_it_fails(cc: str, args: dict[str, Any], refused: str | None) -> None:
+    """EXAONE 4 with a sliding window and no attention_backend: SGLang fills fa3 from SM80 on but SM100, which fails when
+    the backend is built on Blackwell workstations and Thor; refused there as a written fa3 is, naming the fill."""
+    host = llama_host({"json_model_override_args": EXAONE_SWA, **args}, nvidia_gpu_compute_capability=cc)
+    if "attention_backend" not in args:
+        del host["sglang_args"]["attention_backend"]  # the reference host writes triton
+    result = validate_host(host)
+    assert rules(result) == ([refused] if refused else [])
+    if refused:
+        problem = the_error(result, refused)
+        assert "'fa3'" in problem.message and "exaone.py" in problem.message and "triton" in problem.fix
+
+
 def test_non_hybrid_model_is_not_limited_to_hybrid_backends() -> None:
     assert validate_host(llama_host({"attention_backend": "fa4"})).ok
     assert rules(validate_host(llama_host({"attention_backend": "fa3"}))) == ["sm12x.attention"]

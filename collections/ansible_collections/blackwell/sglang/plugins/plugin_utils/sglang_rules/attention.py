@@ -29,6 +29,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     KV4_DTYPES,
     NVFP4_PREFILL_BACKEND,
     default_attention_backend,
+    exaone_attention_backend,
     filled_attention_backend,
     linear_base_decode_backend,
     linear_decode_backend,
@@ -101,6 +102,7 @@ def _skip_softmax_factor(ctx: Context) -> bool:
       ids=("{family}.mm_attention", "{family}.trtllm_mha_kv", "{family}.trtllm_mha_cp", "{family}.linear_attention",
            "{family}.kv_cache", "{family}.attention", "{family}.hybrid_attention",),
       sources=("sglang/srt/arg_groups/attention_hook.py:218",
+               "sglang/srt/arg_groups/model_overrides/exaone.py:26-27",
                "sglang/srt/arg_groups/attention_hook.py:226-236",
                "sglang/srt/layers/attention/attention_registry.py:462-476"))
 def _arch_attention(ctx: Context, report: Report) -> None:
@@ -122,6 +124,17 @@ def _arch_attention(ctx: Context, report: Report) -> None:
                       f"layers run only on {', '.join(profile.hybrid_attention)}, not {backend!r} (SGLang asserts it when "
                       "it builds the attention backend, after loading the weights).",
                       "use triton (safest), flashinfer or trtllm_mha", f"{_REG}:462-476")
+    # Stricter: EXAONE 4 with a sliding window and no attention_backend gets fa3 from its model override on every GPU
+    # from SM80 on but SM100 (exaone_attention_backend), RTX PRO 6000, GB10 and Thor included, where FlashAttention 3 fails
+    # when SGLang builds the backend; refused as a written fa3 is, where a side runs it.
+    filled = exaone_attention_backend(ctx)
+    refusal = profile.attention.get(filled) if filled else None
+    if refusal and filled in resolved_attention_backends(ctx):
+        ctx.error(f"{fam}.attention", "attention_backend",
+                  f"attention_backend is unset, so SGLang's override for {ctx.model.architecture} with a "
+                  f"sliding_window_pattern fills {filled!r} (model_overrides/exaone.py:26-27), which does not work on "
+                  f"compute capability {cc} ({profile.gpus}): {refusal.why}.",
+                  f"set {ctx.var('attention_backend')}: triton", refusal.source)
     mm = ctx.args.get("mm_attention_backend")
     if mm is not None and str(mm) in profile.mm_attention and "mm_attention_backend" in ctx.schema.arguments:
         refusal = profile.mm_attention[str(mm)]

@@ -114,7 +114,7 @@ def _hicache(ctx: Context, report: Report) -> None:
     if buffer_only and not storage:
         report.refuse("hicache_host_memory_mode", "hicache_host_memory_mode buffer_only needs hicache_storage_backend (host "
                       "memory is only a staging buffer).", f"set {ctx.var('hicache_storage_backend')}, or "
-                      "hicache_host_memory_mode: cache", 273)
+                      "hicache_host_memory_mode: cache", release_line(ctx, {"0.5.23": 273, "0.5.21": 232, "0.5.20": 206}))
         return
     if buffer_only and not added_in(ctx, "0.5.22") and \
             _choice(ctx, "hicache_write_policy", "write_through") == "write_back":

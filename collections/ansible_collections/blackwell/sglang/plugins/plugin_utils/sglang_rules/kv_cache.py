@@ -418,6 +418,9 @@ def _page_major_backends_outside(ctx: Context) -> list[str]:
 # 0.5.20-0.5.22 the same, prefill without flashinfer): decode triton / flashinfer, prefill triton / flashkda (/
 # flashinfer from 0.5.23); MLA models (use_mla_backend) cutedsl and helion too.
 PAGE_MAJOR_LINEAR_DECODE = ("triton", "flashinfer")
+# DSPARK's spec-verify-audited attention backends under enable_unified_memory before 0.5.22 (kv_cache_hook.py:560 in
+# 0.5.21, :240 in 0.5.20); 0.5.22 widened the list (_assert_spec_verify_backends).
+DSPARK_VERIFY_BEFORE_0522 = frozenset({"triton", "trtllm_mla", "cutedsl_mla", "tokenspeed_mla"})
 PAGE_MAJOR_LINEAR_MLA = ("cutedsl", "helion")
 
 
@@ -574,6 +577,12 @@ def _unified_memory(ctx: Context, report: Report) -> None:
         (not added_in(ctx, "0.5.22") and algo == "DSPARK" and _num(ctx, "speculative_eagle_topk") not in (None, 1),
          "speculative_eagle_topk", "enable_unified_memory with DSPARK supports a linear draft chain only "
          "(speculative_eagle_topk 1)", "552 (0.5.21; 0.5.20 :232)"),
+        # Then its verify backends, a shorter list than 0.5.22's (kv_cache_hook.py:558-569 in 0.5.21, :238-249 in
+        # 0.5.20): the resolved prefill and decode backends, both.
+        (not added_in(ctx, "0.5.22") and algo == "DSPARK" and bool(backends) and not backends <= DSPARK_VERIFY_BEFORE_0522,
+         "attention_backend", "enable_unified_memory with DSPARK in this release needs the spec-verify-audited attention "
+         f"backends {', '.join(sorted(DSPARK_VERIFY_BEFORE_0522))} for prefill and decode, not "
+         f"{' / '.join(sorted(backends - DSPARK_VERIFY_BEFORE_0522))}", release_line(ctx, {"0.5.21": "563", "0.5.20": "243"})),
         # From 0.5.22 the assert reads speculative_eagle_topk whatever the algorithm, none included (DFLASH and
         # DSPARK set it to 1 first, speculative_hook.py:355-365, :778-788): enable_unified_memory with eagle_topk 3
         # and no speculative_algorithm is refused (the fresh 2000-case run of issue 36).

@@ -24,6 +24,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.regi
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     CONTEXT_SOURCE,
+    EXAONE_ARCHITECTURES,
     adaptive_stays_on,
     cache_radix_off,
     capture_only,
@@ -35,6 +36,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     dsa_kv_cache_dtype,
     dsa_override,
     effective_eagle_topk,
+    exaone_sliding_window,
     kv_shard_rounds_chunk,
     mis_chunked_prefill_off,
     qwen35_sm100_backend,
@@ -526,13 +528,6 @@ GEMMA4_ATTENTION_BACKENDS = ("trtllm_mha", "triton", "fa4", "ascend", "intel_xpu
 EXAONE_ATTENTION_BACKENDS = ("fa3", "triton", "trtllm_mha")  # before 0.5.22 one must be written
 
 
-def _exaone_sliding_window(ctx: Context) -> bool:
-    """True when json_model_override_args sets sliding_window_pattern to a value (not null): the condition of
-    SGLang's EXAONE branch, known for certain only there (a checkpoint's own config.json is the preflight's)."""
-    override = _json_arg(ctx, "json_model_override_args")
-    return isinstance(override, dict) and override.get("sliding_window_pattern") is not None
-
-
 @rule("server.model_features", shared=True, file=_MH, sources=(
     "sglang/srt/arg_groups/model_hook.py:538",
     "sglang/srt/arg_groups/model_hook.py:569",
@@ -586,13 +581,12 @@ def _arch_attention_backends(ctx: Context, report: Report) -> None:
                           "model)",
                           release_line(ctx, {"0.5.23": "656", "0.5.22": "650", "0.5.21": "615", "0.5.20": "555"}))
             return
-    exaone: tuple[str, ...] = ("Exaone4ForCausalLM", "ExaoneMoEForCausalLM")
-    if added_in(ctx, "0.5.22"):  # the MoE spelling joined the branch in 0.5.22
-        exaone += ("ExaoneMoeForCausalLM",)
+    # The MoE spelling ExaoneMoeForCausalLM joined the branch in 0.5.22.
+    exaone = EXAONE_ARCHITECTURES if added_in(ctx, "0.5.22") else EXAONE_ARCHITECTURES[:2]
     # Before 0.5.22 _exaone_overrides fills no backend (0.5.21 exaone.py:14-20): an unset attention_backend is None at
     # the assert, refused whatever the prefill / decode sides say (conformance-all on 0.5.20 / 0.5.21).
     filled = added_in(ctx, "0.5.22")
-    if arch in exaone and _exaone_sliding_window(ctx) and (
+    if arch in exaone and exaone_sliding_window(ctx) and (
             str(base) not in EXAONE_ATTENTION_BACKENDS if base is not None else not filled):
         report.refuse("attention_backend", f"{arch} with a sliding_window_pattern needs attention_backend one of "
                       f"{', '.join(EXAONE_ATTENTION_BACKENDS)}; the launch gives {base}.",

@@ -1307,15 +1307,44 @@ def deterministic_on(ctx: Context) -> bool:
     return ctx.is_set("enable_deterministic_inference") or _given(ctx, "rl_on_policy_target")
 
 
+# The architectures _exaone_overrides is registered for (model_overrides/exaone.py:15; the same from 0.5.22, when it
+# began to fill an attention backend) and model_hook.py:668-671 checks.
+EXAONE_ARCHITECTURES = ("Exaone4ForCausalLM", "ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM")
+
+
+def exaone_sliding_window(ctx: Context) -> bool:
+    """True when json_model_override_args sets sliding_window_pattern to a value (not null): the condition of
+    SGLang's EXAONE override and branch, known for certain only there (a checkpoint's own config.json is the
+    preflight's)."""
+    override = _json_arg(ctx, "json_model_override_args")
+    return isinstance(override, dict) and override.get("sliding_window_pattern") is not None
+
+
+def exaone_attention_backend(ctx: Context) -> str | None:
+    """The attention backend _exaone_overrides fills for EXAONE 4 with a sliding_window_pattern and no
+    attention_backend written (model_overrides/exaone.py:18-29, from 0.5.22; 0.5.21's fills none): trtllm_mha on
+    SM100 (is_sm100: the major 10), fa3 from SM80 on (RTX PRO 6000 and Thor included), else triton. None where it fills
+    none, or the architecture or the GPU is not certain."""
+    cc = ctx.compute_capability
+    if (cc is None or not added_in(ctx, "0.5.22") or certain_architecture(ctx) not in EXAONE_ARCHITECTURES
+            or not exaone_sliding_window(ctx) or _given(ctx, "attention_backend")):
+        return None
+    return "trtllm_mha" if cc[0] == 10 else "fa3" if cc >= (8, 0) else "triton"
+
+
 def model_override_attention_backend(ctx: Context) -> str | None:
     """The attention backend a model override of the table's checkpoints sets where the host sets none, before
     handle_deterministic_inference reads it (handle_model_specific_adjustments, pipeline.py:225 before :240; the same
     order in 0.5.20-0.5.22): trtllm_mla for the table's DeepseekV3ForCausalLM checkpoints on SM100 with no attention,
     prefill or decode backend written (model_overrides/deepseek_v2.py:178-185; 0.5.20 :151-157, 0.5.21 :144-150,
     0.5.22 :180-186), and Qwen3.5 / Qwen3-Next's SM100 pick (qwen35_sm100_backend); a DSA-by-override model's dsa on any
-    GPU (dsa_attention_backend, deepseek_v2.py:102-103). None where none applies."""
+    GPU (dsa_attention_backend, deepseek_v2.py:102-103); EXAONE 4's with a sliding window (exaone_attention_backend).
+    None where none applies."""
     if dsa_override(ctx) is not None:
         return dsa_attention_backend(ctx)
+    exaone = exaone_attention_backend(ctx)
+    if exaone:
+        return exaone
     cc = ctx.compute_capability
     if cc is None or cc[0] != 10:
         return None
