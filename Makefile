@@ -84,7 +84,7 @@ FUZZ_EXAMPLES ?= 10000
 fuzz: venv ## Property-based input-contract tests, long: FUZZ_EXAMPLES (10000) random cases per property (CI runs a fixed-seed sample)
 	HYPOTHESIS_PROFILE=fuzz FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q tests/unit/test_input_contract.py
 
-conformance: venv wheels conformance-venv ## Our validator against SGLang 0.5.23's own argument checks on every corpus case (CI probes a fixed-seed sample, CORPUS_SAMPLE=8 per family and verdict), the real preflight on every valid unit, and every committed schema against its release's own parser
+conformance: venv wheels conformance-venv ## Our validator against SGLang 0.5.23's own argument checks on every corpus case (CI probes a fixed-seed sample, CORPUS_SAMPLE=8 per family and verdict, and what the confirmation record lacks), rebuilding tests/conformance/corpus-confirmed-0.5.23.json (commit it), the real preflight on every valid unit, and every committed schema against its release's own parser
 	CORPUS_SAMPLE=all $(BIN)/pytest -q tests/conformance
 
 conformance-release: venv wheels conformance-venv ## The conformance cases against SGLANG_VERSION's own resolver (a report in build/conformance-SGLANG_VERSION.md; exit 1 on MISSED), not part of make test yet

@@ -5,13 +5,20 @@ tests/conformance/cases.yaml once per session, runs our validator over the same 
 and builds the agreement table.
 
 CI probes a fixed-seed sample of the corpus (CORPUS_SAMPLE, default 8 cases of each family and recorded verdict,
-seed 0) and judges our validator on every case against the verdict cases.yaml records; ``make conformance``
-(CORPUS_SAMPLE=all) probes every case, and confirms every recorded verdict against SGLang itself.
+seed 0) and every probe input SGLang has not confirmed yet: a case whose input or recorded verdict is not in the
+confirmation record (CONFIRMED_FILE), and the argv our renderer produces for a case where that argv is not in it. It
+judges our validator on every case, against the probe's verdict where the case was probed, else against the verdict
+cases.yaml records, which the record says SGLang confirmed. The record holds the fingerprints of the inputs SGLang
+answered as cases.yaml records (and of the argvs it accepted), with the probe, its parser stubs, the conformance
+venv's pins and the fixture models in each; a session adds what it confirmed, and ``make conformance``
+(CORPUS_SAMPLE=all), which probes every case, rebuilds it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import json
 import os
 import random
@@ -32,6 +39,15 @@ CASES_FILE = HERE / "cases.yaml"
 REPORT_MD = REPO / "build" / "conformance-report.md"
 PROBE_JSON = REPO / "build" / "conformance-probe.json"
 SGLANG_VERSION = "0.5.23"
+# The probe inputs SGLang confirmed (each session adds what it confirmed; CI probes the sample and what it lacks).
+CONFIRMED_FILE = HERE / f"corpus-confirmed-{SGLANG_VERSION}.json"
+# What SGLang's answer to a probe input depends on besides the input: the probe, the parser stubs it imports, the
+# conformance venv's pins (SGLang's wheel among them) and the fixture models (config.json files, drafts included).
+PROBE_DEPENDENCIES = (PROBE, HERE / "sglang_parser_dump.py", REPO / "requirements-conformance.txt")
+MODELS_DIR = HERE / "models"
+# The fields of a case that state what SGLang does with it (test_sglang_expectation checks each).
+EXPECTATION_FIELDS = ("sglang", "sglang_exception", "sglang_message_contains", "sglang_message", "sglang_where",
+                      "sglang_resolved", "sglang_warning_contains")
 
 # Where the variant fed with OUR rendered argv is reported.
 OURS_ARGV_SUFFIX = "@ours-argv"
@@ -74,6 +90,88 @@ def preflight_sample(valid: list[dict], per: str = CORPUS_SAMPLE) -> list[dict]:
     of them, or every one when CORPUS_SAMPLE is ``all``."""
     return fixed_seed_sample(valid, lambda c: "valid", ["valid"], "all" if per == "all" else PREFLIGHT_VALID_SAMPLE,
                              "CORPUS_SAMPLE")
+
+
+@functools.cache
+def probe_digest() -> str:
+    """sha256 of what every probe answer depends on besides its input (PROBE_DEPENDENCIES, the fixture models)."""
+    digest = hashlib.sha256()
+    files = [*PROBE_DEPENDENCIES, *sorted(p for p in MODELS_DIR.rglob("*") if p.is_file())]
+    for path in files:
+        digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def fingerprint(probe_input: dict, expected: dict) -> str:
+    """The fingerprint of one probe input (its id aside) with what SGLang is expected to do with it, under
+    probe_digest(): equal fingerprints, equal questions to the same SGLang."""
+    body = {k: v for k, v in probe_input.items() if k != "id"}
+    blob = json.dumps({"probe": probe_digest(), "input": body, "expected": expected}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def case_fingerprint(case: dict) -> str:
+    """A corpus case's fingerprint: its probe input and its recorded verdict (EXPECTATION_FIELDS)."""
+    return fingerprint(_probe_input(case), {k: case[k] for k in EXPECTATION_FIELDS if k in case})
+
+
+def argv_fingerprint(case: dict, argv: list[str]) -> str:
+    """The fingerprint of the argv our renderer produced for ``case`` (SGLang must accept it). The argv names the model
+    as the inventory does (its hub id; the probe maps it to the fixture), so every clone has the same fingerprints."""
+    return fingerprint(_probe_input(case, argv=list(argv)), {"sglang": "accept"})
+
+
+def load_confirmed(path: Path = CONFIRMED_FILE) -> dict[str, str]:
+    """The confirmation record: probe input id (a case id, or a case id + OURS_ARGV_SUFFIX) -> fingerprint; empty
+    when there is none."""
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text())
+    return dict(data.get("confirmed") or {})
+
+
+def probed_cases(cases: list[dict], per: str = CORPUS_SAMPLE,
+                 confirmed: dict[str, str] | None = None) -> list[dict]:
+    """The corpus cases a session asks SGLang about: corpus_sample(), and every case whose fingerprint the
+    confirmation record does not hold (new, changed, or never confirmed); the corpus's order."""
+    record = load_confirmed() if confirmed is None else confirmed
+    chosen = {c["id"] for c in corpus_sample(cases, per)}
+    chosen.update(c["id"] for c in cases if record.get(c["id"]) != case_fingerprint(c))
+    return [c for c in cases if c["id"] in chosen]
+
+
+def describe(r: dict) -> str:
+    """One probe answer in a line: status, exception, where, message, stage."""
+    return (f"{r.get('status')} {r.get('exception') or ''} at {r.get('where') or '-'}: "
+            f"{(r.get('message') or '')[:300]!r} (stage {r.get('stage')})")
+
+
+def expectation_failures(case: dict, r: dict) -> list[str]:
+    """What SGLang's answer ``r`` (the probe's result for ``case``) contradicts in the case's recorded expectations
+    (EXPECTATION_FIELDS); empty when SGLang did what cases.yaml says."""
+    said = describe(r)
+    want = case["sglang"]
+    got = "accept" if r.get("status") == "accepted" else "reject"
+    if got != want:
+        return [f"{case['id']}: cases.yaml says SGLang will {want}, it did: {said}"]
+    out = []
+    if want == "reject":
+        message = r.get("message") or ""
+        if "sglang_exception" in case and r.get("exception") != case["sglang_exception"]:
+            out.append(f"{case['id']}: exception {r.get('exception')!r}, cases.yaml says {case['sglang_exception']!r}: {said}")
+        if "sglang_message_contains" in case and case["sglang_message_contains"] not in message:
+            out.append(f"{case['id']}: the message lacks {case['sglang_message_contains']!r}: {said}")
+        if "sglang_message" in case and message != case["sglang_message"]:  # exact (e.g. the empty assertion message)
+            out.append(f"{case['id']}: the message is not {case['sglang_message']!r}: {said}")
+        if "sglang_where" in case and case["sglang_where"] not in (r.get("where") or ""):
+            out.append(f"{case['id']}: raised at {r.get('where')!r}, cases.yaml says {case['sglang_where']!r}: {said}")
+    resolved = r.get("resolved") or {}
+    for field, value in (case.get("sglang_resolved") or {}).items():
+        if resolved.get(field) != value:
+            out.append(f"{case['id']}: SGLang resolved {field}={resolved.get(field)!r}, cases.yaml says {value!r}")
+    if "sglang_warning_contains" in case and not any(case["sglang_warning_contains"] in w for w in r.get("warnings") or []):
+        out.append(f"{case['id']}: no warning containing {case['sglang_warning_contains']!r}: {r.get('warnings')}")
+    return out
 
 
 def conformance_venv() -> Path:
@@ -216,15 +314,18 @@ class Conformance:
     def __init__(self) -> None:
         self.cases, self.models = load_cases()
         self.by_id = {c["id"]: c for c in self.cases}
-        # The cases SGLang is asked about in this session (corpus_sample); the rest are judged by their recorded verdict.
-        self.sampled = corpus_sample(self.cases)
+        # The cases SGLang is asked about in this session (probed_cases: the sample and what the record lacks); the
+        # rest are judged by the verdict cases.yaml records, which the record says SGLang confirmed.
+        self.confirmed = load_confirmed()
+        self.sampled = probed_cases(self.cases, confirmed=self.confirmed)
         self.probed = {c["id"] for c in self.sampled}
+        self.sample_size = len(corpus_sample(self.cases))
+        self.record_written = False
         self.sglang: dict[str, dict] = {}
         self.ours: dict[str, Any] = {}  # id -> Result, or an Exception
         self.contexts: dict[str, Any] = {}  # id -> the rules' Context (resolution.py)
         self.validator_error: str | None = None
         self.probe_meta: dict = {}
-        self.rows: dict[str, dict] = {}
 
     # ---- our side ------------------------------------------------------------
     def run_ours(self) -> None:
@@ -234,12 +335,18 @@ class Conformance:
             self.validator_error = f"{type(exc).__name__}: {exc}"
 
     # ---- SGLang's side -------------------------------------------------------
+    def argv_confirmed(self, case: dict) -> bool:
+        """Whether the record holds the argv our renderer produced for ``case`` (SGLang accepted it)."""
+        argv = getattr(self.ours.get(case["id"]), "argv", None) or []
+        return self.confirmed.get(case["id"] + OURS_ARGV_SUFFIX) == argv_fingerprint(case, argv)
+
     def run_probe(self) -> None:
         payload = [_probe_input(c) for c in self.sampled]
-        for case in self.sampled:
+        # Our argv of every case probed, and of every other case our validator accepts whose argv is not confirmed.
+        for case in self.cases:
             res = self.ours.get(case["id"])
             argv = getattr(res, "argv", None)
-            if getattr(res, "ok", False) and argv:
+            if getattr(res, "ok", False) and argv and (case["id"] in self.probed or not self.argv_confirmed(case)):
                 payload.append(
                     _probe_input(case, id=case["id"] + OURS_ARGV_SUFFIX, argv=list(argv))
                 )
@@ -256,9 +363,48 @@ class Conformance:
         PROBE_JSON.parent.mkdir(parents=True, exist_ok=True)
         PROBE_JSON.write_text(json.dumps(out, indent=1) + "\n")
 
-    # ---- report ---------------------------------------------------------------
-    def record(self, case_id: str, **fields) -> None:
-        self.rows.setdefault(case_id, {}).update(fields)
+    def confirmation_record(self) -> dict[str, str]:
+        """What this session's probe confirmed: the fingerprint of each case SGLang answered as cases.yaml records,
+        and of each argv of ours it accepted."""
+        record: dict[str, str] = {}
+        for case in self.cases:
+            r = self.sglang.get(case["id"])
+            if (case["id"] in self.probed and r is not None and r.get("status") in ("accepted", "rejected")
+                    and not expectation_failures(case, r)):
+                record[case["id"]] = case_fingerprint(case)
+            variant = self.sglang.get(case["id"] + OURS_ARGV_SUFFIX)
+            if variant is not None and variant.get("status") == "accepted":
+                record[case["id"] + OURS_ARGV_SUFFIX] = argv_fingerprint(case, self.ours[case["id"]].argv)
+        return record
+
+    def current_record(self) -> dict[str, str]:
+        """The entries of the record loaded at the start that still hold: a case's, or its argv's, fingerprint as the
+        case and our renderer are now."""
+        kept: dict[str, str] = {}
+        for case in self.cases:
+            cid = case["id"]
+            if self.confirmed.get(cid) == case_fingerprint(case):
+                kept[cid] = self.confirmed[cid]
+            if self.confirmed.get(cid + OURS_ARGV_SUFFIX) and self.argv_confirmed(case):
+                kept[cid + OURS_ARGV_SUFFIX] = self.confirmed[cid + OURS_ARGV_SUFFIX]
+        return kept
+
+    def write_confirmation_record(self, path: Path = CONFIRMED_FILE) -> bool:
+        """Bring the record up to date: what this session confirmed, and (unless it probed every case, which rebuilds
+        it) the old entries that still hold. Written only when that differs from the file; True when it was."""
+        record = self.confirmation_record() if CORPUS_SAMPLE == "all" else {**self.current_record(),
+                                                                              **self.confirmation_record()}
+        if record == self.confirmed:
+            return False
+        body = {
+            "about": ("Corpus probe inputs SGLang confirmed: case id (or case id + @ours-argv) -> fingerprint "
+                      "(tests/conformance/conformance_support.py). Brought up to date by every conformance run that "
+                      "probed what it lacked; commit it."),
+            "sglang": SGLANG_VERSION,
+            "confirmed": dict(sorted(record.items())),
+        }
+        path.write_text(json.dumps(body, indent=0) + "\n")
+        return True
 
 
 _STATE: dict[str, Conformance] = {}
@@ -270,6 +416,7 @@ def session_conformance() -> Conformance:
         c = Conformance()
         c.run_ours()
         c.run_probe()
+        c.record_written = c.write_confirmation_record()
         _STATE["c"] = c
     return _STATE["c"]
 
@@ -343,7 +490,10 @@ def build_report(c: Conformance) -> str:
         lines += [
             f"Probe: {meta.get('cases')} runs in {meta.get('wall_seconds')} s "
             f"(warm-up {meta.get('warmup_seconds')} s; stubbed: {', '.join(meta.get('stubbed_modules') or [])}).",
-            f"Cases probed: {len(c.sampled)} of {len(c.cases)} (CORPUS_SAMPLE={CORPUS_SAMPLE}); the table lists those.",
+            f"Cases probed: {len(c.sampled)} of {len(c.cases)}: the sample (CORPUS_SAMPLE={CORPUS_SAMPLE}, "
+            f"{c.sample_size}) and {len(c.sampled) - c.sample_size} more whose input or recorded verdict "
+            f"{CONFIRMED_FILE.name} does not hold; the table lists those."
+            + (f" {CONFIRMED_FILE.relative_to(REPO)} was brought up to date: commit it." if c.record_written else ""),
             "",
         ]
     lines += [

@@ -9,14 +9,18 @@ Per case (tests/conformance/cases.yaml):
                            exception, message, where, resolved values, warnings): pins
                            down SGLang 0.5.23's behaviour, which our rules are built on.
                            On the cases probed: CI's fixed-seed sample (CORPUS_SAMPLE,
-                           conformance_support.corpus_sample), every case in make conformance.
+                           conformance_support.corpus_sample) and every case the confirmation
+                           record (corpus-confirmed-0.5.23.json) does not hold as it is now
+                           (the session adds what SGLang confirmed to it); every case in make
+                           conformance, which rebuilds it.
   test_agreement           one-directional, on every case: SGLang rejects => our validator
                            rejects (SGLang's verdict from the probe where the case was
-                           probed, else the one cases.yaml records, which make conformance
-                           confirms); and, on the cases probed, when our validator accepts,
-                           SGLang accepts the very argv our
-                           renderer produced (res.argv). A case marked ``ours: preflight``
-                           is a refusal only the checkpoint's config.json decides: our
+                           probed, else the one cases.yaml records, which the record says
+                           SGLang confirmed); and when our validator accepts, SGLang accepts
+                           the very argv our renderer produced (res.argv): probed in this
+                           session unless the record holds that argv as accepted. A case
+                           marked ``ours: preflight`` is a refusal only the checkpoint's
+                           config.json decides: our
                            validator must accept it (it cannot tell), and
                            test_preflight_real.py proves the role's preflight refuses it
                            with the real SGLang at the same file:line.
@@ -30,18 +34,20 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conformance_support import OURS_ARGV_SUFFIX, corpus_sample, load_cases, preflight_sample  # noqa: E402
+from conformance_support import (  # noqa: E402
+    OURS_ARGV_SUFFIX,
+    case_fingerprint,
+    corpus_sample,
+    describe,
+    expectation_failures,
+    load_cases,
+    preflight_sample,
+    probed_cases,
+)
 
 CASES, _MODELS = load_cases()
 IDS = [c["id"] for c in CASES]
-SAMPLED = corpus_sample(CASES)  # the cases the session's probe asks SGLang about (Conformance.sampled)
-
-
-def _fmt(r: dict) -> str:
-    return (
-        f"{r.get('status')} {r.get('exception') or ''} at {r.get('where') or '-'}: "
-        f"{(r.get('message') or '')[:300]!r} (stage {r.get('stage')})"
-    )
+SAMPLED = probed_cases(CASES)  # the cases the session's probe asks SGLang about (Conformance.sampled)
 
 
 def _probe_result(conformance, case_id: str) -> dict:
@@ -86,31 +92,38 @@ def test_corpus_sample_keeps_every_family_and_verdict():
         corpus_sample(CASES, "none")
 
 
+def test_unconfirmed_cases_are_probed():
+    """A case the record does not hold as it is now (new, its input or recorded verdict changed) is probed, whatever the
+    sample draws; a confirmed one outside the sample is not."""
+    case = next(c for c in CASES if c["sglang"] == "reject" and c not in corpus_sample(CASES, "1"))
+    record = {c["id"]: case_fingerprint(c) for c in CASES}
+    assert probed_cases(CASES, "1", record) == corpus_sample(CASES, "1")
+    changed = {**case, "sglang_where": (case.get("sglang_where") or "") + "x"}
+    assert case_fingerprint(changed) != record[case["id"]]
+    assert changed["id"] in {c["id"] for c in probed_cases([*CASES[:1], changed], "1", record)}
+    del record[case["id"]]
+    assert case in probed_cases(CASES, "1", record)
+
+
+def test_expectation_failures_name_what_sglang_did_otherwise():
+    refused = {"id": "x", "sglang": "reject", "sglang_exception": "AssertionError", "sglang_where": "a.py:3",
+               "sglang_message_contains": "topk"}
+    answer = {"status": "rejected", "exception": "AssertionError", "where": "sglang/a.py:3", "message": "eagle topk"}
+    assert expectation_failures(refused, answer) == []
+    assert expectation_failures(refused, {**answer, "where": "b.py:3"})
+    assert expectation_failures(refused, {**answer, "exception": "ValueError"})
+    assert expectation_failures(refused, {**answer, "message": "page"})
+    assert expectation_failures(refused, {"status": "accepted"})
+    accepted = {"id": "y", "sglang": "accept", "sglang_resolved": {"page_size": 64}, "sglang_warning_contains": "w"}
+    assert expectation_failures(accepted, {"status": "accepted", "resolved": {"page_size": 64}, "warnings": ["a w"]}) == []
+    assert expectation_failures(accepted, {"status": "accepted", "resolved": {"page_size": 1}, "warnings": ["a w"]})
+    assert expectation_failures(accepted, {"status": "accepted", "resolved": {"page_size": 64}, "warnings": []})
+
+
 @pytest.mark.parametrize("case", SAMPLED, ids=[c["id"] for c in SAMPLED])
 def test_sglang_expectation(conformance, case):
-    r = _probe_result(conformance, case["id"])
-    want = case["sglang"]
-    got = "accept" if r["status"] == "accepted" else "reject"
-    assert got == want, f"{case['id']}: cases.yaml says SGLang will {want}, it did: {_fmt(r)}"
-    if want == "reject":
-        if "sglang_exception" in case:
-            assert r.get("exception") == case["sglang_exception"], _fmt(r)
-        if "sglang_message_contains" in case:
-            assert case["sglang_message_contains"] in (r.get("message") or ""), _fmt(r)
-        if "sglang_message" in case:  # exact (e.g. the empty assertion message)
-            assert (r.get("message") or "") == case["sglang_message"], _fmt(r)
-        if "sglang_where" in case:
-            assert case["sglang_where"] in (r.get("where") or ""), _fmt(r)
-    resolved = r.get("resolved") or {}
-    for field, value in (case.get("sglang_resolved") or {}).items():
-        assert resolved.get(field) == value, (
-            f"{case['id']}: SGLang resolved {field}={resolved.get(field)!r}, cases.yaml says {value!r}"
-        )
-    if "sglang_warning_contains" in case:
-        assert any(case["sglang_warning_contains"] in w for w in r.get("warnings") or []), (
-            f"{case['id']}: no warning containing {case['sglang_warning_contains']!r}: "
-            f"{r.get('warnings')}"
-        )
+    failures = expectation_failures(case, _probe_result(conformance, case["id"]))
+    assert not failures, "\n".join(failures)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -119,9 +132,10 @@ def test_agreement(conformance, case):
     probed = cid in conformance.probed
     if probed:
         r = _probe_result(conformance, cid)
-        sglang_accepts, said = r["status"] == "accepted", _fmt(r)
-    else:  # not in this run's sample: the verdict cases.yaml records (make conformance probes every case)
-        sglang_accepts, said = case["sglang"] == "accept", "as cases.yaml records"
+        sglang_accepts, said = r["status"] == "accepted", describe(r)
+    else:  # confirmed, outside this run's sample: the verdict cases.yaml records, which SGLang confirmed
+        assert conformance.confirmed.get(cid) == case_fingerprint(case), f"{cid}: neither probed nor confirmed"
+        sglang_accepts, said = case["sglang"] == "accept", "as cases.yaml records and SGLang confirmed"
     if conformance.validator_error:
         pytest.fail(
             f"our validator could not be imported: {conformance.validator_error}",
@@ -140,12 +154,13 @@ def test_agreement(conformance, case):
             f"{cid}: SGLang {case['sglang']}s ({said}) but our validator accepts "
             f"(warnings: {[p.rule for p in res.warnings]})"
         )
-    if res.ok and probed:
-        variant = conformance.sglang.get(cid + OURS_ARGV_SUFFIX)
-        assert variant is not None, f"{cid}: our argv was not probed"
+    variant = conformance.sglang.get(cid + OURS_ARGV_SUFFIX)
+    if res.ok and variant is None:
+        assert conformance.argv_confirmed(case), f"{cid}: our argv {res.argv} was neither probed nor confirmed"
+    elif res.ok:
         assert variant.get("status") == "accepted", (
             f"{cid}: our validator accepts, but SGLang does not accept the argv our renderer "
-            f"produced {variant.get('argv')}: {_fmt(variant)}"
+            f"produced {variant.get('argv')}: {describe(variant)}"
         )
 
 
