@@ -36,8 +36,9 @@ def make_inventory(directory: Path, host: str) -> Path:
 
 
 def play(inventory: Path, workdir: Path, playbook: str, verbosity: int = 0, skip_tags: str = "", limit: str = "",
-         **extravars: Any) -> ansible_runner.Runner:
-    """Run a project playbook against the container with the project's ansible.cfg; events kept."""
+         diff: bool = False, **extravars: Any) -> ansible_runner.Runner:
+    """Run a project playbook against the container with the project's ansible.cfg; events kept. ``diff``: with
+    --diff, so that changes() shows what a changed task changed."""
     private = workdir / f"runner-{playbook}-{time.monotonic_ns()}"
     private.mkdir(parents=True)
     return ansible_runner.run(
@@ -49,6 +50,7 @@ def play(inventory: Path, workdir: Path, playbook: str, verbosity: int = 0, skip
         verbosity=verbosity,
         skip_tags=skip_tags or None,
         limit=limit or None,
+        cmdline="--diff" if diff else None,
         envvars={
             "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -74,6 +76,20 @@ def unreachable(runner: ansible_runner.Runner) -> list[str]:
 def stdout_tail(runner: ansible_runner.Runner, lines: int = 40) -> str:
     """The run's last lines of output: what ended a run that neither failed a task nor lost a host."""
     return "\n".join(runner.stdout.read().splitlines()[-lines:]) if runner.stdout else ""
+
+
+def changes(runner: ansible_runner.Runner) -> str:
+    """Each changed task result of the run, a line each: host, task, and what it changed (its diff where the run had
+    --diff, and the paths a blackwell.sglang.server_files run wrote); what an idempotence assertion prints."""
+    lines = []
+    for event in runner.events:
+        data = event.get("event_data", {})
+        res = data.get("res") or {}
+        if event.get("event") in ("runner_on_ok", "runner_item_on_ok") and res.get("changed"):
+            diff = res.get("diff") or []
+            shown = {"written": res.get("written"), "diff": diff if isinstance(diff, list) else [diff]}
+            lines.append(f"{data.get('host')}: {data.get('task')}: {json.dumps(shown, default=str)[:4000]}")
+    return "\n".join(lines)
 
 
 def final_failure(runner: ansible_runner.Runner) -> str:
