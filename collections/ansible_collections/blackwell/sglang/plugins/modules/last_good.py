@@ -9,9 +9,9 @@ module: last_good
 version_added: 0.2.0
 short_description: Save a healthy server's files and virtualenv as its last known good configuration, in one step
 description:
-  - After a healthy start, copies the server's running files (unit, environment file, C(--config) file) into O(path)
-    under the names given, removes the saved files named in O(remove) (a C(--config) file the running configuration
-    does not have) and records in O(path)C(/venv) the virtualenv the server runs (the target of the O(venv) link, or
+  - After a healthy start, copies the server's running files (unit, environment file, C(--config) file, spec record)
+    into O(path) under the names given, removes the saved files named in O(remove) (a C(--config) file the running
+    configuration does not have) and records in O(path)C(/venv) the virtualenv the server runs (the target of the O(venv) link, or
     O(venv) itself when it is not a link), one line.
   - O(path) is made a directory owned by root, mode 0700; every file in it is owned by root, mode 0600. A file is
     rewritten (atomically) only when its content, owner or mode differ.
@@ -29,7 +29,7 @@ options:
     default: []
     suboptions:
       name:
-        description: Name of the copy in O(path) (C(unit), C(env), C(config)).
+        description: Name of the copy in O(path) (C(unit), C(env), C(config), C(spec)).
         type: str
         required: true
       src:
