@@ -390,10 +390,10 @@ class Conformance:
         return kept
 
     def write_confirmation_record(self, path: Path = CONFIRMED_FILE) -> bool:
-        """Bring the record up to date: what this session confirmed, and (unless it probed every case, which rebuilds
-        it) the old entries that still hold. Written only when that differs from the file; True when it was."""
-        record = self.confirmation_record() if CORPUS_SAMPLE == "all" else {**self.current_record(),
-                                                                              **self.confirmation_record()}
+        """Bring the record up to date: the old entries that still hold and what this session confirmed (a session that
+        probed every case confirms every entry anew; entries of cases no longer in the corpus go). Written only when
+        that differs from the file; True when it was."""
+        record = {**self.current_record(), **self.confirmation_record()}
         if record == self.confirmed:
             return False
         body = {

@@ -65,6 +65,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import resolution  # noqa: E402
 from conformance_support import (  # noqa: E402
+    MODELS_DIR,
     OURS_ARGV_SUFFIX,
     REPO,
     SGLANG_VERSION,
@@ -220,7 +221,6 @@ GPUS: dict[tuple[int, int], list[tuple[str, int, bool]]] = {
     (12, 1): [("NVIDIA GB10", 122570, True)],
 }
 REFERENCE_GPU = (12, 0)  # the reference host: as often as all others together
-FIXTURE_MODELS = HERE / "models"
 # Arguments that name a model directory: the generator gives them the fixture models (as cases.yaml does).
 MODEL_PATH_ARGS = ("speculative_draft_model_path",)
 
@@ -299,7 +299,7 @@ def value_strategy(arg: dict[str, Any], extra: set[Any] = frozenset(),
     (``extra``); None for arguments the fuzzer cannot give a value."""
     dest = arg["dest"]
     if dest in MODEL_PATH_ARGS:
-        return st.sampled_from([f"tests/conformance/models/{m.name}" for m in sorted(FIXTURE_MODELS.iterdir())])
+        return st.sampled_from([f"tests/conformance/models/{m.name}" for m in sorted(MODELS_DIR.iterdir())])
     if arg["action"] in ("store_true", "DeprecatedStoreTrueAction", "BooleanOptionalAction") or arg.get("nargs") == 0:
         return st.just(True)
     choices = arg.get("choices") or (dynamic or {}).get(dest)
