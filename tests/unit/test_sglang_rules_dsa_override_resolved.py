@@ -5,7 +5,8 @@ LongCat-Flash, resolve.DSA_OVERRIDE_ARCHITECTURES) runs the KV cache dtype _dsa_
 (fp8_e4m3 on SM100 and newer, bfloat16 below: resolve.dsa_kv_cache_dtype) and the DSA backends
 _dsa_split_backend_resolution picks from it (resolve.dsa_backends); model._dsa_resolved_checks refuses what SGLang
 then refuses: HiSparse's backends by KV dtype (targeted-arch-49, hisparse_hook.py:55), TileLang FP8 on both backends
-(targeted-arch-53, overrides.py:572), the DSA interleave CP's explicit attn_cp_size (targeted-arch-57, parallel_hook.py:159).
+(targeted-arch-53, overrides.py:572), the DSA interleave CP's explicit attn_cp_size (targeted-arch-57,
+parallel_hook.py:159), and before 0.5.22 its dp_size (deepseek_v2.py:105 in 0.5.20, :98 in 0.5.21).
 
 Each verdict is probe-confirmed by the ``dsa-override-*`` cases of tests/conformance/cases.yaml (SGLang 0.5.23; 0.5.20-0.5.22
 by release_conformance.py).
@@ -134,6 +135,11 @@ def test_refused(cc: str, args: dict[str, Any], extra: dict[str, Any], where: st
     ("0.5.21", "12.0", {**INTERLEAVE, "tp_size": 16, "nnodes": 2, "dist_init_addr": "10.0.0.1:5000"},
      "deepseek_v2.py:101"),
     ("0.5.20", "12.0", {**HISPARSE, "dsa_decode_backend": "flashmla_sparse"}, "hisparse_hook.py:55"),
+    # 0.5.20 / 0.5.21's interleave DSA CP takes no dp_size (deepseek_v2.py:105 / :98):
+    # dsa-override-cp-interleave-dp2-tp4 and -dp2-dp-attention, probed on both releases.
+    ("0.5.20", "12.0", {**INTERLEAVE, "tp_size": 4, "dp_size": 2}, "deepseek_v2.py:105"),
+    ("0.5.21", "12.0", {**INTERLEAVE, "tp_size": 4, "dp_size": 2}, "deepseek_v2.py:98"),
+    ("0.5.21", "10.0", {**INTERLEAVE, "dp_size": 2, "enable_dp_attention": True}, "deepseek_v2.py:98"),
 ])
 def test_refused_older_releases(version: str, cc: str, args: dict[str, Any], where: str) -> None:
     assert any(s.endswith(where) for s in sources(args, cc, version)), sources(args, cc, version)
@@ -144,6 +150,10 @@ def test_refused_older_releases(version: str, cc: str, args: dict[str, Any], whe
     ("0.5.21", "9.0", {**INTERLEAVE, "attn_cp_size": 3}),
     ("0.5.20", "9.0", {**INTERLEAVE, "attn_cp_size": 3}),
     ("0.5.22", "12.0", {"dsa_prefill_backend": "tilelang", "dsa_decode_backend": "tilelang"}),
+    # dp_size under DSA CP: zigzag takes it on every release; interleave from 0.5.22 (attention-DP groups).
+    ("0.5.20", "12.0", {"enable_prefill_cp": True, "cp_strategy": "zigzag", "dp_size": 2, "enable_dp_attention": True}),
+    ("0.5.22", "12.0", {**INTERLEAVE, "tp_size": 4, "dp_size": 2}),
+    ("0.5.23", "12.0", {**INTERLEAVE, "dp_size": 2, "enable_dp_attention": True}),
 ])
 def test_accepted_older_releases(version: str, cc: str, args: dict[str, Any]) -> None:
     assert sources(args, cc, version) == []

@@ -45,6 +45,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     resolved_attention_backends,
     resolved_mamba_strategy,
     resolved_page_size,
+    transfer_backend,
     unified_memory_target,
 )
 
@@ -489,7 +490,7 @@ def _unified_memory(ctx: Context, report: Report) -> None:
     # targeted-kv-44 (SGLANG_DISABLE_LAZY_COMPACTION on a PD prefill server). The model facts only for the model table's
     # architectures (mambaish_config: hybrid linear attention; is_hybrid_swa: hybrid_swa).
     pd = _choice(ctx, "disaggregation_mode", "null") != "null"
-    transfer = _choice(ctx, "disaggregation_transfer_backend", "mooncake")
+    transfer = transfer_backend(ctx)
     known = ctx.model.architecture in ARCHITECTURES
     mambaish = known and bool(ctx.model.hybrid_linear_attention)
     swa = hybrid_swa(ctx)

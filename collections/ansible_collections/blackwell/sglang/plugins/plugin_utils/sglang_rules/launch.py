@@ -53,6 +53,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     resolved_attention_backends,
     resolved_mamba_strategy,
     resolved_page_size,
+    transfer_backend,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -380,7 +381,7 @@ def _dsa_kv_shard(ctx: Context, report: Report, prefill: str, fix: str) -> None:
                       f"set kv_cache_dtype: fp8_e4m3 and both DSA backends to trtllm, {fix}", 51)
         return
     override = dsa_override(ctx) or {}
-    if _choice(ctx, "disaggregation_transfer_backend", "mooncake") not in ("mooncake", "mooncake_tcp") or \
+    if transfer_backend(ctx) != "mooncake" or \
             ctx.is_set("enable_dsa_cache_layer_split") or override.get("index_kpool", 1) != 1 or \
             override.get("index_kpool_compress"):
         report.refuse("enable_kv_cache_sharding", "DSA KV sharding needs Mooncake, an uncompressed index_kpool 1 and no "
@@ -492,8 +493,8 @@ def _kv_cache_sharding(ctx: Context, report: Report) -> None:
         elif ctx.is_set("disable_chunked_prefix_cache"):
             report.refuse("disable_chunked_prefix_cache", "enable_kv_cache_sharding with trtllm_mla needs the chunked "
                           "prefix cache.", f"remove {ctx.var('disable_chunked_prefix_cache')}, {fix}", 84 if new else 45)
-    transfer = _choice(ctx, "disaggregation_transfer_backend", "mooncake")
-    if transfer not in ("mooncake", "nixl", "mooncake_tcp"):  # mooncake_tcp: mooncake (pd_disaggregation_hook.py:30-36)
+    transfer = transfer_backend(ctx)
+    if transfer not in ("mooncake", "nixl"):
         report.refuse("disaggregation_transfer_backend", f"enable_kv_cache_sharding needs the mooncake or nixl transfer "
                       f"backend, not {transfer!r}.", f"set {ctx.var('disaggregation_transfer_backend')}: mooncake, {fix}",
                       237 if new else 172)
@@ -828,7 +829,7 @@ def _platform_gates(ctx: Context, report: Report) -> None:
         hicache = ctx.is_set("enable_hierarchical_cache")
         unsupported = [why for bad, why in (
             (mode not in ("prefill", "decode"), "aggregated serving"),
-            (_choice(ctx, "disaggregation_transfer_backend", "mooncake") not in ("mooncake", "mooncake_tcp"),
+            (transfer_backend(ctx) != "mooncake",
              "transfer backends other than Mooncake"),
             (_int(ctx, "pp_size", 1) != 1 or _int(ctx, "dcp_size", 1) != 1 or _int(ctx, "attn_cp_size", 1) != 1,
              "pipeline or attention / decode context parallelism"),
@@ -989,7 +990,7 @@ def _pd_disaggregation(ctx: Context, report: Report) -> None:
     if mode not in ("prefill", "decode"):
         return
     bad = report.of("server.combination")
-    transfer = _choice(ctx, "disaggregation_transfer_backend", "mooncake")
+    transfer = transfer_backend(ctx)
     # enable_return_aux_hidden_states resets the algorithm first (capture_only, pipeline.py:94).
     spec = "" if capture_only(ctx) else _choice(ctx, "speculative_algorithm", "")
     if mode == "decode" and ctx.is_set("disaggregation_decode_enable_radix_cache"):
@@ -1030,7 +1031,7 @@ def _pd_disaggregation(ctx: Context, report: Report) -> None:
                    "target the prefill api port), or set it to the port", f"{_PD}:" + release_line(
                        ctx, {"0.5.20": "168", "0.5.21": "209", "0.5.22": "268", "0.5.23": "277"}))
         return
-    if env_true(ctx.env, "SGLANG_DISAGG_STAGING_BUFFER") and transfer not in ("mooncake", "nixl", "mooncake_tcp"):
+    if env_true(ctx.env, "SGLANG_DISAGG_STAGING_BUFFER") and transfer not in ("mooncake", "nixl"):
         bad.refuse("disaggregation_transfer_backend", f"SGLANG_DISAGG_STAGING_BUFFER needs the mooncake or nixl "
                    f"transfer backend, not {transfer}.", f"unset SGLANG_DISAGG_STAGING_BUFFER, or set "
                    f"{ctx.var('disaggregation_transfer_backend')} to mooncake or nixl",

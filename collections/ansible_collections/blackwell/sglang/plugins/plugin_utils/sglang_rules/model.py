@@ -42,6 +42,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     qwen35_sm100_backend,
     resolved_page_size,
     table_deepseek_v3,
+    transfer_backend,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -316,7 +317,7 @@ def _dsa_by_override(ctx: Context, report: Report) -> None:
         # The layer split's own conditions on a DSA model (model_hook.py:365-407; 0.5.22 :359-401, 0.5.21 :327-369,
         # 0.5.20 :267-309): targeted-arch-03 and -04, refused before for the wrong reason (the model is not DSA).
         mode = _choice(ctx, "disaggregation_mode", "null")
-        transfer = _choice(ctx, "disaggregation_transfer_backend", "mooncake")
+        transfer = transfer_backend(ctx)
         for bad, why, fix, lines in (
                 (mode == "decode", "a PD decode worker", "disaggregation_mode",
                  ("370", "364", "332", "272")),
@@ -324,7 +325,7 @@ def _dsa_by_override(ctx: Context, report: Report) -> None:
                  ("376", "370", "338", "278")),
                 (not ctx.is_set("enable_prefill_cp") or _choice(ctx, "cp_strategy", "") != "interleave",
                  "anything but enable_prefill_cp with cp_strategy interleave", "cp_strategy", ("384", "378", "346", "286")),
-                (transfer not in ("mooncake", "mooncake_tcp"), f"disaggregation_transfer_backend {transfer}",
+                (transfer != "mooncake", f"disaggregation_transfer_backend {transfer}",
                  "disaggregation_transfer_backend", ("395", "389", "357", "297")),
                 (_int(ctx, "pp_size", 1) > 1, "pipeline parallelism", "pp_size", ("403", "397", "365", "305"))):
             if bad:
@@ -344,7 +345,8 @@ def _dsa_by_override(ctx: Context, report: Report) -> None:
 
 def _dsa_resolved_checks(ctx: Context, report: Report, override: dict) -> None:
     """_dsa_by_override's checks on what SGLang resolves for the DSA model by GPU (resolve.dsa_kv_cache_dtype,
-    resolve.dsa_backends; targeted-arch-49, -53, -57 were MISSED): the DSA context-parallel sizes (tp_size <= 8,
+    resolve.dsa_backends; targeted-arch-49, -53, -57 were MISSED): the DSA context-parallel sizes (0.5.20 / 0.5.21's
+    interleave strategy without attention DP, deepseek_v2.py:105 / :98 there; tp_size <= 8,
     model_overrides/deepseek_v2.py:123, and interleave keeping an explicit attn_cp_size > 1 from 0.5.22, :129-133,
     which handle_context_parallelism divides, parallel_hook.py:159-164: cp_sizes leaves the DSA override alone); the
     DSA backend constraints (_check_dsa_backend_constraints, overrides.py:553-583: triton is ROCm's; an fp8_e4m3 KV
@@ -353,6 +355,15 @@ def _dsa_resolved_checks(ctx: Context, report: Report, override: dict) -> None:
     backends by the KV dtype (validate_hisparse_dsa_backend, hisparse_hook.py:18-21, 43-62)."""
     tp = _int(ctx, "tp_size", 1)
     if ctx.is_set("enable_prefill_cp"):
+        dp = _int(ctx, "dp_size", 1)
+        if not added_in(ctx, "0.5.22") and _choice(ctx, "cp_strategy", "") != "zigzag" and dp != 1:
+            # 0.5.20 / 0.5.21 assert it before the tp_size one; 0.5.22 reads dp_size as attention-DP groups instead
+            # (deepseek_cp_attention_dp). Was MISSED for tp_size 4, dp_size 2 on 8 GPUs (probed on both releases).
+            report.refuse("dp_size", f"SGLang {ctx.version}'s DSA interleave prefill context parallelism runs "
+                          f"without attention data parallelism (dp_size 1), not dp_size={dp}.",
+                          f"set {ctx.var('dp_size')}: 1, or {ctx.var('cp_strategy')}: zigzag, or SGLang 0.5.22 or later",
+                          f"{_DV2}:" + release_line(ctx, {"0.5.21": "98", "0.5.20": "105"}))
+            return
         if tp > 8:
             report.refuse("tp_size", f"DSA prefill context parallelism runs on one machine (tp_size <= 8), not "
                           f"tp_size={tp}.", f"set {ctx.var('tp_size')} <= 8, or remove {ctx.var('enable_prefill_cp')}",

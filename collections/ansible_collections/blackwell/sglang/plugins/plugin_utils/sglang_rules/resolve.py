@@ -151,6 +151,16 @@ def kv_shard_rounds_chunk(ctx: Context) -> bool:
     return added_in(ctx, "0.5.22") and ctx.is_set("enable_kv_cache_sharding")
 
 
+def transfer_backend(ctx: Context) -> str:
+    """disaggregation_transfer_backend as SGLang's checks read it: mooncake_tcp is Mooncake with the TCP transport
+    forced, which handle_pd_disaggregation rewrites to mooncake (and sets MC_FORCE_TCP) before any other hook reads the
+    backend (pd_disaggregation_hook.py:30-36; 0.5.20-0.5.22 :29-35 / :30-36; pipeline.py:147, the unified pool's
+    check at :338). fuzz-13-04614: enable_unified_memory on a PD prefill server with mooncake_tcp, which the rules had
+    refused as "not mooncake" (kv_cache_hook.py:537) and SGLang accepts."""
+    transfer = _choice(ctx, "disaggregation_transfer_backend", "mooncake")
+    return "mooncake" if transfer == "mooncake_tcp" else transfer
+
+
 def capture_only(ctx: Context) -> bool:
     """enable_return_aux_hidden_states (0.5.23): speculative_algorithm only names the capture convention, and
     _handle_aux_hidden_state_capture resets it to None before any speculative hook reads it (validation_hook.py:748-753,
@@ -1107,7 +1117,7 @@ def deepseek_cp_attention_dp(ctx: Context) -> bool:
     ranks are launched: one TP group, no extra GPUs. The MLA branch (mla_prefill_cp_deepep) and the DSA-by-override
     branch on CUDA (dsa_prefill_cp_a2a_certain). targeted-pd-39: tp_size 8, dp_size 2, enable_prefill_cp on DeepSeek-V3,
     which parallel.gpus had refused by counting 16 GPUs. Not 0.5.20 / 0.5.21's DSA interleave CP, which asserts
-    dp_size == 1 instead (deepseek_v2.py:105 / :98 there; not mirrored, parallel.gpus' count refuses most of it)."""
+    dp_size == 1 instead (deepseek_v2.py:105 / :98 there; model._dsa_resolved_checks)."""
     return mla_prefill_cp_deepep(ctx) or dsa_prefill_cp_a2a_certain(ctx) and (
         added_in(ctx, "0.5.22") or _choice(ctx, "cp_strategy", "") == "zigzag")
 
