@@ -300,7 +300,11 @@ def value_strategy(arg: dict[str, Any], extra: set[Any] = frozenset(),
     dest = arg["dest"]
     if dest in MODEL_PATH_ARGS:
         return st.sampled_from([f"tests/conformance/models/{m.name}" for m in sorted(MODELS_DIR.iterdir())])
-    if arg["action"] in ("store_true", "DeprecatedStoreTrueAction", "BooleanOptionalAction") or arg.get("nargs") == 0:
+    if arg["action"] == "BooleanOptionalAction":
+        # A tri-state switch (default None, "SGLang decides"): false is a choice of its own (--no-X), which conditions
+        # such as memory_hook.py:40's `ple_offload_embedding is False` read.
+        return st.sampled_from([True, False])
+    if arg["action"] in ("store_true", "DeprecatedStoreTrueAction") or arg.get("nargs") == 0:
         return st.just(True)
     choices = arg.get("choices") or (dynamic or {}).get(dest)
     if choices:

@@ -532,6 +532,14 @@ def render_argv(model_path: str, args: dict, options: dict) -> list[str]:
             action = None
         else:
             flag, action = options[dest]
+        if value is False and isinstance(action, argparse.BooleanOptionalAction):
+            # A tri-state switch (default None): false is its --no- spelling, as our renderer writes it
+            # (sglang_schema.ArgSpec.negation); dropped, SGLang would read None ("decide yourself").
+            argv.append(next(o for o in action.option_strings if o.startswith("--no-")))
+            continue
+        if value is False and action is None:
+            argv.append(flag)  # unknown whatever its value: argparse rejects it, as our validator does
+            continue
         if value is None or value is False:
             continue
         if value is True:

@@ -59,3 +59,41 @@ def test_cached_probe_reuses_answers(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     probed.clear()
     differential.cached_probe(again, 1, None)
     assert sorted(probed) == ["a2", "c"]
+
+
+def _parser_of(schema: Any) -> Any:
+    """An argparse parser with the switches of ``schema`` (SGLang's own kinds: store_true, BooleanOptionalAction)."""
+    import argparse  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser()
+    for spec in schema.arguments.values():
+        if spec.action == "BooleanOptionalAction":
+            parser.add_argument(spec.flag, dest=spec.dest, action=argparse.BooleanOptionalAction, default=None)
+        elif spec.is_switch:
+            parser.add_argument(*spec.option_strings, dest=spec.dest, action="store_true")
+    return parser
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_probe_renders_switches_as_our_renderer(value: bool) -> None:
+    """The probe hands SGLang the argv our renderer writes for a switch, true or false: a tri-state switch's false is
+    its --no- spelling (memory_hook.py:40 reads `ple_offload_embedding is False`), not dropped (SGLang's None), a
+    store_true switch's false is no flag at all."""
+    import sglang_probe  # noqa: PLC0415
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_schema import load_schema  # noqa: PLC0415
+    from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_validate import render_argv  # noqa: PLC0415
+
+    schema = load_schema("0.5.23")
+    options = sglang_probe._option_strings(_parser_of(schema))  # noqa: SLF001
+    tri = [d for d, s in schema.arguments.items() if s.action == "BooleanOptionalAction"]
+    plain = [d for d, s in schema.arguments.items() if s.is_switch and s.action != "BooleanOptionalAction"]
+    assert len(tri) >= 10 and "ple_offload_embedding" in tri and len(plain) > 100
+    for dest in tri + plain:
+        ours = render_argv(schema, {"model_path": "m", dest: value})
+        assert sglang_probe.render_argv("m", {dest: value}, options) == ours, dest
+
+
+def test_probe_hands_an_unknown_key_to_argparse_whatever_its_value() -> None:
+    import sglang_probe  # noqa: PLC0415
+
+    assert sglang_probe.render_argv("m", {"no_such_flag": False}, {}) == ["--model-path", "m", "--no-such-flag"]
