@@ -30,6 +30,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     capture_only,
     certain_architecture,
     chunk_dp_width,
+    deepseek_cp_attention_dp,
     derived_context_length,
     dsa_backends,
     dsa_glm_sm12_fp8,
@@ -356,9 +357,9 @@ def _dsa_resolved_checks(ctx: Context, report: Report, override: dict) -> None:
     tp = _int(ctx, "tp_size", 1)
     if ctx.is_set("enable_prefill_cp"):
         dp = _int(ctx, "dp_size", 1)
-        if not added_in(ctx, "0.5.22") and _choice(ctx, "cp_strategy", "") != "zigzag" and dp != 1:
-            # 0.5.20 / 0.5.21 assert it before the tp_size one; 0.5.22 reads dp_size as attention-DP groups instead
-            # (deepseek_cp_attention_dp). Was MISSED for tp_size 4, dp_size 2 on 8 GPUs (probed on both releases).
+        if not deepseek_cp_attention_dp(ctx) and dp != 1:
+            # Where the override does not read dp_size as attention-DP groups (0.5.20 / 0.5.21's interleave), it asserts
+            # dp_size 1, before the tp_size check. Was MISSED for tp_size 4, dp_size 2 on 8 GPUs (probed on both releases).
             report.refuse("dp_size", f"SGLang {ctx.version}'s DSA interleave prefill context parallelism runs "
                           f"without attention data parallelism (dp_size 1), not dp_size={dp}.",
                           f"set {ctx.var('dp_size')}: 1, or {ctx.var('cp_strategy')}: zigzag, or SGLang 0.5.22 or later",
@@ -370,7 +371,7 @@ def _dsa_resolved_checks(ctx: Context, report: Report, override: dict) -> None:
                           f"{_DV2}:" + release_line(ctx, {"0.5.23": "123", "0.5.22": "123", "0.5.21": "101",
                                                           "0.5.20": "108"}))
             return
-        cp, width = _int(ctx, "attn_cp_size", 1), _int(ctx, "attn_dp_size", 1) * _int(ctx, "dp_size", 1)
+        cp, width = _int(ctx, "attn_cp_size", 1), _int(ctx, "attn_dp_size", 1) * dp
         if added_in(ctx, "0.5.22") and _choice(ctx, "cp_strategy", "") == "interleave" and cp > 1 and tp >= 1 and \
                 width >= 1 and (tp % cp or tp % (width * cp)):
             report.refuse("attn_cp_size", f"DSA interleave prefill CP keeps attn_cp_size={cp}: tp_size={tp} must be "
