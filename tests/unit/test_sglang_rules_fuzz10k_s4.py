@@ -187,9 +187,10 @@ def test_an_unknown_checkpoint_is_the_preflights() -> None:
     assert errors(host(args, model="example/unknown-model", cc="12.0", gpus=8), "server.parallel") == []
 
 
-def test_the_backend_check_still_waits_for_deepseeks_cp_override() -> None:
-    """With attn_cp_size > 1 on an MLA model the all-to-all backend may still change (_a2a_may_change): Kimi-K3 with
-    a divisor that passes :216 is not refused for its backend; DeepSeek-V3 is, at :226 (Kimi-K3 only)."""
+def test_shared_experts_on_deepseek_is_refused_for_the_model_first() -> None:
+    """DeepSeek-V3 with shared_experts_tp_size is refused at :226 (Kimi-K3 only), before the backend's check (:231).
+    That check reads the written backend here: attn_cp_size alone does not run DeepSeek's CP override
+    (test_sglang_rules_attn_cp_a2a.py)."""
     args = {"attn_cp_size": 5, "moe_a2a_backend": "none", "shared_experts_tp_size": 1, "tp_size": 5}
     assert [p.source for p in errors(host(args, model=DEEPSEEK, cc="12.0", gpus=8), "server.parallel")] == \
         ["sglang/srt/arg_groups/parallel_hook.py:226"]

@@ -1204,11 +1204,20 @@ def test_speculative_launch_checks_without_a_conformance_case(args: dict[str, An
     assert find(validate_host(llama_host(args)).errors, "server.speculative").variable == variable
 
 
-def test_two_batch_overlap_is_left_alone_where_deepseek_cp_picks_the_a2a_backend() -> None:
-    """DeepSeek's CP overrides set moe_a2a_backend deepep themselves: no server.* refusal of TBO / a2a there."""
-    args = {"enable_two_batch_overlap": True, "attn_cp_size": 2, "tp_size": 8, "moe_a2a_backend": "pplx"}
+@pytest.mark.parametrize(("extra", "left_alone"), [
+    # MLA prefill CP: DeepSeek's override sets deepep itself (model_overrides/deepseek_v2.py:191-201).
+    ({"enable_prefill_cp": True, "cp_strategy": "interleave"}, True),
+    # attn_cp_size alone: the override does not run, SGLang checks the written pplx (moe_hook.py:591; the attn-cp-*
+    # conformance cases, probed on 0.5.20-0.5.23).
+    ({}, False),
+])
+def test_two_batch_overlap_and_a2a_wait_for_deepseek_prefill_cp_only(extra: dict[str, Any], left_alone: bool) -> None:
+    """DeepSeek's CP overrides set moe_a2a_backend deepep themselves, under enable_prefill_cp only: no server.* refusal
+    of TBO / a2a there, and the written backend's checks everywhere else."""
+    args = {"enable_two_batch_overlap": True, "attn_cp_size": 2, "tp_size": 8, "moe_a2a_backend": "pplx", **extra}
     result = validate_host(llama_host(args, sglang_model_path="deepseek-ai/DeepSeek-V3"))
-    assert not [p for p in result.errors if p.rule in ("tbo.attention_dp", "server.moe")], format_report("host", result)
+    found = [p for p in result.errors if p.rule in ("tbo.attention_dp", "server.moe")]
+    assert (not found) is left_alone, format_report("host", result)
     refused = validate_host(llama_host({"enable_two_batch_overlap": True}))
     assert find(refused.errors, "tbo.attention_dp").variable == "sglang_args.enable_two_batch_overlap"
 

@@ -461,11 +461,12 @@ def dsa_prefill_cp_deepep(ctx: Context) -> bool:
 
 
 def _a2a_may_change(ctx: Context) -> bool:
-    """DeepSeek's context-parallel overrides set moe_a2a_backend deepep themselves
-    (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:117, 201): with CP on an MLA or unknown model,
-    the backend SGLang checks is not the one written."""
-    cp = _int(ctx, "attn_cp_size", 1) > 1 or ctx.is_set("enable_prefill_cp")
-    return cp and (not ctx.model.known or ctx.model.mla)
+    """DeepSeek's prefill context-parallel overrides set moe_a2a_backend deepep themselves
+    (sglang/srt/arg_groups/model_overrides/deepseek_v2.py:117, 201): with enable_prefill_cp on an MLA or unknown model,
+    the backend SGLang checks may not be the one written. Both branches run only under enable_prefill_cp (:106, :191;
+    0.5.22 :106, :192, 0.5.21 :84, :156, 0.5.20 :91, :163), and nothing else in SGLang sets the backend but
+    enable_waterfill (handled_a2a_backend): attn_cp_size alone leaves it as written."""
+    return ctx.is_set("enable_prefill_cp") and (not ctx.model.known or ctx.model.mla)
 
 
 def v2_lora_unsupported_mode(ctx: Context) -> str | None:
