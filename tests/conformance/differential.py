@@ -6,11 +6,12 @@ schema of the pinned release. Each catalog entry mapped `rule` or `preflight` re
 (``reads``: the arguments, and the environment switches); a case aims at 1-2 such entries and draws a value for
 each argument they read, from the schema (choices, integers near the boundaries, switches) and from the constants
 SGLang's conditions compare that argument with (``cfg.kv_cache_dtype == 'nvfp4'``). One case in GROUP_SHARE
-draws hand-picked GROUPS of interacting arguments instead (extra weight), and now and then any argument of the
-schema joins. Every speculative algorithm the schema names, the fixture models as draft models, every hardware
-profile of the validator (sglang_rules.PROFILES: 8.0 to 12.1) with its GPUs' real memory (GPUS: B200, B300,
-Thor's and GB10's unified memory, ...), 1-8 GPUs. Generation is derandomized: a seed and a count give the same
-cases on every machine.
+draws hand-picked GROUPS of interacting arguments instead (extra weight); one catalog case in RESOLUTION_SHARE adds one
+of the RESOLUTION_CONTEXTS SGLang's own resolution reads (context parallelism, attention DP, DWDP, waterfill, PD,
+deterministic inference), and now and then any argument of the schema joins. Every speculative algorithm the schema
+names, the fixture models as draft models, every hardware profile of the validator (sglang_rules.PROFILES: 8.0 to
+12.1) with its GPUs' real memory (GPUS: B200, B300, Thor's and GB10's unified memory, ...), 1-8 GPUs. Generation
+is derandomized: a seed and a count give the same cases on every machine.
 
 Oracle: SGLang's ``prepare_server_args -> resolve_once() -> check_server_args()`` in .venv-conformance
 (sglang_probe.py, one forked child per case). Every case gets one verdict:
@@ -155,6 +156,24 @@ GROUPS: dict[str, list[str]] = {
                    "stream_interval", "enable_hierarchical_cache", "enable_two_batch_overlap"],
 }
 GROUP_SHARE = 4  # one case in GROUP_SHARE comes from GROUPS, the rest from the catalog's raise sites
+
+# The settings SGLang's own resolution reads before its checks, which change what those checks see (model overrides,
+# handle_a2a_moe, handle_dwdp, the PD and deterministic hooks): a catalog case draws one of them, in plausible sizes,
+# one time in RESOLUTION_SHARE (extra weight). A catalog entry's own condition rarely names them, and their schema
+# values (any integer near a boundary) are mostly refused before the checks behind them. Added after the attn_cp_size
+# class (test_sglang_rules_attn_cp_a2a.py): seed 14's 10,000 cases drew attn_cp_size > 1 with a moe_a2a_backend on
+# DeepSeek-V3 4 times, and none of them reached the backend's checks that a MISSED hid behind. With tp_size 8, 8 GPUs.
+RESOLUTION_CONTEXTS: list[dict[str, Any]] = [
+    {"attn_cp_size": 2, "tp_size": 8}, {"attn_cp_size": 4, "tp_size": 8},
+    {"enable_prefill_cp": True, "cp_strategy": "interleave", "tp_size": 8},
+    {"enable_prefill_cp": True, "cp_strategy": "zigzag", "tp_size": 8},
+    {"attn_dp_size": 2, "tp_size": 8}, {"attn_dp_size": 8, "tp_size": 8},
+    {"enable_dp_attention": True, "dp_size": 2, "tp_size": 8},
+    {"dwdp_size": 2, "tp_size": 8}, {"dcp_size": 2, "tp_size": 8},
+    {"enable_waterfill": True}, {"enable_deterministic_inference": True},
+    {"disaggregation_mode": "prefill"}, {"disaggregation_mode": "decode"},
+]
+RESOLUTION_SHARE = 3
 
 # Handlers SGLang runs only under a condition their entries' ``conditions`` do not hold (the caller dispatches on it,
 # or the handler returns early before its raise sites): catalog ``file:function`` -> the values that open it, one
@@ -398,11 +417,15 @@ def case_strategy() -> st.SearchStrategy[dict[str, Any]]:
                     if rnd.randrange(2):
                         env[name] = draw(env_values)
             family = "catalog"
+            if rnd.randrange(RESOLUTION_SHARE) == 0:  # the target's own arguments win
+                for dest, value in rnd.choice(RESOLUTION_CONTEXTS).items():
+                    args.setdefault(dest, value)
         if rnd.randrange(4) == 0:  # any argument of the schema, now and then
             dest = rnd.choice(all_args)
             args.setdefault(dest, draw(values[dest]))
         cc, (name, memory, integrated) = rnd.choice(gpus if rnd.randrange(2) else reference)
-        return {"model": rnd.choice(sorted(models)), "gpu_count": rnd.choice([1, 2, 4, 8]),
+        gpu_count = rnd.choice([1, 2, 4, 8])
+        return {"model": rnd.choice(sorted(models)), "gpu_count": 8 if args.get("tp_size") == 8 else gpu_count,
                 "compute_capability": f"{cc[0]}.{cc[1]}", "gpu_name": name, "gpu_memory_mib": memory,
                 "gpu_integrated": integrated, "args": args, "env": env, "family": family}
 
