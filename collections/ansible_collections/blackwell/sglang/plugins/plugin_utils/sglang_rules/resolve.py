@@ -1397,6 +1397,22 @@ def deterministic_attention_backend(ctx: Context) -> str | None:
     return "fa3"
 
 
+def deterministic_radix_off(ctx: Context) -> bool | None:
+    """Whether handle_deterministic_inference turns the radix cache off (attention_hook.py:656-665; 0.5.22 :655-664,
+    0.5.21 :567-576, 0.5.20 :570-579): deterministic inference on an attention backend it runs
+    (DETERMINISTIC_ATTENTION) outside RADIX_DETERMINISTIC_ATTENTION, as deterministic_attention_backend reads it, the
+    fill for an unset one included. False without deterministic inference or where the backend keeps the radix cache;
+    None where the backend is not certain, or is one SGLang refuses for deterministic inference before it gets here.
+    The checks after it in the pipeline (from pipeline.py:240; handle_model_specific_adjustments' mamba checks come
+    before) see the radix cache off."""
+    if not deterministic_on(ctx):
+        return False
+    backend = deterministic_attention_backend(ctx)
+    if backend not in DETERMINISTIC_ATTENTION:
+        return None
+    return backend not in RADIX_DETERMINISTIC_ATTENTION
+
+
 def cache_radix_off(ctx: Context) -> tuple[str, str, str] | None:
     """What has the radix cache off by the time handle_hicache and handle_cache_compatibility read it (pipeline.py:272,
     :334; the same order in 0.5.20-0.5.22): (the variable to name, why, the fix), or None where it is on or not known to
@@ -1415,8 +1431,8 @@ def cache_radix_off(ctx: Context) -> tuple[str, str, str] | None:
     if ctx.is_set("enable_mis"):
         return ("enable_mis", "enable_mis turns off (handle_multi_item_scoring sets disable_radix_cache)",
                 f"remove {ctx.var('enable_mis')}")
-    backend = deterministic_attention_backend(ctx) if deterministic_on(ctx) else None
-    if backend in DETERMINISTIC_ATTENTION and backend not in RADIX_DETERMINISTIC_ATTENTION:
+    if deterministic_radix_off(ctx):
+        backend = deterministic_attention_backend(ctx)
         dest = "enable_deterministic_inference" if ctx.is_set("enable_deterministic_inference") else "rl_on_policy_target"
         written = "" if _choice(ctx, "attention_backend", "") else ", which SGLang picks for an unset attention_backend here"
         return (dest, f"deterministic inference turns off on attention backend {backend}{written} "
