@@ -115,6 +115,21 @@ def test_gates_name_catalogued_handlers_and_schema_arguments() -> None:
         assert opening and all(dest in schema and values for dest, values in opening.items()), handler
 
 
+def test_resolution_contexts_are_schema_arguments_and_reach_the_sample() -> None:
+    """Every RESOLUTION_CONTEXTS key is an argument of the schema with a value it takes (a renamed argument or a
+    dropped choice would turn a context into a refusal at argparse), and the contexts join the generated cases."""
+    schema = differential.schema_arguments()
+    for context in differential.RESOLUTION_CONTEXTS:
+        for dest, value in context.items():
+            arg = schema[dest]
+            assert arg["choices"] is None or value in arg["choices"], (dest, value)
+            assert (arg["type"] == "int") is (isinstance(value, int) and not isinstance(value, bool)), (dest, value)
+    cases = differential.generate(60, SEED)
+    carrying = [case for case in cases if any(all(case["args"].get(dest) == value for dest, value in context.items())
+                                              for context in differential.RESOLUTION_CONTEXTS)]
+    assert len(carrying) >= 10, len(carrying)  # 18 of 60 at seed 0; 4 would hold a context by chance alone
+
+
 def test_each_unreachable_entry_is_a_rule_entry_no_corpus_case_reaches() -> None:
     """unreachable-entries.yaml names catalog entries mapped `rule`, each with its reason, and no case of cases.yaml
     refuses at one of them (a case that does shows the entry reachable: drop it from the file); the committed table
