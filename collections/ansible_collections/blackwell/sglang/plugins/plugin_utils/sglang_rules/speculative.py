@@ -28,7 +28,7 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.base
     nextn_as_eagle,
 )
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.profiles import arch_profile
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, rule
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.registry import Report, added_in, release_line, rule
 from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.resolve import (
     PAGE_TREE_SPEC_BACKENDS,
     _a2a_may_change,
@@ -496,6 +496,7 @@ def _uno_tree(ctx: Context, report: Report) -> None:
     "sglang/srt/arg_groups/speculative_hook.py:1361",
     "sglang/srt/arg_groups/speculative_hook.py:1278",
     "sglang/srt/arg_groups/speculative_hook.py:430",
+    "sglang/srt/arg_groups/speculative_hook.py:1328 (0.5.22 :1238, 0.5.21 :1216, 0.5.20 :1042)",
 ))
 def _speculative_shapes(ctx: Context, report: Report) -> None:
     """The draft-shape checks of speculative_hook.py: DFLASH's window (:427-434), UNO's tree mode (:494-559), DSpark
@@ -578,6 +579,16 @@ def _ngram_shapes(ctx: Context, report: Report, draft: int | float | None) -> No
                               f"{ctx.var('speculative_ngram_external_corpus_path')}", line)
                 return
     breadth = _num(ctx, "speculative_ngram_max_bfs_breadth")
+    if breadth == 0 and _num(ctx, "speculative_num_steps") is None:
+        # _handle_ngram makes the breadth NGRAM's eagle_topk, then derives an unset speculative_num_steps as
+        # speculative_num_draft_tokens // speculative_eagle_topk (speculative_hook.py:1309-1330): a ZeroDivisionError
+        # (an implicit catalog entry). The seed-18 10,000-case run's MISSED fuzz-18-02824.
+        report.refuse("speculative_ngram_max_bfs_breadth", "speculative_ngram_max_bfs_breadth 0 with NGRAM: SGLang derives "
+                      "speculative_num_steps as speculative_num_draft_tokens // the breadth and fails dividing by zero.",
+                      f"set {ctx.var('speculative_ngram_max_bfs_breadth')} >= 1 (default 10), or set "
+                      f"{ctx.var('speculative_num_steps')}",
+                      release_line(ctx, {"0.5.20": "1042", "0.5.21": "1216", "0.5.22": "1238", "0.5.23": "1328"}))
+        return
     breadth = 10 if breadth is None else breadth  # NGRAM's eagle_topk (speculative_hook.py:1309-1313)
     page, backend = resolved_page_size(ctx), resolved_base_attention_backend(ctx)
     if breadth > 1 and page is not None and page > 1 and backend is not None and backend != "flashinfer":
