@@ -6,7 +6,7 @@
   :1238, 0.5.21 :1216, 0.5.20 :1042), an implicit catalog entry now (implicit-0.5.23.yml).
 * A false alarm (fuzz-18-05333): ``moe_dense_tp_size: 0`` on DeepSeek-V3 with prefill CP. DeepSeek's override sets it
   to 1 before check_server_args reads it (validation_hook.py:207): the MLA branch always (deepseek_v2.py:200), the DSA
-  branch for zigzag from 0.5.22, for any strategy before (parallel.prefill_cp_sets_moe_dense_tp).
+  branch for zigzag from 0.5.22, for any strategy before (resolve.prefill_cp_sets_moe_dense_tp).
 
 Each verdict is probe-confirmed on 0.5.20-0.5.23 by the fuzzed-ngram-bfs-breadth-zero* and prefill-cp-moe-dense-tp-*
 cases in tests/conformance/cases.yaml.

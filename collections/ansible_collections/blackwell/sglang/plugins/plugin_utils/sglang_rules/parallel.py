@@ -29,10 +29,10 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules.reso
     certain_architecture,
     deepseek_cp_attention_dp,
     dsa_prefill_cp_a2a_certain,
-    dsa_prefill_cp_deepep,
     dwdp_on,
     gpu_ids,
     handled_a2a_backend,
+    prefill_cp_sets_moe_dense_tp,
     table_deepseek_v3,
 )
 
@@ -470,20 +470,6 @@ def _two_batch_overlap(ctx: Context, report: Report) -> None:
               "sglang/srt/arg_groups/validation_hook.py:768")
 
 
-def prefill_cp_sets_moe_dense_tp(ctx: Context) -> bool:
-    """DeepSeek's prefill context-parallel override sets moe_dense_tp_size 1 whatever was written, before check_server_args
-    reads it: the MLA branch always (model_overrides/deepseek_v2.py:200; 0.5.22 :201, 0.5.21 :163, 0.5.20 :170), the
-    DSA branch of a DSA-by-override model for zigzag only from 0.5.22 (:116), for any strategy before (0.5.21 :89, 0.5.20
-    :96). True there, and where the override may apply but its branch is not certain (_a2a_may_change: an unknown or
-    renamed MLA model). The seed-18 10,000-case run's false alarm fuzz-18-05333, moe_dense_tp_size 0 on DeepSeek-V3 with
-    zigzag prefill CP."""
-    if not _a2a_may_change(ctx):
-        return False
-    if dsa_prefill_cp_a2a_certain(ctx):
-        return dsa_prefill_cp_deepep(ctx) or not added_in(ctx, "0.5.22")
-    return True
-
-
 @rule("parallel.moe_dense_tp", sources=(
     "sglang/srt/arg_groups/validation_hook.py:207-211",
     "sglang/srt/arg_groups/validation_hook.py:207",
@@ -491,7 +477,7 @@ def prefill_cp_sets_moe_dense_tp(ctx: Context) -> bool:
 def _moe_dense_tp(ctx: Context, report: Report) -> None:
     """check_server_args (sglang/srt/arg_groups/validation_hook.py:207-211). handle_dwdp sets moe_dense_tp_size 1 before
     it (parallel_hook.py:480-484, pipeline.py:189; dwdp_on): the DWDP probes' false alarm, moe_dense_tp_size 2 with
-    dwdp_size = tp_size 4. So does DeepSeek's prefill CP override (prefill_cp_sets_moe_dense_tp)."""
+    dwdp_size = tp_size 4. So does DeepSeek's prefill CP override (resolve.prefill_cp_sets_moe_dense_tp)."""
     dense, tp = ctx.args.get("moe_dense_tp_size"), _int(ctx, "tp_size", 1)
     if dense is None or isinstance(dense, bool) or dense in (1, tp) or dwdp_on(ctx) or prefill_cp_sets_moe_dense_tp(ctx):
         return

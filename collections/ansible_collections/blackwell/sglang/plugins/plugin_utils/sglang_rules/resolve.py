@@ -469,6 +469,20 @@ def _a2a_may_change(ctx: Context) -> bool:
     return ctx.is_set("enable_prefill_cp") and (not ctx.model.known or ctx.model.mla)
 
 
+def prefill_cp_sets_moe_dense_tp(ctx: Context) -> bool:
+    """DeepSeek's prefill context-parallel override sets moe_dense_tp_size 1 whatever was written, before check_server_args
+    reads it: the MLA branch always (model_overrides/deepseek_v2.py:200; 0.5.22 :201, 0.5.21 :163, 0.5.20 :170), the
+    DSA branch of a DSA-by-override model for zigzag only from 0.5.22 (:116), for any strategy before (0.5.21 :89, 0.5.20
+    :96). True there, and where the override may apply but its branch is not certain (_a2a_may_change: an unknown or
+    renamed MLA model). The seed-18 10,000-case run's false alarm fuzz-18-05333, moe_dense_tp_size 0 on DeepSeek-V3 with
+    zigzag prefill CP."""
+    if not _a2a_may_change(ctx):
+        return False
+    if dsa_prefill_cp_a2a_certain(ctx):
+        return dsa_prefill_cp_deepep(ctx) or not added_in(ctx, "0.5.22")
+    return True
+
+
 def v2_lora_unsupported_mode(ctx: Context) -> str | None:
     """_check_v2_lora_modes (sglang/srt/arg_groups/lora_hook.py:20-30): what the triton_v2 LoRA paths do not run."""
     for bad, mode in (
