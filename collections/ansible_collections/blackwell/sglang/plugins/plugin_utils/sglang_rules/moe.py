@@ -938,7 +938,8 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
     0.5.20, :91-115 in 0.5.21, :96-120 in 0.5.22: the seed-0 fuzzer's MISSED, flashinfer_trtllm_routed with quantization
     gguf, issue 36), handle_a2a_moe's FlashInfer A2A checks, the nvfp4_online runner constraint,
     handle_eplb_and_dispatch and the DeepEP v2 draft check (moe_hook.py, overrides.py, parallel_hook.py), on the
-    explicit values (nothing where DeepSeek's context-parallel overrides may change the a2a backend first)."""
+    explicit values. Where DeepSeek's context-parallel overrides may change the a2a backend and ep_size first
+    (_a2a_may_change), only the runner / quantization pairs (moe_hook.py:81, :98, :124, :138)."""
     runner, a2a = moe_backends(ctx)[1], override_a2a_backend(ctx)
     tp, ep, attn_dp = _int(ctx, "tp_size", 1), _int(ctx, "ep_size", 1), attention_dp_width(ctx)
     if dwdp_on(ctx):
@@ -973,8 +974,11 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
                       f"set {ctx.var('moe_runner_backend')}: marlin (or leave it auto)",
                       "sglang/srt/arg_groups/model_overrides/qwen3_moe.py:"
                       + release_line(ctx, {"0.5.20": "70", "0.5.21": "67", "0.5.22": "67", "0.5.23": "67"}))
-    if _a2a_may_change(ctx):
-        return
+    # DeepSeek's context-parallel overrides may write moe_a2a_backend deepep and ep_size = tp_size first
+    # (_a2a_may_change): the checks that read those two wait for them. The runner / quantization pairs do not (the
+    # overrides write neither; the checkpoint's fill, overrides.py:787-809, reads no backend): the seed-19 10,000-case
+    # run's MISSED fuzz-19-03611, flashinfer_cutlass on DeepSeek-V3's FP8 with prefill CP on a B200 (moe_hook.py:81).
+    settled = not _a2a_may_change(ctx)
     kernel_quant = moe_kernel_quantization(ctx)
     for bad, dest, why, line in (
         (runner == "flashinfer_cutlass" and kernel_quant not in (UNCERTAIN, *CUTLASS_MOE_QUANT), "quantization",
@@ -984,12 +988,12 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
          and ctx.model.quant_method is not None and "mixed" not in ctx.model.quant_method, "quantization",
          f"moe_runner_backend flashinfer_cutedsl runs quantization modelopt_fp4, modelopt_mixed or nvfp4_online (or a "
          f"hybrid NVFP4 checkpoint), not {kernel_quant or 'none'}", 98),
-        (runner in ("flashinfer_cutlass", "flashinfer_cutedsl") and ep not in (1, tp), "ep_size",
+        (settled and runner in ("flashinfer_cutlass", "flashinfer_cutedsl") and ep not in (1, tp), "ep_size",
          f"moe_runner_backend {runner} needs ep_size 1 or ep_size == tp_size ({tp}), not {ep}", 89 if runner ==
          "flashinfer_cutlass" else 102),
-        (runner == "flashinfer_cutedsl" and a2a not in ("none", "deepep", "flashinfer"), "moe_a2a_backend",
+        (settled and runner == "flashinfer_cutedsl" and a2a not in ("none", "deepep", "flashinfer"), "moe_a2a_backend",
          f"moe_runner_backend flashinfer_cutedsl works with moe_a2a_backend none, deepep or flashinfer, not {a2a}", 106),
-        (runner == "flashinfer_cutedsl" and a2a == "deepep" and (
+        (settled and runner == "flashinfer_cutedsl" and a2a == "deepep" and (
             quant == "nvfp4_online" or env_true(ctx.env, "SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION")),
          "moe_a2a_backend", "flashinfer_cutedsl with per-token NVFP4 activation needs moe_a2a_backend none or flashinfer, "
          "not deepep", 118),
@@ -1002,13 +1006,16 @@ def _moe_kernels(ctx: Context, report: Report) -> None:
         # The host's quantization, or the checkpoint's fp8 a model override fills in first (checkpoint_fp8_filled;
         # moe_hook.py:155-163, 0.5.20 :118-126, 0.5.21 :122-130, 0.5.22 :127-135): the seed-3 10,000-case run's MISSED
         # fuzz-3-00403, DeepSeek-V3 with cutlass and ep_size 2048 on a B200.
-        (runner == "cutlass" and (quant or ("fp8" if checkpoint_fp8_filled(ctx) else "")) in ("fp8", "mxfp8") and ep != 1,
+        (settled and runner == "cutlass" and (quant or ("fp8" if checkpoint_fp8_filled(ctx) else "")) in ("fp8", "mxfp8")
+         and ep != 1,
          "ep_size", f"the FP8 / MXFP8 cutlass MoE runs with ep_size 1 only (ep_size={ep}"
          f"{'' if quant else '; the checkpoint is FP8, which SGLang fills in as quantization fp8 on this GPU'})", 161),
     ):
         if bad:
             report.refuse(dest, why + ".", f"fix {ctx.var(dest)}, or use another moe_runner_backend", f"{_MOEH}:{line}")
             break
+    if not settled:
+        return
     dispatch = ctx.args.get("flashinfer_a2a_dispatch_type")
     # handle_moe_kernel_config's checks above read the backend before handle_a2a_moe; those below after it, where
     # enable_waterfill has made it deepep and ascend_tp none (handled_a2a_backend): waterfill with flashinfer skips the
