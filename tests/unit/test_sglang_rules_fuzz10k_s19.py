@@ -10,6 +10,9 @@ checks that read the backend or ep_size wait for it.
 
 Each verdict is probe-confirmed on 0.5.20-0.5.23 by the fuzzed-19-prefill-cp-* and prefill-cp-flashinfer-* cases in
 tests/conformance/cases.yaml.
+
+With it, what a grid of KV-cache dtype x speculative algorithm x attention backend x profile x model found (5,760
+configurations, probed): the CuteDSL MLA backend's KV-cache dtype check reads no model (below).
 """
 
 from __future__ import annotations
@@ -56,3 +59,27 @@ def test_ep_size_still_waits_for_the_override(version: str, args: dict[str, Any]
     hostvars = host({**args, "ep_size": 2, "moe_runner_backend": "flashinfer_cutlass", "quantization": "unquant"},
                     version, model=DEEPSEEK, cc="10.0", gpus=8)
     assert any(p.variable == "sglang_args.ep_size" for p in errors(hostvars, "server.moe")) is refused
+
+
+# --- a grid of KV-cache dtype x speculative algorithm x attention backend x profile x model (5,760 probed) -----------
+# _cutedsl_prefill_backend_fill (overrides.py:1232-1258) refuses a KV-cache dtype the CuteDSL MLA backend does not run
+# whatever the model; the rule had judged only MLA and unknown models. SGLang's argument handling accepts cutedsl_mla on
+# Llama with fp8_e4m3, bf16 or auto (cases grid-cutedsl-mla-kv-mxfp8-llama-b200 and its neighbours).
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+CUTEDSL_KV = "sglang/srt/arg_groups/overrides.py:1254"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(("cc", "args", "refused"), [
+    ("10.0", {"attention_backend": "cutedsl_mla", "kv_cache_dtype": "mxfp8"}, True),
+    ("10.0", {"attention_backend": "cutedsl_mla", "kv_cache_dtype": "fp8_e5m2"}, True),
+    ("10.3", {"decode_attention_backend": "cutedsl_mla", "kv_cache_dtype": "fp8_e5m2"}, True),
+    ("10.0", {"attention_backend": "cutedsl_mla", "kv_cache_dtype": "fp8_e4m3"}, False),
+    ("10.0", {"attention_backend": "cutedsl_mla", "kv_cache_dtype": "bf16"}, False),
+    ("10.0", {"attention_backend": "cutedsl_mla"}, False),
+    # SGLang asserts the decode-only backend first (attention._cutedsl_mla_prefill refuses it on Llama).
+    ("10.0", {"prefill_attention_backend": "cutedsl_mla", "kv_cache_dtype": "mxfp8"}, False),
+])
+def test_cutedsl_mla_kv_reads_no_model(version: str, cc: str, args: dict[str, Any], refused: bool) -> None:
+    found = errors(host({"tp_size": 8, **args}, version, model=LLAMA, cc=cc, gpus=8), "server.combination")
+    assert [p.source for p in found if p.source == CUTEDSL_KV] == ([CUTEDSL_KV] if refused else [])

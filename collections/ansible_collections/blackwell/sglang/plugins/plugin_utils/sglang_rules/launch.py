@@ -1132,17 +1132,20 @@ def _features_catalog(ctx: Context, report: Report) -> None:
                                                f"set {ctx.var('attn_dp_size')} > 1, or remove {ctx.var('enable_dp_lm_head')}",
                                                "sglang/srt/arg_groups/overrides.py:1425")
     lm = "sglang/srt/arg_groups/overrides.py"
-    # Elsewhere than SM100, and for the table's non-MLA models, the attention rules of the profiles refuse
-    # cutedsl_mla first (arch.attention, sm10x.hybrid_attention).
+    # _cutedsl_prefill_backend_fill (overrides.py:1232-1258; 0.5.22 :1196-1221, 0.5.21 :1177-1202, 0.5.20 :1294-1319).
+    # Elsewhere than SM100 the attention rules of the profiles refuse cutedsl_mla first (arch.attention, sm12x.attention;
+    # SGLang's :1245). A prefill_attention_backend cutedsl_mla of the table's non-MLA models is
+    # attention._cutedsl_mla_prefill's. The KV-cache dtype check reads no model: SGLang refuses kv_cache_dtype mxfp8 with
+    # a cutedsl_mla decode on Llama too (the KV x speculative x attention grid's MISSED, issue 36).
     cc = ctx.compute_capability
-    cutedsl_reaches = (cc is None or cc[0] == 10) and (ctx.model.mla or not ctx.model.known)
-    if not cutedsl_reaches:
+    if cc is not None and cc[0] != 10:
         pass
     elif _choice(ctx, "prefill_attention_backend", "") == "cutedsl_mla":
-        report.of("server.combination").refuse(
-            "prefill_attention_backend", "the CuTe DSL MLA backend decodes only; "
-            "prefill_attention_backend cutedsl_mla is refused.", f"remove {ctx.var('prefill_attention_backend')} "
-            "(SGLang prefills with trtllm_mla next to a cutedsl_mla decode)", f"{lm}:1241")
+        if ctx.model.mla or not ctx.model.known:
+            report.of("server.combination").refuse(
+                "prefill_attention_backend", "the CuTe DSL MLA backend decodes only; "
+                "prefill_attention_backend cutedsl_mla is refused.", f"remove {ctx.var('prefill_attention_backend')} "
+                "(SGLang prefills with trtllm_mla next to a cutedsl_mla decode)", f"{lm}:1241")
     elif "cutedsl_mla" in (_choice(ctx, "attention_backend", ""), _choice(ctx, "decode_attention_backend", "")):
         kv = _choice(ctx, "kv_cache_dtype", "auto")
         if kv not in CUTEDSL_MLA_KV:
