@@ -237,10 +237,14 @@ def _kv4_attention(ctx: Context, report: Report) -> None:
     prefill, decode = ctx.args.get("prefill_attention_backend"), ctx.args.get("decode_attention_backend")
     if prefill is not None and prefill == decode:
         backend = prefill  # sglang/srt/arg_groups/overrides.py:1127-1131
-    # 0.5.20 also resolves the unset prefill/shared backend next to an explicit decode one and checks it (below).
-    if backend is None and prefill is None and (decode is None or not added_in(ctx, "0.5.21")):
-        # The base as the hooks before fill it (filled_attention_backend: deterministic inference's flashinfer for Llama
-        # on a B200, refused with fp4_mx_block16 at :313; device cpu's torch_native), else SGLang's default.
+    filled = backend is None
+    if filled:
+        # The shared backend is filled whatever one side says (_attention_backend_default, overrides.py:1127-1140), and
+        # the unset side reads it (attention_backends_of, model_override_base.py:138-152): decode flashinfer alone for
+        # Llama on an RTX PRO 6000 is the pair flashinfer / flashinfer, refused with fp4_mx_block16 at :313 on every
+        # release (0.5.20 :103; a grid of prefill x decode backends found it, issue 36). The base as the hooks before
+        # fill it (filled_attention_backend: deterministic inference's flashinfer for Llama on a B200, refused with
+        # fp4_mx_block16 at :313; device cpu's torch_native), else SGLang's default.
         backend = filled_attention_backend(ctx)
         if backend == "":
             backend = default_attention_backend(ctx)
@@ -268,8 +272,8 @@ def _kv4_attention(ctx: Context, report: Report) -> None:
         # An unset decode side is the base as SGLang resolves it by then (resolved_attention_backends; pipeline.py:242
         # runs before handle_kv4_compatibility, :254): the seed-6 10,000-case run's MISSED fuzz-6-05813, prefill fa4 with
         # fp4_mx_block16 on Qwen3-Next on an L4, whose decode is flashinfer (kv_cache_hook.py:292).
-        checked, dest = decode or backend or resolved_attention_backends(ctx)[1], "decode_attention_backend"
-        defaulted = not (decode or backend)
+        checked = decode or (None if filled and prefill is not None else backend) or resolved_attention_backends(ctx)[1]
+        dest, defaulted = "decode_attention_backend", not decode and filled
     else:
         if (prefill or backend) != (decode or backend):
             return  # SGLang only warns about the mixed pair (kv_cache_hook.py:262-274)
@@ -280,8 +284,11 @@ def _kv4_attention(ctx: Context, report: Report) -> None:
     if checked in allowed:
         return
     native = kv == "nvfp4" and added_in(ctx, "0.5.21")
+    sides = [f"{side}_attention_backend" for side, value in (("prefill", prefill), ("decode", decode)) if value is not None]
     chosen = (" (native NVFP4 prefill sets trtllm_mha for both phases, and it replaces the shared backend)" if native else
-              "" if not defaulted and (ctx.args.get(dest) or prefill is not None) else
+              "" if not defaulted and (ctx.args.get(dest) or not filled) else
+              f" (SGLang's default for the unset attention_backend, and the {sides[0]} you set is the same, so both "
+              "phases run it)" if filled and len(sides) == 1 and not fa4 else
               " (SGLang's default here: the key is unset)")
     ctx.error("kv4.attention", "kv_cache_dtype",
               f"kv_cache_dtype {kv} ({'MLA' if mla else 'MHA'} model{', FA4 prefill' if fa4 else ''}) runs with "
