@@ -14,7 +14,7 @@ SGLANG_VERSION ?= 0.5.23
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help venv constraints deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release conformance-all conformance-targeted simhost wheelhouse provision-fixtures molecule molecule-extended test demo demo-down schema catalog gateway-schema gateway-lock bench dist ee ee-image fuzz-sglang changelog release sanity sanity-venv clean
+.PHONY: help venv constraints deps wheel wheels lock lint unit fuzz conformance-venv conformance conformance-release conformance-all conformance-targeted conformance-grids simhost wheelhouse provision-fixtures molecule molecule-extended test demo demo-down schema catalog gateway-schema gateway-lock bench dist ee ee-image fuzz-sglang changelog release sanity sanity-venv clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -100,6 +100,10 @@ conformance-all: venv wheels conformance-venv ## conformance-release for every r
 
 conformance-targeted: venv conformance-venv ## The whole targeted set (tests/conformance/targeted-0.5.23.json, 944 configurations written from SGLang's source) against SGLang itself, long: about 7.5 minutes on the 2-core machine (CI probes a fixed-seed sample, TARGETED_SAMPLE=5 per area and verdict)
 	TARGETED_SAMPLE=all $(BIN)/pytest -q tests/conformance/test_targeted.py
+
+CONFORMANCE_GRIDS ?= all
+conformance-grids: venv conformance-venv ## Every configuration of the grids in tests/conformance/grids.yaml (CONFORMANCE_GRIDS: all, or grid names) against SGLang itself on FUZZ_SGLANG_JOBS probes, long: about 19,400 configurations, about 42 minutes on the 2-core machine; table in build/conformance-grids.md (CI probes a fixed-seed sample, GRIDS_SAMPLE=8 per grid)
+	$(BIN)/python tests/conformance/differential.py $(foreach grid,$(CONFORMANCE_GRIDS),--grid $(grid)) --jobs $(FUZZ_SGLANG_JOBS) --report build/conformance-grids.md --sglang-answers build/conformance-grids-answers.jsonl
 
 FUZZ_SGLANG_CASES ?= 10000
 FUZZ_SGLANG_SEED ?= 0

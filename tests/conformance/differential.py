@@ -33,9 +33,12 @@ Coverage: each refusal is matched to the catalog entry whose statement holds the
 tests/catalog/implicit-<version>.yml). ``--coverage-of ANSWERS`` prints the coverage of a kept answers file.
 
     python tests/conformance/differential.py [--cases 10000] [--seed 0] [--jobs 2] [--report build/fuzz-sglang.md]
-        [--sglang-answers build/fuzz-sglang-answers.jsonl] [--save-cases FILE | --cases-from FILE] [--unreached FILE]
+        [--sglang-answers build/fuzz-sglang-answers.jsonl] [--save-cases FILE | --cases-from FILE | --grid NAME]
+        [--unreached FILE]
 
-``make fuzz-sglang`` runs 10,000 cases; CI runs a fixed-seed sample (test_differential.py).
+``make fuzz-sglang`` runs 10,000 cases; CI runs a fixed-seed sample (test_differential.py). ``--grid NAME`` (or all)
+judges a grid of grids.yaml instead: every combination of the arguments one check reads (grids.py; ``make
+conformance-grids``; CI's sample: test_grids.py).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from hypothesis import strategies as st
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import grids  # noqa: E402
 import resolution  # noqa: E402
 from conformance_support import (  # noqa: E402
     MODELS_DIR,
@@ -760,12 +764,12 @@ def sample_coverage(sglang: dict[str, dict[str, Any]]) -> tuple[Coverage, list[d
 
 def report(cases: list[dict[str, Any]], verdicts: dict[str, str], mine: dict[str, Any],
            sglang: dict[str, dict[str, Any]], seconds: float, seed: int, detail: bool = True,
-           contexts: dict[str, Any] | None = None) -> str:
+           contexts: dict[str, Any] | None = None, source: str = "") -> str:
     """The run's Markdown report; with ``contexts`` (evaluate's), also our resolver against SGLang's resolved values
-    on the cases both accept (resolution.py)."""
+    on the cases both accept (resolution.py). ``source`` names where the cases came from (else the seed)."""
     counts = Counter(verdicts.values())
     lines = [f"# Differential fuzzing: our validator vs SGLang {SGLANG_VERSION}", "",
-             f"{len(cases)} cases (seed {seed}) in {seconds:.0f} s: "
+             f"{len(cases)} cases ({source or f'seed {seed}'}) in {seconds:.0f} s: "
              + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), "",
              "| verdict | cases |", "| --- | --- |"]
     lines += [f"| {k} | {v} |" for k, v in sorted(counts.items())]
@@ -810,6 +814,9 @@ def main(argv: list[str] | None = None) -> int:
                              "or mapping change moves what the generator draws (--cases-from)")
     parser.add_argument("--cases-from", type=Path, default=None, metavar="FILE",
                         help="judge the cases of FILE (written by --save-cases) instead of generating them")
+    parser.add_argument("--grid", action="append", default=None, metavar="NAME",
+                        help="judge every configuration of the grid NAME of grids.yaml (repeatable; all: every grid) "
+                             "instead of generating cases")
     parser.add_argument("--unreached", type=Path, default=None, metavar="FILE",
                         help="write the table of the `rule` entries the run never reached (why, and the corpus cases "
                              "that cover them instead) to FILE")
@@ -828,18 +835,26 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     if args.cases_from is not None:
         cases = json.loads(args.cases_from.read_text(encoding="utf-8"))
+        source = f"`--cases-from` {args.cases_from.name}"
+    elif args.grid:
+        doc = grids.load()
+        algorithms = speculative_algorithms(schema_arguments())
+        chosen = grids.select(doc, args.grid)
+        cases = [case for grid in chosen for case in grids.expand(grid, doc, algorithms, GPUS)]
+        source = "grids " + ", ".join(grid["name"] for grid in chosen)
     else:
         cases = generate(args.cases, args.seed)
+        source = f"`--cases {args.cases} --seed {args.seed}`"
     if args.save_cases is not None:
         args.save_cases.parent.mkdir(parents=True, exist_ok=True)
         args.save_cases.write_text(json.dumps(cases, sort_keys=True) + "\n", encoding="utf-8")
     contexts: dict[str, Any] = {}
     verdicts, mine, sglang = evaluate(cases, args.jobs, args.sglang_answers, contexts)
-    text = report(cases, verdicts, mine, sglang, time.monotonic() - start, args.seed, contexts=contexts)
+    text = report(cases, verdicts, mine, sglang, time.monotonic() - start, args.seed, contexts=contexts,
+                  source="" if args.cases_from is None and not args.grid else source)
     _, differ = resolution.differences(cases, mine, contexts, sglang)
     if args.unreached is not None:
         cov, entries, kinds = sample_coverage(sglang)
-        source = f"`--cases-from` {args.cases_from.name}" if args.cases_from else f"`--cases {args.cases} --seed {args.seed}`"
         args.unreached.write_text(unreached_table(cov, entries, kinds, f"{len(cases)} cases, {source}"), encoding="utf-8")
     missed = [c for c in cases if verdicts[c["id"]] == "MISSED"]
     if missed and not args.no_shrink:

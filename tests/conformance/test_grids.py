@@ -1,0 +1,127 @@
+"""CI's fixed-seed sample of the grids (grids.yaml, grids.py): our validator against SGLang itself.
+
+Each grid is every combination of the arguments one of SGLang's checks reads, on named GPU profiles and fixture
+models. CI probes GRIDS_SAMPLE (default 8) configurations of each grid, drawn with seed 0, and judges them as
+differential.py judges a generated case: none may be MISSED, OUR-ARGV, CRASH or STRICTER-UNEXPLAINED (the table:
+build/conformance-grids-sample.md). ``make conformance-grids`` (differential.py --grid all) probes every configuration
+of every grid, with the raise-site coverage and shrunk MISSED cases; run it after a change to the rules or the SGLang
+pin, as ``make fuzz-sglang``.
+
+  test_grids_are_sound            every argument is one of the pinned release's schema, every value one of its choices,
+                                  every model a fixture and every profile a GPU the fuzzer knows; names are unique and
+                                  each grid says which check it is for.
+  test_expansion                  a grid is the product of its profiles, models and axes; "*" is every speculative
+                                  algorithm of the schema; drafts are named where an algorithm needs one.
+  test_sample_agrees_with_sglang  the sample, probed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import differential  # noqa: E402
+import grids  # noqa: E402
+from conformance_support import REPO, ProbeError, fixed_seed_sample  # noqa: E402
+
+FAILING = ("MISSED", "OUR-ARGV", "CRASH", "STRICTER-UNEXPLAINED")
+SAMPLE = os.environ.get("GRIDS_SAMPLE", "8")
+SAMPLE_MD = REPO / "build" / "conformance-grids-sample.md"
+
+
+def _all_cases() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    doc = grids.load()
+    algorithms = differential.speculative_algorithms(differential.schema_arguments())
+    return doc, [case for grid in doc["grids"] for case in grids.expand(grid, doc, algorithms, differential.GPUS)]
+
+
+def sample(per_grid: str) -> list[dict[str, Any]]:
+    """``per_grid`` configurations of each grid (every one for ``all``), drawn with seed 0."""
+    doc, cases = _all_cases()
+    return fixed_seed_sample(cases, lambda c: c["family"], [g["name"] for g in doc["grids"]], per_grid,
+                             "GRIDS_SAMPLE", 0)
+
+
+def test_grids_are_sound() -> None:
+    doc = grids.load()
+    schema = differential.schema_arguments()
+    algorithms = differential.speculative_algorithms(schema)
+    models = grids.fixture_models()
+    names = [g["name"] for g in doc["grids"]]
+    assert len(set(names)) == len(names), "duplicate grid names"
+    for name, profile in doc["profiles"].items():
+        major, minor = (int(part) for part in profile["compute_capability"].split("."))
+        assert (major, minor) in differential.GPUS, f"profile {name}: no GPU of compute capability {major}.{minor}"
+        assert profile["gpu_count"] in (1, 2, 4, 8), name
+    for algorithm, draft in doc["drafts"].items():
+        assert algorithm in algorithms and draft in models, (algorithm, draft)
+    for grid in doc["grids"]:
+        assert grid.get("why") and "py:" in grid["why"], f"grid {grid['name']}: name the check (file:line)"
+        assert set(grid["profiles"]) <= set(doc["profiles"]), grid["name"]
+        assert grid["models"] == "all" or set(grid["models"]) <= set(models), grid["name"]
+        sets = [grid.get("fixed", {})] + [o for axis in grid["axes"] for o in grids.axis_options(axis, algorithms)]
+        for args in sets:
+            for dest, value in args.items():
+                assert dest in schema, f"grid {grid['name']}: {dest} is no argument of {differential.SGLANG_VERSION}"
+                choices = schema[dest].get("choices")
+                assert not choices or value in choices, f"grid {grid['name']}: {dest} {value!r} not in {choices}"
+
+
+def test_expansion() -> None:
+    doc, cases = _all_cases()
+    algorithms = differential.speculative_algorithms(differential.schema_arguments())
+    for grid in doc["grids"]:
+        models = len(grids.fixture_models()) if grid["models"] == "all" else len(grid["models"])
+        size = len(grid["profiles"]) * models * math.prod(len(grids.axis_options(a, algorithms)) for a in grid["axes"])
+        assert len([c for c in cases if c["family"] == grid["name"]]) == size, grid["name"]
+    ids = [c["id"] for c in cases]
+    assert len(set(ids)) == len(ids)
+    spec = [c for c in cases if c["family"] == "nvfp4-speculative"]
+    assert {c["args"].get("speculative_algorithm") for c in spec} == {None, *algorithms}
+    for c in cases:
+        assert c["args"]["tp_size"] == c["gpu_count"]
+        draft = doc["drafts"].get(c["args"].get("speculative_algorithm"))
+        assert c["args"].get("speculative_draft_model_path") == (f"tests/conformance/models/{draft}" if draft else None)
+    assert sample("8") == sample("8"), "the sample is not reproducible"
+    assert len(sample("8")) == 8 * len(doc["grids"]) and sample("all") == cases
+
+
+@pytest.fixture(scope="module")
+def judged() -> dict[str, Any]:
+    try:
+        cases = sample(SAMPLE)
+    except ValueError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    contexts: dict[str, Any] = {}
+    start = time.monotonic()
+    try:
+        verdicts, mine, sglang = differential.evaluate([dict(c) for c in cases], contexts=contexts)
+    except ProbeError as exc:  # no conformance venv, or the probe itself failed
+        pytest.fail(str(exc), pytrace=False)
+    text = differential.report(cases, verdicts, mine, sglang, time.monotonic() - start, 0, contexts=contexts,
+                               source=f"grids, GRIDS_SAMPLE={SAMPLE}")
+    SAMPLE_MD.parent.mkdir(parents=True, exist_ok=True)
+    SAMPLE_MD.write_text(text, encoding="utf-8")
+    return {"cases": cases, "verdicts": verdicts, "mine": mine, "sglang": sglang}
+
+
+def test_sample_agrees_with_sglang(judged: dict[str, Any]) -> None:
+    offenders = []
+    for c in judged["cases"]:
+        verdict = judged["verdicts"][c["id"]]
+        if verdict in FAILING:
+            mine = judged["mine"][c["id"]]
+            ours = repr(mine) if isinstance(mine, Exception) else (
+                "accept" if mine.ok else "reject " + ", ".join(p.rule for p in mine.errors))
+            r = judged["sglang"].get(c["id"]) or {}
+            offenders.append(f"{verdict} {c['id']}: SGLang {r.get('status')} {r.get('where') or ''}; ours {ours}; "
+                             f"{c['model']} cc {c['compute_capability']}, args {json.dumps(c['args'])}")
+    assert not offenders, f"{len(offenders)} of {len(judged['cases'])} grid configurations:\n" + "\n".join(offenders)
