@@ -823,6 +823,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coverage-of", type=Path, default=None, metavar="ANSWERS",
                         help="print the raise-site coverage of every answer a --sglang-answers file holds, and exit")
     args = parser.parse_args(argv)
+    if args.cases_from is not None and args.grid:
+        parser.error("--cases-from and --grid both name the cases to judge: give one")
     if args.coverage_of is not None:
         answers = [json.loads(line)["answer"] for line in args.coverage_of.read_text(encoding="utf-8").splitlines()
                    if line.strip()]
@@ -839,7 +841,10 @@ def main(argv: list[str] | None = None) -> int:
     elif args.grid:
         doc = grids.load()
         algorithms = speculative_algorithms(schema_arguments())
-        chosen = grids.select(doc, args.grid)
+        try:
+            chosen = grids.select(doc, args.grid)
+        except ValueError as exc:
+            parser.error(str(exc))
         cases = [case for grid in chosen for case in grids.expand(grid, doc, algorithms, GPUS)]
         source = "grids " + ", ".join(grid["name"] for grid in chosen)
     else:
@@ -851,7 +856,7 @@ def main(argv: list[str] | None = None) -> int:
     contexts: dict[str, Any] = {}
     verdicts, mine, sglang = evaluate(cases, args.jobs, args.sglang_answers, contexts)
     text = report(cases, verdicts, mine, sglang, time.monotonic() - start, args.seed, contexts=contexts,
-                  source="" if args.cases_from is None and not args.grid else source)
+                  source=source if args.cases_from is not None or args.grid else "")
     _, differ = resolution.differences(cases, mine, contexts, sglang)
     if args.unreached is not None:
         cov, entries, kinds = sample_coverage(sglang)

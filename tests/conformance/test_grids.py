@@ -13,6 +13,8 @@ pin, as ``make fuzz-sglang``.
   test_expansion                  a grid is the product of its profiles, models and axes; "*" is every speculative
                                   algorithm of the schema; drafts are named where an algorithm needs one.
   test_sample_agrees_with_sglang  the sample, probed.
+  test_cli_refuses_...            differential.py --grid: an unknown grid, or a grid next to --cases-from, is a usage
+                                  error (exit 2) naming the grids there are.
 """
 
 from __future__ import annotations
@@ -125,3 +127,12 @@ def test_sample_agrees_with_sglang(judged: dict[str, Any]) -> None:
             offenders.append(f"{verdict} {c['id']}: SGLang {r.get('status')} {r.get('where') or ''}; ours {ours}; "
                              f"{c['model']} cc {c['compute_capability']}, args {json.dumps(c['args'])}")
     assert not offenders, f"{len(offenders)} of {len(judged['cases'])} grid configurations:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("argv", [["--grid", "no-such-grid"], ["--grid", "all", "--cases-from", "cases.json"]])
+def test_cli_refuses_an_unknown_grid_and_two_sources(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        differential.main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert ("no grid no-such-grid in grids.yaml" if "no-such-grid" in argv else "--cases-from and --grid") in err
