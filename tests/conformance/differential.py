@@ -488,6 +488,29 @@ def documented_stricter(result: Any) -> bool:
     return bool(result.errors) and all(any(p.rule.startswith(prefix) for prefix in STRICTER) for p in result.errors)
 
 
+# The verdicts a test fails on; probe-error is reported, not failed.
+FAILING = ("MISSED", "OUR-ARGV", "CRASH", "STRICTER-UNEXPLAINED")
+
+
+def offenders(cases: list[dict[str, Any]], verdicts: dict[str, str], mine: dict[str, Any],
+              sglang: dict[str, dict[str, Any]], note: str = "") -> list[str]:
+    """One line per case whose verdict is FAILING: the verdict, the id (and the case's ``note`` key, e.g. a targeted
+    case's intent), SGLang's answer and file:line, ours (accept, the rules that refused, or the crash), the model, the
+    GPU, the arguments and the environment."""
+    lines = []
+    for c in cases:
+        verdict = verdicts[c["id"]]
+        if verdict not in FAILING:
+            continue
+        result, r = mine[c["id"]], sglang.get(c["id"]) or {}
+        ours = repr(result) if isinstance(result, Exception) else (
+            "accept" if result.ok else "reject " + ", ".join(p.rule for p in result.errors))
+        lines.append(f"{verdict} {c['id']}{f' ({c[note]})' if note else ''}: SGLang {r.get('status')} "
+                     f"{r.get('where') or ''}; ours {ours}; {c['model']} cc {c['compute_capability']}, "
+                     f"args {json.dumps(c['args'])}, env {json.dumps(c.get('env') or {})}")
+    return lines
+
+
 def classify(sglang: dict[str, Any] | None, mine: Any, variant: dict[str, Any] | None) -> str:
     if not sglang or sglang.get("status") not in ("accepted", "rejected"):
         return "probe-error"

@@ -15,11 +15,11 @@ pin, as ``make fuzz-sglang``.
   test_sample_agrees_with_sglang  the sample, probed.
   test_cli_refuses_...            differential.py --grid: an unknown grid, or a grid next to --cases-from, is a usage
                                   error (exit 2) naming the grids there are.
+  test_offender_lines_...         the lines a failing sample prints (differential.offenders, shared with test_targeted).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -34,7 +34,6 @@ import differential  # noqa: E402
 import grids  # noqa: E402
 from conformance_support import REPO, ProbeError, fixed_seed_sample  # noqa: E402
 
-FAILING = ("MISSED", "OUR-ARGV", "CRASH", "STRICTER-UNEXPLAINED")
 SAMPLE = os.environ.get("GRIDS_SAMPLE", "8")
 SAMPLE_MD = REPO / "build" / "conformance-grids-sample.md"
 
@@ -116,16 +115,7 @@ def judged() -> dict[str, Any]:
 
 
 def test_sample_agrees_with_sglang(judged: dict[str, Any]) -> None:
-    offenders = []
-    for c in judged["cases"]:
-        verdict = judged["verdicts"][c["id"]]
-        if verdict in FAILING:
-            mine = judged["mine"][c["id"]]
-            ours = repr(mine) if isinstance(mine, Exception) else (
-                "accept" if mine.ok else "reject " + ", ".join(p.rule for p in mine.errors))
-            r = judged["sglang"].get(c["id"]) or {}
-            offenders.append(f"{verdict} {c['id']}: SGLang {r.get('status')} {r.get('where') or ''}; ours {ours}; "
-                             f"{c['model']} cc {c['compute_capability']}, args {json.dumps(c['args'])}")
+    offenders = differential.offenders(judged["cases"], judged["verdicts"], judged["mine"], judged["sglang"])
     assert not offenders, f"{len(offenders)} of {len(judged['cases'])} grid configurations:\n" + "\n".join(offenders)
 
 
@@ -136,3 +126,23 @@ def test_cli_refuses_an_unknown_grid_and_two_sources(argv: list[str], capsys: py
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert ("no grid no-such-grid in grids.yaml" if "no-such-grid" in argv else "--cases-from and --grid") in err
+
+
+def test_offender_lines_name_what_failed() -> None:
+    """differential.offenders, which this test and test_targeted.py fail with: one line per FAILING verdict."""
+    refused = type("Result", (), {"ok": False, "errors": [type("Problem", (), {"rule": "kv4.attention"})()]})()
+    accepted = type("Result", (), {"ok": True, "errors": []})()
+    cases = [{"id": f"c{n}", "model": "Llama-3.1-8B-Instruct", "compute_capability": "12.0", "args": {"tp_size": 8},
+              "intent": f"why {n}"} for n in range(4)]
+    lines = differential.offenders(
+        cases, {"c0": "STRICTER-UNEXPLAINED", "c1": "agree", "c2": "MISSED", "c3": "CRASH"},
+        {"c0": refused, "c1": accepted, "c2": accepted, "c3": ValueError("boom")},
+        {"c0": {"status": "accepted"}, "c2": {"status": "rejected", "where": "sglang/srt/x.py:1"}}, "intent")
+    assert lines == [
+        'STRICTER-UNEXPLAINED c0 (why 0): SGLang accepted ; ours reject kv4.attention; Llama-3.1-8B-Instruct cc 12.0, '
+        'args {"tp_size": 8}, env {}',
+        'MISSED c2 (why 2): SGLang rejected sglang/srt/x.py:1; ours accept; Llama-3.1-8B-Instruct cc 12.0, '
+        'args {"tp_size": 8}, env {}',
+        "CRASH c3 (why 3): SGLang None ; ours ValueError('boom'); Llama-3.1-8B-Instruct cc 12.0, "
+        'args {"tp_size": 8}, env {}',
+    ]

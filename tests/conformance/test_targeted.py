@@ -38,7 +38,6 @@ import differential  # noqa: E402
 from conformance_support import REPO, ProbeError, fixed_seed_sample, load_cases  # noqa: E402
 
 TARGETED = Path(__file__).resolve().parent / "targeted-0.5.23.json"
-FAILING = ("MISSED", "OUR-ARGV", "CRASH", "STRICTER-UNEXPLAINED")
 SEED = 0
 SAMPLE = os.environ.get("TARGETED_SAMPLE", "5")
 
@@ -101,17 +100,7 @@ def test_recorded_verdicts_hold(judged: dict[str, Any]) -> None:
 
 
 def test_validator_agrees(judged: dict[str, Any]) -> None:
-    offenders = []
-    for c in judged["cases"]:
-        verdict = judged["verdicts"][c["id"]]
-        if verdict in FAILING:
-            mine = judged["mine"][c["id"]]
-            ours = repr(mine) if isinstance(mine, Exception) else (
-                "accept" if mine.ok else "reject " + ", ".join(p.rule for p in mine.errors))
-            r = judged["sglang"].get(c["id"]) or {}
-            offenders.append(f"{verdict} {c['id']} ({c['intent']}): SGLang {r.get('status')} {r.get('where') or ''}; "
-                             f"ours {ours}; {c['model']} cc {c['compute_capability']}, args {json.dumps(c['args'])}, "
-                             f"env {json.dumps(c['env'])}")
+    offenders = differential.offenders(judged["cases"], judged["verdicts"], judged["mine"], judged["sglang"], "intent")
     counts = {v: list(judged["verdicts"].values()).count(v) for v in sorted(set(judged["verdicts"].values()))}
     assert not offenders, f"{len(offenders)} of {len(judged['cases'])} targeted cases ({counts}):\n" + "\n".join(offenders)
     print(f"\ntargeted set: {len(judged['cases'])} of {judged['total']} cases (TARGETED_SAMPLE={SAMPLE}), {counts}")
