@@ -35,8 +35,8 @@ def fixture_models() -> list[str]:
 
 
 def axis_options(axis: dict[str, Any], algorithms: list[str]) -> list[dict[str, Any]]:
-    """The argument sets one axis contributes: ``one_of``'s sets, or ``{arg: value}`` per value (None: unset, an
-    empty set), with ``*`` as the release's speculative algorithms."""
+    """The argument sets one axis contributes: ``one_of``'s sets (a set's ``env`` holds environment switches), or
+    ``{arg: value}`` per value (None: unset, an empty set), with ``*`` as the release's speculative algorithms."""
     if set(axis) == {"one_of"}:
         return [dict(option) for option in axis["one_of"]]
     if len(axis) != 1:
@@ -64,15 +64,17 @@ def expand(grid: dict[str, Any], doc: dict[str, Any], algorithms: list[str],
         major, minor = (int(part) for part in profile["compute_capability"].split("."))
         gpu_name, memory, integrated = gpus[(major, minor)][0]
         args: dict[str, Any] = {"tp_size": profile["gpu_count"], **grid.get("fixed", {})}
+        env: dict[str, str] = dict(grid.get("env", {}))
         for option in chosen:
-            args.update(option)
+            env.update(option.get("env", {}))
+            args.update({dest: value for dest, value in option.items() if dest != "env"})
         draft = doc.get("drafts", {}).get(args.get("speculative_algorithm"))
         if draft and "speculative_draft_model_path" not in args:
             args["speculative_draft_model_path"] = f"tests/conformance/models/{draft}"
         cases.append({"id": f"grid-{grid['name']}-{len(cases):05d}", "family": grid["name"], "model": model,
                       "compute_capability": profile["compute_capability"], "gpu_name": gpu_name,
                       "gpu_memory_mib": memory, "gpu_integrated": integrated, "gpu_count": profile["gpu_count"],
-                      "args": args, "env": dict(grid.get("env", {}))})
+                      "args": args, "env": env})
     return cases
 
 
