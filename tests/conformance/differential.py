@@ -488,6 +488,15 @@ def documented_stricter(result: Any) -> bool:
     return bool(result.errors) and all(any(p.rule.startswith(prefix) for prefix in STRICTER) for p in result.errors)
 
 
+def grid_cases(names: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """grids.yaml, the grids ``names`` names (``all``: every grid) and their configurations as cases: ``*`` the
+    pinned release's speculative algorithms, each profile's GPU the first of GPUS."""
+    doc = grids.load()
+    chosen = grids.select(doc, names)
+    algorithms = speculative_algorithms(schema_arguments())
+    return doc, chosen, [case for grid in chosen for case in grids.expand(grid, doc, algorithms, GPUS)]
+
+
 # The verdicts a test fails on; probe-error is reported, not failed.
 FAILING = ("MISSED", "OUR-ARGV", "CRASH", "STRICTER-UNEXPLAINED")
 
@@ -862,13 +871,10 @@ def main(argv: list[str] | None = None) -> int:
         cases = json.loads(args.cases_from.read_text(encoding="utf-8"))
         source = f"`--cases-from` {args.cases_from.name}"
     elif args.grid:
-        doc = grids.load()
-        algorithms = speculative_algorithms(schema_arguments())
         try:
-            chosen = grids.select(doc, args.grid)
+            _, chosen, cases = grid_cases(args.grid)
         except ValueError as exc:
             parser.error(str(exc))
-        cases = [case for grid in chosen for case in grids.expand(grid, doc, algorithms, GPUS)]
         source = "grids " + ", ".join(grid["name"] for grid in chosen)
     else:
         cases = generate(args.cases, args.seed)

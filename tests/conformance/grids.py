@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from conformance_support import HERE, MODELS_DIR, REPO
 
-HERE = Path(__file__).resolve().parent
 GRIDS = HERE / "grids.yaml"
-MODELS_DIR = HERE / "models"
 ANY_ALGORITHM = "*"
 
 
@@ -30,7 +29,7 @@ def load(path: Path = GRIDS) -> dict[str, Any]:
 
 
 def fixture_models() -> list[str]:
-    """The fixture checkpoints a grid may name (directories under models/)."""
+    """The fixture checkpoints a grid may name (directories under conformance_support.MODELS_DIR)."""
     return sorted(p.name for p in MODELS_DIR.iterdir() if (p / "config.json").is_file())
 
 
@@ -70,7 +69,7 @@ def expand(grid: dict[str, Any], doc: dict[str, Any], algorithms: list[str],
             args.update({dest: value for dest, value in option.items() if dest != "env"})
         draft = doc.get("drafts", {}).get(args.get("speculative_algorithm"))
         if draft and "speculative_draft_model_path" not in args:
-            args["speculative_draft_model_path"] = f"tests/conformance/models/{draft}"
+            args["speculative_draft_model_path"] = str((MODELS_DIR / draft).relative_to(REPO))
         cases.append({"id": f"grid-{grid['name']}-{len(cases):05d}", "family": grid["name"], "model": model,
                       "compute_capability": profile["compute_capability"], "gpu_name": gpu_name,
                       "gpu_memory_mib": memory, "gpu_integrated": integrated, "gpu_count": profile["gpu_count"],

@@ -38,15 +38,9 @@ SAMPLE = os.environ.get("GRIDS_SAMPLE", "4")
 SAMPLE_MD = REPO / "build" / "conformance-grids-sample.md"
 
 
-def _all_cases() -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    doc = grids.load()
-    algorithms = differential.speculative_algorithms(differential.schema_arguments())
-    return doc, [case for grid in doc["grids"] for case in grids.expand(grid, doc, algorithms, differential.GPUS)]
-
-
 def sample(per_grid: str) -> list[dict[str, Any]]:
     """``per_grid`` configurations of each grid (every one for ``all``), drawn with seed 0."""
-    doc, cases = _all_cases()
+    doc, _, cases = differential.grid_cases(["all"])
     return fixed_seed_sample(cases, lambda c: c["family"], [g["name"] for g in doc["grids"]], per_grid,
                              "GRIDS_SAMPLE", 0)
 
@@ -79,7 +73,7 @@ def test_grids_are_sound() -> None:
 
 
 def test_expansion() -> None:
-    doc, cases = _all_cases()
+    doc, _, cases = differential.grid_cases(["all"])
     algorithms = differential.speculative_algorithms(differential.schema_arguments())
     for grid in doc["grids"]:
         models = len(grids.fixture_models()) if grid["models"] == "all" else len(grid["models"])
