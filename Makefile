@@ -102,7 +102,7 @@ conformance-targeted: venv conformance-venv ## The whole targeted set (tests/con
 	TARGETED_SAMPLE=all $(BIN)/pytest -q tests/conformance/test_targeted.py
 
 CONFORMANCE_GRIDS ?= all
-conformance-grids: venv conformance-venv ## Every configuration of the grids in tests/conformance/grids.yaml (CONFORMANCE_GRIDS: all, or grid names) against SGLang itself on FUZZ_SGLANG_JOBS probes, long: about 29,900 configurations, about 65 minutes on the 2-core machine; table in build/conformance-grids.md (CI probes a fixed-seed sample, GRIDS_SAMPLE=4 per grid)
+conformance-grids: venv conformance-venv ## Every configuration of the grids in tests/conformance/grids.yaml (CONFORMANCE_GRIDS: all, or grid names) against SGLang itself on FUZZ_SGLANG_JOBS probes, long: about 76,100 configurations, about two hours on the 2-core machine; table in build/conformance-grids.md (CI probes a fixed-seed sample, GRIDS_SAMPLE=3 per grid)
 	$(BIN)/python tests/conformance/differential.py $(foreach grid,$(CONFORMANCE_GRIDS),--grid $(grid)) --jobs $(FUZZ_SGLANG_JOBS) --report build/conformance-grids.md --sglang-answers build/conformance-grids-answers.jsonl
 
 FUZZ_SGLANG_CASES ?= 10000
