@@ -62,9 +62,9 @@ def expand(grid: dict[str, Any], doc: dict[str, Any], algorithms: list[str],
         profile = doc["profiles"][profile_name]
         major, minor = (int(part) for part in profile["compute_capability"].split("."))
         gpu_name, memory, integrated = gpus[(major, minor)][0]
-        args: dict[str, Any] = {"tp_size": profile["gpu_count"], **grid.get("fixed", {})}
-        env: dict[str, str] = dict(grid.get("env", {}))
-        for option in chosen:
+        args: dict[str, Any] = {"tp_size": profile["gpu_count"]}
+        env: dict[str, str] = {}
+        for option in (grid.get("fixed", {}), *chosen):  # fixed: the set every configuration takes, axes' sets over it
             env.update(option.get("env", {}))
             args.update({dest: value for dest, value in option.items() if dest != "env"})
         draft = doc.get("drafts", {}).get(args.get("speculative_algorithm"))

@@ -46,6 +46,11 @@ def expansion() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return doc, cases
 
 
+def argument_sets(grid: dict[str, Any], algorithms: list[str]) -> list[dict[str, Any]]:
+    """Every argument set a grid names: its fixed set, then each axis's options."""
+    return [grid.get("fixed", {})] + [option for axis in grid["axes"] for option in grids.axis_options(axis, algorithms)]
+
+
 def sample(per_grid: str) -> list[dict[str, Any]]:
     """``per_grid`` configurations of each grid (every one for ``all``), drawn with seed 0."""
     doc, cases = expansion()
@@ -70,8 +75,7 @@ def test_grids_are_sound() -> None:
         assert grid.get("why") and "py:" in grid["why"], f"grid {grid['name']}: name the check (file:line)"
         assert set(grid["profiles"]) <= set(doc["profiles"]), grid["name"]
         assert grid["models"] == "all" or set(grid["models"]) <= set(models), grid["name"]
-        sets = [grid.get("fixed", {})] + [o for axis in grid["axes"] for o in grids.axis_options(axis, algorithms)]
-        for args in sets:
+        for args in argument_sets(grid, algorithms):
             for name, value in args.get("env", {}).items():  # an environment switch: a string, as the probe sets it
                 assert name.startswith("SGLANG_") and isinstance(value, str), f"grid {grid['name']}: env {name}"
             for dest, value in ((d, v) for d, v in args.items() if d != "env"):
@@ -93,10 +97,8 @@ def test_expansion() -> None:
     assert len(set(ids)) == len(ids)
     spec = [c for c in cases if c["family"] == "nvfp4-speculative"]
     assert {c["args"].get("speculative_algorithm") for c in spec} == {None, *algorithms}
-    sets_tp = {}  # the tp_size values a grid sets itself, fixed or on an axis
-    for g in doc["grids"]:
-        options = [g.get("fixed", {})] + [option for axis in g["axes"] for option in grids.axis_options(axis, algorithms)]
-        sets_tp[g["name"]] = {option["tp_size"] for option in options if "tp_size" in option}
+    # the tp_size values a grid sets itself, fixed or on an axis
+    sets_tp = {g["name"]: {o["tp_size"] for o in argument_sets(g, algorithms) if "tp_size" in o} for g in doc["grids"]}
     for c in cases:
         assert c["args"]["tp_size"] in {c["gpu_count"], *sets_tp[c["family"]]}, c["id"]
         draft = doc["drafts"].get(c["args"].get("speculative_algorithm"))
